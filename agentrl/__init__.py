@@ -1,0 +1,3 @@
+"""Agentic rollout: LLM engines, multi-turn env managers, env groups, async rollout."""
+
+__all__: list[str] = []

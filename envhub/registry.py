@@ -1,0 +1,195 @@
+"""EnvSpec, register, make, spec, list_envs: the registry of rockroll environments.
+
+Ids are versioned (``Sokoban-v0``); ``make("Sokoban")`` takes the newest version. Entry points
+are lazy ``"module:Class"`` strings (or callables), imported on first ``make``. Every env is
+also registered with gymnasium as ``rockroll/<id>``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from envhub.errors import RegistrationError, UnknownEnvError
+from envs.errors import EnvConfigError
+from envs.wrappers import MaxSteps
+
+__all__ = ["EnvSpec", "register", "make", "spec", "list_envs", "deregister", "parse_env_id", "GYM_NAMESPACE"]
+
+GYM_NAMESPACE = "rockroll"
+_ID_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_.]*)(?:-v(?P<version>\d+))?$")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything needed to build an env.
+
+    Attributes:
+        id: versioned id, ``Name-vN``.
+        entry_point: ``"module:Class"`` or a callable returning a :class:`~envs.core.TextEnv`.
+        kwargs: default constructor kwargs (overridden by those given to ``make``).
+        max_steps: default step limit applied by :class:`~envs.wrappers.MaxSteps` (None: none).
+        description: one line for listings.
+        tags: free-form labels (``"grid"``, ``"custom"``...).
+        supports_fork: whether ``get_state``/``set_state`` round-trip mid-episode.
+    """
+
+    id: str
+    entry_point: str | Callable[..., Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_steps: int | None = None
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    supports_fork: bool = True
+
+    @property
+    def name(self) -> str:
+        return parse_env_id(self.id)[0]
+
+    @property
+    def version(self) -> int:
+        return parse_env_id(self.id)[1] or 0
+
+    def load(self) -> Callable[..., Any]:
+        """Import and return the entry point."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module, _, attr = self.entry_point.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise RegistrationError(f"{self.id}: cannot load entry point {self.entry_point!r}: {e}") from e
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+
+
+def parse_env_id(env_id: str) -> tuple[str, int | None]:
+    """Split ``Name-vN`` into ``(name, N)``; ``N`` is None when no version is given."""
+    if not isinstance(env_id, str):
+        raise RegistrationError(f"env id must be a str, got {type(env_id).__name__}")
+    m = _ID_RE.match(env_id.removeprefix(f"{GYM_NAMESPACE}/"))
+    if not m:
+        raise RegistrationError(f"malformed env id {env_id!r}: expected 'Name-vN', e.g. 'Sokoban-v0'")
+    version = m.group("version")
+    return m.group("name"), None if version is None else int(version)
+
+
+def register(
+    id: str,
+    entry_point: str | Callable[..., Any],
+    *,
+    kwargs: dict[str, Any] | None = None,
+    max_steps: int | None = None,
+    description: str = "",
+    tags: tuple[str, ...] | list[str] = (),
+    supports_fork: bool = True,
+    override: bool = False,
+) -> EnvSpec:
+    """Register an env; raises :class:`RegistrationError` on a bad id or a duplicate."""
+    name, version = parse_env_id(id)
+    if version is None:
+        raise RegistrationError(f"env id {id!r} needs a version suffix, e.g. '{name}-v0'")
+    if isinstance(entry_point, str) and not re.match(r"^[\w.]+:[\w.]+$", entry_point):
+        raise RegistrationError(f"{id}: entry point must be 'module:Class', got {entry_point!r}")
+    if id in _REGISTRY and not override:
+        raise RegistrationError(f"{id} is already registered (pass override=True to replace it)")
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise RegistrationError(f"{id}: max_steps must be a positive int or None, got {max_steps!r}")
+    env_spec = EnvSpec(
+        id=id,
+        entry_point=entry_point,
+        kwargs=dict(kwargs or {}),
+        max_steps=max_steps,
+        description=description,
+        tags=tuple(tags),
+        supports_fork=supports_fork,
+    )
+    _REGISTRY[id] = env_spec
+    _register_with_gymnasium(env_spec)
+    return env_spec
+
+
+def deregister(env_id: str) -> None:
+    """Remove an env from the registry (and from gymnasium's)."""
+    env_spec = spec(env_id)
+    del _REGISTRY[env_spec.id]
+    gym.registry.pop(f"{GYM_NAMESPACE}/{env_spec.id}", None)
+
+
+def spec(env_id: str) -> EnvSpec:
+    """The spec of ``env_id`` (newest version when none is given)."""
+    name, version = parse_env_id(env_id)
+    if version is not None:
+        found = _REGISTRY.get(f"{name}-v{version}")
+    else:
+        versions = [s for s in _REGISTRY.values() if s.name == name]
+        found = max(versions, key=lambda s: s.version) if versions else None
+    if found is None:
+        raise UnknownEnvError(env_id, difflib.get_close_matches(env_id, list(_REGISTRY), n=3, cutoff=0.5))
+    return found
+
+
+def list_envs(tag: str | None = None) -> list[EnvSpec]:
+    """Registered specs sorted by id, optionally only those with ``tag``."""
+    return [s for _, s in sorted(_REGISTRY.items()) if tag is None or tag in s.tags]
+
+
+def make(env_id: str, **kwargs: Any) -> MaxSteps:
+    """Build ``env_id`` with its spec's kwargs overridden by ``kwargs``.
+
+    ``max_steps`` (spec default unless given) goes to the :class:`MaxSteps` wrapper; the rest to
+    the env's constructor. Unknown or invalid kwargs raise :class:`~envs.errors.EnvConfigError`.
+    """
+    env_spec = spec(env_id)
+    max_steps = kwargs.pop("max_steps", env_spec.max_steps)
+    ctor = env_spec.load()
+    merged = {**env_spec.kwargs, **kwargs}
+    _check_kwargs(env_spec.id, ctor, merged)
+    env = ctor(**merged)
+    env.spec_id = env_spec.id
+    return MaxSteps(env, max_steps)
+
+
+def _check_kwargs(env_id: str, ctor: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    try:
+        sig = inspect.signature(ctor)
+    except (TypeError, ValueError):
+        return
+    params = sig.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise EnvConfigError(
+            f"{env_id} got unknown argument(s) {', '.join(unknown)}; accepted: {', '.join(accepted + ['max_steps'])}",
+            env=env_id,
+            param=unknown[0],
+        )
+
+
+def _register_with_gymnasium(env_spec: EnvSpec) -> None:
+    gym_id = f"{GYM_NAMESPACE}/{env_spec.id}"
+    gym.registry.pop(gym_id, None)
+    gym.register(
+        id=gym_id,
+        entry_point=_gym_entry_point(env_spec.id),
+        disable_env_checker=True,
+        order_enforce=False,
+    )
+
+
+def _gym_entry_point(env_id: str) -> Callable[..., Any]:
+    def build(**kwargs: Any) -> MaxSteps:
+        kwargs.pop("render_mode", None)
+        return make(env_id, **kwargs)
+
+    return build

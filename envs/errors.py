@@ -1,0 +1,46 @@
+"""Typed errors raised by rockroll environments.
+
+Every error derives from :class:`EnvError`, and also from the built-in exception a caller
+would expect (``ValueError`` for bad configuration, ``TypeError`` for a non-string action), so
+``except ValueError`` keeps working for code that does not know rockroll.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EnvError", "EnvConfigError", "ActionTypeError", "ResetNeeded", "StateError"]
+
+
+class EnvError(Exception):
+    """Base class of every error raised by an environment."""
+
+
+class EnvConfigError(EnvError, ValueError):
+    """An environment was constructed with invalid keyword arguments.
+
+    Attributes:
+        env: the environment class name.
+        param: the offending parameter, when one can be named.
+    """
+
+    def __init__(self, message: str, *, env: str = "", param: str | None = None) -> None:
+        super().__init__(message)
+        self.env = env
+        self.param = param
+
+
+class ActionTypeError(EnvError, TypeError):
+    """``step`` was given something that is not a string."""
+
+    def __init__(self, action: object) -> None:
+        super().__init__(
+            f"step() expects the agent's text as a str, got {type(action).__name__}: {action!r:.80}"
+        )
+        self.action_type = type(action).__name__
+
+
+class ResetNeeded(EnvError, RuntimeError):
+    """``step`` (or ``get_state``) was called before ``reset`` or after the episode ended."""
+
+
+class StateError(EnvError, ValueError):
+    """``set_state`` was given a snapshot that does not belong to this environment."""

@@ -1,0 +1,3 @@
+"""Training: the GRPO/PPO family on Ray workers with torch."""
+
+__all__: list[str] = []
