@@ -12,7 +12,7 @@ The agent's text is read through :func:`parse_answer`: the content of the last
 ``<answer>...</answer>`` block (case-insensitive, surrounding text ignored). A missing block or an
 action the env does not accept is a no-op that costs ``format_penalty`` and reports
 ``action_is_valid=False``. Every ``info`` carries ``action_is_valid``, ``action_is_effective`` and
-``success``. Step limits are not the env's business: :class:`envs.wrappers.MaxSteps` owns
+``success``; every ``info`` value is JSON-serialisable. Step limits are not the env's business: :class:`envs.wrappers.MaxSteps` owns
 ``truncated``.
 
 Instructions for the agent (rules and action format) come from the env through
@@ -145,6 +145,14 @@ class TextEnv(gym.Env[str, str], abc.ABC, Generic[A]):
     def _invalid_observation(self, answer: str | None) -> str:
         """Observation after an unparsable or illegal action (default: unchanged view)."""
         return self._render()
+
+    def action_candidates(self) -> list[str]:
+        """Legal actions in the current state, as answer text without the ``<answer>`` tags.
+
+        Used by random policies and the conformance test; an env with an open-ended action
+        space returns a representative sample.
+        """
+        return []
 
     def _extra_info(self) -> dict[str, Any]:
         """Info every step and reset carries in addition to the standard keys."""

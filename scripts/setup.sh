@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install rockroll and its Python dependencies into .venv (idempotent).
+#   EXTRAS=dev,train bash scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXTRAS="${EXTRAS:-dev}"
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+case ",$EXTRAS," in
+  *,train,*)
+    # The CPU build of torch that installs offline here; the library itself accepts a range.
+    .venv/bin/pip install -q "torch==${TORCH_VERSION:-2.13.0}" ;;
+esac
+.venv/bin/pip install -q -e ".[${EXTRAS}]"
+echo "rockroll installed in .venv with extras [${EXTRAS}]"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh machine, then run the whole suite.
+#   bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXTRAS="${EXTRAS:-dev}" bash scripts/setup.sh
+if [ -f scripts/setup-docker.sh ] && [ "${ROCKROLL_SKIP_DOCKER:-0}" != "1" ]; then
+  bash scripts/setup-docker.sh
+fi
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests" >&2
+  exit 1
+fi
+exit "$rc"
