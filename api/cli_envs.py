@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import typer
@@ -12,7 +13,7 @@ from rich.table import Table
 __all__ = ["envs_app", "play", "demo"]
 
 envs_app = typer.Typer(help="Browse the env registry.", no_args_is_help=True)
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)
 
 
 def _parse_kwargs(items: list[str]) -> dict:

@@ -16,6 +16,7 @@ __all__ = ["expert_for", "has_expert", "EXPERTS"]
 #: env class name -> "module:function(env) -> str | None"
 EXPERTS: dict[str, str] = {
     "FrozenLakeEnv": "envs.frozenlake.expert:next_action",
+    "SokobanEnv": "envs.sokoban.expert:next_action",
 }
 
 
