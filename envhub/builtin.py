@@ -49,3 +49,10 @@ def register_builtin_envs() -> None:
         description="Sokoban, 6x6 with one box, drawn with another symbol set.",
         tags=("grid", "puzzle"),
     )
+    register(
+        "ALFWorld-v0",
+        "envs.alfworld:ALFWorldEnv",
+        max_steps=50,
+        description="ALFWorld's six household task types in procedurally generated homes (TextWorld-style text).",
+        tags=("text-game", "household"),
+    )

@@ -17,6 +17,7 @@ __all__ = ["expert_for", "has_expert", "EXPERTS"]
 EXPERTS: dict[str, str] = {
     "FrozenLakeEnv": "envs.frozenlake.expert:next_action",
     "SokobanEnv": "envs.sokoban.expert:next_action",
+    "ALFWorldEnv": "envs.alfworld.planner:next_action",
 }
 
 

@@ -1,0 +1,27 @@
+"""ALFWorld-style household tasks (``ALFWorld-v0``) on procedurally generated homes.
+
+* :class:`ALFWorldEnv`: the text env (ALFWorld's command grammar and feedback wording).
+* :func:`plan` / :func:`next_command`: a privileged planner that solves every generated task.
+* :class:`~envs.alfworld.original.ALFWorldOriginalEnv` (import ``envs.alfworld.original``): the
+  same contract over the original ``alfworld`` package and its data, when they are installed.
+"""
+
+from envs.alfworld.catalog import TASK_ALIASES, TASK_TYPES
+from envs.alfworld.env import ALFWorldEnv
+from envs.alfworld.generator import GenConfig, generate
+from envs.alfworld.planner import next_action, next_command, plan
+from envs.alfworld.tasks import goal_satisfied
+from envs.alfworld.world import World
+
+__all__ = [
+    "ALFWorldEnv",
+    "GenConfig",
+    "TASK_ALIASES",
+    "TASK_TYPES",
+    "World",
+    "generate",
+    "goal_satisfied",
+    "next_action",
+    "next_command",
+    "plan",
+]
