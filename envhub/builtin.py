@@ -56,3 +56,10 @@ def register_builtin_envs() -> None:
         description="ALFWorld's six household task types in procedurally generated homes (TextWorld-style text).",
         tags=("text-game", "household"),
     )
+    register(
+        "WebShop-v0",
+        "envs.webshop:WebShopEnv",
+        max_steps=15,
+        description="Find and buy the product an instruction asks for in a text web shop (BM25 search).",
+        tags=("web", "shopping"),
+    )

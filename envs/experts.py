@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["expert_for", "has_expert", "EXPERTS"]
+__all__ = ["expert_for", "has_expert", "EXPERTS", "EXPERT_FACTORIES"]
 
 #: env class name -> "module:function(env) -> str | None"
 EXPERTS: dict[str, str] = {
@@ -19,18 +19,34 @@ EXPERTS: dict[str, str] = {
     "SokobanEnv": "envs.sokoban.expert:next_action",
     "ALFWorldEnv": "envs.alfworld.planner:next_action",
 }
+#: env class name -> "module:factory(env) -> (() -> str | None)" for experts that keep state
+#: through an episode (call ``expert_for`` after each reset)
+EXPERT_FACTORIES: dict[str, str] = {
+    "WebShopEnv": "envs.webshop.oracle:expert",
+}
+
+
+def _load(ref: str) -> Callable[..., Any]:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def has_expert(env: Any) -> bool:
-    return type(getattr(env, "unwrapped", env)).__name__ in EXPERTS
+    name = type(getattr(env, "unwrapped", env)).__name__
+    return name in EXPERTS or name in EXPERT_FACTORIES
 
 
 def expert_for(env: Any) -> Callable[[], str | None]:
-    """A zero-argument callable giving the expert's next action for ``env``'s current state."""
+    """A zero-argument callable giving the expert's next action for ``env``'s current state.
+
+    Call it after ``reset``: stateful experts start their episode here.
+    """
     inner = getattr(env, "unwrapped", env)
     name = type(inner).__name__
+    if name in EXPERT_FACTORIES:
+        return _load(EXPERT_FACTORIES[name])(env)
     if name not in EXPERTS:
-        raise LookupError(f"no expert policy for {name}; experts exist for {', '.join(sorted(EXPERTS))}")
-    module, _, attr = EXPERTS[name].partition(":")
-    fn = getattr(importlib.import_module(module), attr)
+        known = ", ".join(sorted({*EXPERTS, *EXPERT_FACTORIES}))
+        raise LookupError(f"no expert policy for {name}; experts exist for {known}")
+    fn = _load(EXPERTS[name])
     return lambda: fn(inner)

@@ -1,0 +1,89 @@
+"""An oracle policy for WebShop: it knows the goal and plays the shop like a careful shopper.
+
+It searches with the goal's words, opens the first listed product that can satisfy the goal
+completely (type, attributes, price, and the wanted option values on offer), looking through
+at most ``max_result_pages`` result pages; if none fits it searches again with the target
+product's exact title. On the item page it selects the wanted options, then buys. It is used
+to check that goals are reachable within the step limit, and as a reference score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from envs.webshop.catalog import Goal, Product
+from envs.webshop.env import WebShopEnv, goal_query
+from envs.webshop.pages import BACK, BUY, NEXT, PREV, item_options, num_pages, option_elements, page_asins
+from envs.webshop.reward import score_purchase
+from envs.webshop.text import normalize
+
+__all__ = ["WebShopOracle", "best_options", "expert"]
+
+
+def best_options(product: Product, goal: Goal) -> dict[str, str]:
+    """The selection of ``product``'s option values that matches the most wanted values."""
+    wanted = {normalize(v) for v in goal.options.values()}
+    chosen: dict[str, str] = {}
+    for _, name, value in option_elements(product):
+        if normalize(value) in wanted and name not in chosen:
+            chosen[name] = value
+    return chosen
+
+
+class WebShopOracle:
+    """A goal-aware policy; call :meth:`reset` at each episode start, then :meth:`act` per step.
+
+    Args:
+        max_result_pages: result pages to look through before searching by the target's title.
+    """
+
+    def __init__(self, max_result_pages: int = 2) -> None:
+        self.max_result_pages = max_result_pages
+        self._searches = 0
+
+    def reset(self) -> None:
+        """Forget the previous episode."""
+        self._searches = 0
+
+    @staticmethod
+    def _fits(product: Product, goal: Goal) -> bool:
+        return score_purchase(product, best_options(product, goal), goal).success
+
+    def action(self, env: Any) -> str:
+        """The next action (without ``<answer>`` tags) for ``env`` (a WebShop env, wrapped or not)."""
+        web: WebShopEnv = env.unwrapped
+        goal, page = web.goal, web.page
+        kind = page["kind"]
+        if kind == "search":
+            self._searches += 1
+            query = goal_query(goal) if self._searches == 1 else web.product(goal.asin).title
+            return f"search[{query}]"
+        if kind == "results":
+            shown = page_asins(page)
+            if goal.asin in shown and self._searches > 1:
+                return f"click[{goal.asin.lower()}]"
+            for asin in shown:
+                if self._fits(web.product(asin), goal):
+                    return f"click[{asin.lower()}]"
+            if page["page"] < min(num_pages(page), self.max_result_pages):
+                return f"click[{NEXT}]"
+            return f"click[{BACK}]"
+        if kind == "item":
+            product = web.product(page["asin"])
+            wanted = best_options(product, goal)
+            for label, name, value in item_options(web.shop, product.asin):
+                if wanted.get(name) == value and page["options"].get(name) != value:
+                    return f"click[{label}]"
+            return f"click[{BUY}]"
+        return f"click[{PREV}]"
+
+    def act(self, env: Any) -> str:
+        """:meth:`action` wrapped in ``<answer>`` tags, ready for ``env.step``."""
+        return f"<answer>{self.action(env)}</answer>"
+
+
+def expert(env: Any) -> Callable[[], str]:
+    """A fresh oracle for one episode of ``env``, as a zero-argument next-action function."""
+    oracle = WebShopOracle()
+    return lambda: oracle.action(env)

@@ -1,0 +1,175 @@
+"""Navigation: the pages of the shop, what can be clicked on each, and where a click leads.
+
+The browser state is a stack of page dicts (plain JSON); the current page is the last one.
+
+* ``{"kind": "search"}``: the search bar (``search[...]`` is accepted only here);
+* ``{"kind": "results", "query": q, "page": n, "asins": [...]}``: ten results per page,
+  ``next >`` / ``< prev`` turn pages, an asin opens the item;
+* ``{"kind": "item", "asin": a, "options": {name: value}}``: clicking an option value selects
+  it; ``description`` / ``features`` / ``reviews`` open a sub-page; ``buy now`` buys;
+* ``{"kind": "section", "asin": a, "section": s}``: a sub-page; ``< prev`` returns to the item;
+* ``{"kind": "done", ...}``: after buying (nothing clickable).
+
+``back to search`` returns to a fresh search page from anywhere. Elements are matched
+case-insensitively with spaces collapsed.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from envs.webshop.catalog import Product
+from envs.webshop.search import MAX_RESULTS
+from envs.webshop.store import Shop
+
+__all__ = [
+    "BACK",
+    "NEXT",
+    "PREV",
+    "BUY",
+    "SECTIONS",
+    "PAGE_SIZE",
+    "canonical",
+    "search_page",
+    "option_elements",
+    "clickables",
+    "do_search",
+    "do_click",
+    "check_stack",
+    "copy_page",
+    "item_options",
+]
+
+BACK, NEXT, PREV, BUY = "back to search", "next >", "< prev", "buy now"
+SECTIONS = ("description", "features", "reviews")
+PAGE_SIZE = 10
+_RESERVED = frozenset((BACK, NEXT, PREV, BUY, *SECTIONS))
+_KINDS = frozenset(("search", "results", "item", "section", "done"))
+
+
+def canonical(element: str) -> str:
+    """The form elements are compared in: lower case, single spaces, outer brackets dropped."""
+    text = " ".join(element.lower().split())
+    while len(text) >= 2 and text[0] == "[" and text[-1] == "]":
+        text = text[1:-1].strip()
+    return text
+
+
+def search_page() -> dict[str, Any]:
+    return {"kind": "search"}
+
+
+def num_pages(page: dict[str, Any]) -> int:
+    """How many result pages a results page has (at least one)."""
+    return max(1, math.ceil(len(page["asins"]) / PAGE_SIZE))
+
+
+def page_asins(page: dict[str, Any]) -> list[str]:
+    """The asins shown on the current results page."""
+    start = (page["page"] - 1) * PAGE_SIZE
+    return page["asins"][start : start + PAGE_SIZE]
+
+
+def option_elements(product: Product) -> list[tuple[str, str, str]]:
+    """``(element, option name, value)`` for each option value of ``product``.
+
+    The element is the value itself, or ``"name: value"`` when the bare value would clash with
+    a navigation element or with a value of another option.
+    """
+    counts: dict[str, int] = {}
+    for values in product.options.values():
+        for v in values:
+            counts[canonical(v)] = counts.get(canonical(v), 0) + 1
+    out = []
+    for name, values in product.options.items():
+        for v in values:
+            c = canonical(v)
+            label = c if counts[c] == 1 and c not in _RESERVED else canonical(f"{name}: {v}")
+            out.append((label, name, v))
+    return out
+
+
+def item_options(shop: Shop, asin: str) -> list[tuple[str, str, str]]:
+    """:func:`option_elements` of product ``asin``, memoised in the shop."""
+    key = ("options", asin)
+    found = shop.memo.get(key)
+    if found is None:
+        found = shop.memo[key] = option_elements(shop.catalog.by_asin[asin])
+    return found
+
+
+def copy_page(page: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``page`` deep enough for navigation (its dicts and lists are copied once)."""
+    return {k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v for k, v in page.items()}
+
+
+def clickables(page: dict[str, Any], shop: Shop) -> list[str]:
+    """The elements that can be clicked on ``page``, in display order."""
+    kind = page["kind"]
+    if kind == "results":
+        out = [BACK]
+        if page["page"] > 1:
+            out.append(PREV)
+        if page["page"] < num_pages(page):
+            out.append(NEXT)
+        return out + [a.lower() for a in page_asins(page)]
+    if kind == "item":
+        return [BACK, PREV, *(label for label, _, _ in item_options(shop, page["asin"])), *SECTIONS, BUY]
+    if kind == "section":
+        return [BACK, PREV]
+    return []
+
+
+def do_search(stack: list[dict[str, Any]], query: str, shop: Shop) -> list[dict[str, Any]]:
+    """The stack after searching ``query`` from the search page."""
+    asins = shop.engine.search(query, MAX_RESULTS)
+    return [*map(copy_page, stack), {"kind": "results", "query": query, "page": 1, "asins": asins}]
+
+
+def do_click(stack: list[dict[str, Any]], element: str, shop: Shop) -> list[dict[str, Any]]:
+    """The stack after clicking ``element`` (one of the current clickables; ``buy now`` excluded)."""
+    stack = [copy_page(p) for p in stack]
+    page = stack[-1]
+    if element == BACK:
+        return [search_page()]
+    if page["kind"] == "results":
+        if element == NEXT:
+            page["page"] += 1
+        elif element == PREV:
+            page["page"] -= 1
+        else:
+            asin = next(a for a in page_asins(page) if a.lower() == element)
+            stack.append({"kind": "item", "asin": asin, "options": {}})
+        return stack
+    if element == PREV:
+        return stack[:-1]
+    if page["kind"] == "item":
+        if element in SECTIONS:
+            stack.append({"kind": "section", "asin": page["asin"], "section": element})
+            return stack
+        for label, name, value in item_options(shop, page["asin"]):
+            if label == element:
+                page["options"][name] = value
+                return stack
+    raise ValueError(f"{element!r} cannot be clicked on a {page['kind']} page")
+
+
+def check_stack(stack: Any, shop: Shop) -> list[dict[str, Any]]:
+    """Validate a page stack from a snapshot (raises ``ValueError`` when it cannot be shown)."""
+    if not isinstance(stack, list) or not stack:
+        raise ValueError("page stack must be a non-empty list")
+    for page in stack:
+        if not isinstance(page, dict) or page.get("kind") not in _KINDS:
+            raise ValueError(f"bad page {page!r}")
+        if "asin" in page and page["asin"] not in shop.catalog.by_asin:
+            raise ValueError(f"unknown asin {page['asin']!r}")
+        if page["kind"] == "results":
+            if not all(a in shop.catalog.by_asin for a in page["asins"]):
+                raise ValueError("unknown asin in results")
+            if not 1 <= int(page["page"]) <= num_pages(page):
+                raise ValueError(f"results page {page['page']} out of range")
+        if page["kind"] == "item" and not isinstance(page.get("options"), dict):
+            raise ValueError("item page needs an options dict")
+    return copy.deepcopy(stack)
