@@ -1,0 +1,82 @@
+"""The LLM engine interface: batched, async, token-in/token-out, with logprobs.
+
+Engines: ``hf`` (transformers, CPU/CUDA), ``openai`` (any OpenAI-compatible server), ``vllm``
+and ``sglang`` (optional in-process), ``random`` (for env testing). Env managers call
+:meth:`LLMEngine.generate` concurrently, one request per waiting episode; an engine batches
+waiting requests itself, so 64 waiting env managers do not mean 64 separate forward passes.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["SamplingParams", "GenerationRequest", "GenerationResult", "LLMEngine", "EngineError"]
+
+
+class EngineError(RuntimeError):
+    """Generation failed for a reason outside the request (server down, OOM, ...)."""
+
+
+@dataclass
+class SamplingParams:
+    """How to sample one response."""
+
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
+    stop_token_ids: list[int] = field(default_factory=list)  # the tokenizer's EOS is always a stop
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass
+class GenerationRequest:
+    prompt_ids: list[int]
+    params: SamplingParams = field(default_factory=SamplingParams)
+    request_id: str = ""
+
+
+@dataclass
+class GenerationResult:
+    """Generated tokens (stop token included when one ended the response) and their logprobs
+    under the sampling distribution's underlying model (temperature 1, no top-p/top-k)."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: Literal["stop", "length", "aborted"]
+    weight_version: int
+
+
+class LLMEngine(abc.ABC):
+    """Base class of engines. ``tokenizer`` is a Hugging Face tokenizer with a chat template."""
+
+    name: str = "base"
+    tokenizer: Any
+    weight_version: int = 0
+
+    @abc.abstractmethod
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Generate one response; concurrent calls are batched by the engine."""
+
+    async def generate_batch(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        import asyncio
+
+        return list(await asyncio.gather(*(self.generate(r) for r in requests)))
+
+    def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
+        """Load new policy weights in place and tag later generations with ``version``."""
+        raise NotImplementedError(f"the {self.name} engine cannot take weight updates")
+
+    async def close(self) -> None:
+        """Release resources (threads, servers, device memory); engines that hold none keep this."""
+        return None

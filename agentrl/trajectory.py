@@ -1,0 +1,162 @@
+"""The one contract between ``agentrl/`` (rollout) and ``trainer/`` (training).
+
+A :class:`Trajectory` is one episode: every turn's prompt and response token ids, the rollout
+logprob of every response token, per-turn and final rewards, env metrics, ids (group, episode,
+seed), the policy weight version that produced each turn, and a failure tag when infrastructure
+broke. :meth:`Trajectory.to_samples` turns it into :class:`TrainSample` rows whose
+``response_mask`` is 1 exactly on model-generated tokens.
+
+Two layouts:
+
+* ``"concat"``: the whole conversation as one sequence (valid when each turn's prompt extends
+  the previous turn's prompt + response, i.e. full history); earlier responses stay trainable,
+  env and template tokens are masked out.
+* ``"per_turn"``: one sample per turn (prompt, response); needed with truncated history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Turn", "FailureTag", "Trajectory", "TrainSample", "FailureKind"]
+
+FailureKind = Literal["infra", "agent"]
+
+
+@dataclass
+class Turn:
+    """One model turn: what the model saw, what it said, and what the env answered."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    weight_version: int
+    action_text: str = ""
+    observation: str = ""
+    reward: float = 0.0
+    action_is_valid: bool = True
+    action_is_effective: bool = False
+    finish_reason: str = "stop"
+
+    def __post_init__(self) -> None:
+        if len(self.logprobs) != len(self.response_ids):
+            raise ValueError(
+                f"a turn needs one logprob per response token: {len(self.logprobs)} logprobs "
+                f"for {len(self.response_ids)} tokens"
+            )
+
+
+@dataclass
+class FailureTag:
+    """Why an episode did not finish normally.
+
+    ``kind="infra"``: the platform failed (sandbox lost, timeout, server error): the episode
+    is retried or masked, never scored as the agent's failure. ``kind="agent"``: the agent's
+    own doing (e.g. it exceeded the context budget).
+    """
+
+    kind: FailureKind
+    stage: str  # "sandbox_start" | "env_reset" | "env_step" | "generation" | "reward" | ...
+    error: str  # exception class name
+    message: str
+    retries: int = 0
+
+
+@dataclass
+class TrainSample:
+    """One training row (token-aligned lists of equal length)."""
+
+    input_ids: list[int]
+    response_mask: list[int]
+    old_logprobs: list[float]
+    reward: float
+    group_id: str
+    episode_id: str
+    weight_version: int
+
+
+@dataclass
+class Trajectory:
+    """One episode of one env, as produced by an env manager."""
+
+    episode_id: str
+    group_id: str
+    env_id: str
+    seed: int
+    env_tag: str = ""
+    turns: list[Turn] = field(default_factory=list)
+    final_reward: float = 0.0
+    success: bool = False
+    terminated: bool = False
+    truncated: bool = False
+    failure: FailureTag | None = None
+    wall_time_s: float = 0.0
+
+    @property
+    def masked(self) -> bool:
+        """Infra failures are excluded from training."""
+        return self.failure is not None and self.failure.kind == "infra"
+
+    @property
+    def total_reward(self) -> float:
+        return sum(t.reward for t in self.turns)
+
+    @property
+    def weight_versions(self) -> list[int]:
+        return [t.weight_version for t in self.turns]
+
+    @property
+    def oldest_weight_version(self) -> int:
+        return min(self.weight_versions, default=0)
+
+    def metrics(self) -> dict[str, float]:
+        """Env metrics of the episode (means over turns where it applies)."""
+        n = len(self.turns)
+        return {
+            "success": float(self.success),
+            "turns": float(n),
+            "action_is_valid": sum(t.action_is_valid for t in self.turns) / n if n else 0.0,
+            "action_is_effective": sum(t.action_is_effective for t in self.turns) / n if n else 0.0,
+            "total_reward": self.total_reward,
+            "response_tokens": float(sum(len(t.response_ids) for t in self.turns)),
+        }
+
+    def to_samples(self, layout: Literal["concat", "per_turn"] = "concat", reward: float | None = None) -> list[TrainSample]:
+        """Training rows for this episode, every row carrying ``reward`` (default: final reward)."""
+        r = self.final_reward if reward is None else reward
+        if not self.turns:
+            return []
+        version = self.oldest_weight_version
+        if layout == "per_turn":
+            return [
+                TrainSample(
+                    input_ids=t.prompt_ids + t.response_ids,
+                    response_mask=[0] * len(t.prompt_ids) + [1] * len(t.response_ids),
+                    old_logprobs=[0.0] * len(t.prompt_ids) + list(t.logprobs),
+                    reward=r,
+                    group_id=self.group_id,
+                    episode_id=self.episode_id,
+                    weight_version=version,
+                )
+                for t in self.turns
+            ]
+        if layout != "concat":
+            raise ValueError(f"layout must be 'concat' or 'per_turn', got {layout!r}")
+        ids: list[int] = []
+        mask: list[int] = []
+        lps: list[float] = []
+        for i, t in enumerate(self.turns):
+            if t.prompt_ids[: len(ids)] != ids:
+                raise ValueError(
+                    f"turn {i}'s prompt does not extend the conversation so far; use layout='per_turn' "
+                    "(history was truncated or re-templated)"
+                )
+            new_context = t.prompt_ids[len(ids) :]
+            ids += new_context + t.response_ids
+            mask += [0] * len(new_context) + [1] * len(t.response_ids)
+            lps += [0.0] * len(new_context) + list(t.logprobs)
+        return [TrainSample(ids, mask, lps, r, self.group_id, self.episode_id, version)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
