@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from api.cli_envs import demo, envs_app, play
+from sandbox.cli import image_app
 
 __all__ = ["app"]
 
@@ -12,6 +13,7 @@ app = typer.Typer(help="rockroll: text environments, sandboxes and RL training f
 app.add_typer(envs_app, name="envs")
 app.command("play")(play)
 app.command("demo")(demo)
+app.add_typer(image_app, name="image")
 
 
 @app.command()

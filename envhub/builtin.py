@@ -63,3 +63,11 @@ def register_builtin_envs() -> None:
         description="Find and buy the product an instruction asks for in a text web shop (BM25 search).",
         tags=("web", "shopping"),
     )
+    register(
+        "SWE-v0",
+        "envs.swe:SWEEnv",
+        max_steps=30,
+        description="Fix an injected bug in a small Python repo through a sandboxed shell; hidden tests score the fix.",
+        tags=("code", "sandbox", "slow"),
+        supports_fork=False,
+    )

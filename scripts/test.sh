@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 EXTRAS="${EXTRAS:-dev}" bash scripts/setup.sh
 if [ -f scripts/setup-docker.sh ] && [ "${ROCKROLL_SKIP_DOCKER:-0}" != "1" ]; then
   bash scripts/setup-docker.sh
+  export ROCKROLL_REQUIRE_DOCKER=1  # the daemon is up: Docker tests must run, not skip
 fi
 set +e
 .venv/bin/python -m pytest "$@"

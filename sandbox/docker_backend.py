@@ -1,0 +1,243 @@
+"""The Docker backend: one locked-down container per sandbox, through the Docker SDK.
+
+Each container runs the in-sandbox server as a non-root user (uid 10001) with:
+
+* ``network_mode="none"``: no interfaces but its own loopback, so no egress and no way to reach
+  the host's loopback services or the Docker bridge. The manager still reaches the server because
+  the server listens on a **unix socket in a bind-mounted host directory** (one per sandbox,
+  ``<state_dir>/<manager>/<id>/`` -> ``/run/rockroll``). We chose this over a bridge network with a
+  published port because (a) any network, even an ``internal`` one, lets the sandbox talk to
+  other containers on it and (for published ports) to the host, (b) no port allocation or
+  firewall rules are needed, (c) a unix socket is faster than TCP through docker-proxy, and (d)
+  file permissions on the host directory decide who may talk to the sandbox. ``spec.network=True``
+  opts into the default bridge for tasks that need the internet;
+* ``cap_drop=["ALL"]``, ``security_opt=["no-new-privileges"]``, ``init=True`` (tini reaps
+  zombies), CPU (``nano_cpus``), memory (swap off) and pids limits;
+* a **read-only root filesystem** with writable tmpfs mounts for ``/workspace`` and ``/tmp`` only;
+* labels ``rockroll.managed=1``, ``rockroll.manager``, ``rockroll.sandbox``,
+  ``rockroll.generation`` and ``rockroll.pool``, which reconciliation uses to adopt or remove
+  containers after a manager restart.
+
+Several daemons can be listed (``hosts``); a new sandbox goes to the one running the fewest
+rockroll containers. Because the transport is a unix socket on the host's filesystem, every listed
+daemon must run on the manager's machine (a local socket, rootless and rootful daemons, or
+``tcp://127.0.0.1`` daemons); a remote daemon needs a manager (or socket relay) on that machine.
+
+Threat model: code in the container is untrusted. The boundary is the kernel's namespaces,
+cgroups, seccomp (Docker's default profile) and the dropped capabilities; the daemon and the host
+directory with the socket are trusted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+from sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
+from sandbox.errors import BackendUnavailable, ImageNotFound, SandboxStartError
+from sandbox.process import DEFAULT_STATE_DIR
+
+__all__ = ["DockerBackend", "SANDBOX_UID", "CONTAINER_SOCKET_DIR"]
+
+SANDBOX_UID = 10001
+CONTAINER_SOCKET_DIR = "/run/rockroll"
+LOCAL = "local"
+
+
+class DockerBackend(SandboxBackend):
+    """Sandboxes as Docker containers (see the module docstring).
+
+    Args:
+        hosts: Docker daemon URLs; empty means the environment's default (``DOCKER_HOST`` or the
+            local socket).
+        state_dir: host directory holding each sandbox's socket directory.
+        uid: the user the server runs as inside the container.
+    """
+
+    name = "docker"
+
+    def __init__(
+        self, hosts: tuple[str, ...] | list[str] = (), state_dir: str = DEFAULT_STATE_DIR, uid: int = SANDBOX_UID
+    ):
+        try:
+            import docker
+        except ImportError as e:  # pragma: no cover - docker is a dependency
+            raise BackendUnavailable("the docker package is not installed") from e
+        self.state_dir = Path(state_dir)
+        self.uid = uid
+        self._clients: dict[str, Any] = {}
+        self._known_images: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        for url in hosts or (LOCAL,):
+            try:
+                client = docker.from_env(timeout=60) if url == LOCAL else docker.DockerClient(base_url=url, timeout=60)
+                client.ping()
+            except Exception as e:  # noqa: BLE001 - any failure means this daemon is unusable
+                raise BackendUnavailable(f"Docker daemon {url} does not answer: {e}") from e
+            self._clients[url] = client
+        self._load = {url: len(self._containers(url, {})) for url in self._clients}
+
+    # ------------------------------------------------------------- helpers
+    def _containers(self, url: str, labels: dict[str, str]) -> list[Any]:
+        filters = {"label": ["rockroll.managed=1"] + [f"{k}={v}" for k, v in labels.items()]}
+        # ignore_removed: a container removed between listing and inspecting is not an error
+        return self._clients[url].containers.list(all=True, filters=filters, ignore_removed=True)
+
+    def has_image(self, image: str, host: str | None = None) -> bool:
+        import docker.errors
+
+        url = host or next(iter(self._clients))
+        if (url, image) in self._known_images:
+            return True
+        try:
+            self._clients[url].images.get(image)
+        except docker.errors.ImageNotFound:
+            return False
+        except docker.errors.APIError:
+            return False
+        self._known_images.add((url, image))
+        return True
+
+    def _pick_host(self) -> str:
+        with self._lock:
+            url = min(self._load, key=lambda u: self._load[u])
+            self._load[url] += 1
+            return url
+
+    def _socket_dir(self, manager: str, sandbox_id: str, generation: str) -> Path:
+        d = self.state_dir / manager / f"{sandbox_id}-g{generation}"
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        os.chmod(self.state_dir, 0o700)
+        if os.geteuid() == 0:
+            os.chown(d, self.uid, self.uid)
+        else:  # the container user must create the socket; the 0700 state_dir keeps others out
+            os.chmod(d, 0o777)
+        return d
+
+    # ----------------------------------------------------------- lifecycle
+    def start(self, sandbox_id: str, spec: SandboxSpec, *, labels: dict[str, str]) -> SandboxHandle:
+        import docker.errors
+
+        url = self._pick_host()
+        if not self.has_image(spec.image, url):
+            with self._lock:
+                self._load[url] -= 1
+            raise ImageNotFound(spec.image, url)
+        manager = labels.get("rockroll.manager", "default")
+        d = self._socket_dir(manager, sandbox_id, labels.get("rockroll.generation", "0"))
+        env = {"ROCKROLL_SOCKET": f"{CONTAINER_SOCKET_DIR}/s.sock", "ROCKROLL_WORKSPACE": "/workspace"}
+        env.update({"ROCKROLL_MAX_SESSIONS": str(spec.max_sessions), **dict(spec.env)})
+        tmpfs_opts = f"uid={self.uid},gid={self.uid},exec,nosuid,nodev"
+        try:
+            container = self._clients[url].containers.run(
+                spec.image,
+                detach=True,
+                name=f"rockroll-{manager}-{sandbox_id}-g{labels.get('rockroll.generation', '0')}",
+                user=f"{self.uid}:{self.uid}",
+                environment=env,
+                labels=labels,
+                network_mode="bridge" if spec.network else "none",
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                init=True,
+                nano_cpus=int(spec.cpus * 1e9),
+                mem_limit=f"{spec.memory_mb}m",
+                memswap_limit=f"{spec.memory_mb}m",
+                pids_limit=spec.pids_limit,
+                read_only=True,
+                tmpfs={
+                    "/workspace": f"size={spec.workspace_mb}m,mode=0700,{tmpfs_opts}",
+                    "/tmp": f"size=64m,mode=1777,{tmpfs_opts}",
+                },
+                volumes={str(d): {"bind": CONTAINER_SOCKET_DIR, "mode": "rw"}},
+                working_dir="/workspace",
+            )
+        except docker.errors.ImageNotFound as e:
+            self._known_images.discard((url, spec.image))
+            raise ImageNotFound(spec.image, url) from e
+        except docker.errors.APIError as e:
+            with self._lock:
+                self._load[url] -= 1
+            shutil.rmtree(d, ignore_errors=True)
+            raise SandboxStartError(f"docker could not start {spec.image}: {e}", sandbox_id=sandbox_id) from e
+        return SandboxHandle(
+            sandbox_id=sandbox_id,
+            backend=self.name,
+            socket_path=str(d / "s.sock"),
+            ref=container.id,
+            host=url,
+            generation=int(labels.get("rockroll.generation", "0")),
+            extra={"dir": str(d)},
+        )
+
+    def _container(self, handle: SandboxHandle) -> Any:
+        import docker.errors
+
+        client = self._clients.get(handle.host) or next(iter(self._clients.values()))
+        try:
+            return client.containers.get(handle.ref)
+        except docker.errors.NotFound:
+            return None
+
+    def stop(self, handle: SandboxHandle) -> None:
+        import docker.errors
+
+        c = self._container(handle)
+        if c is not None:
+            try:
+                c.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                if "already in progress" not in str(e):
+                    raise
+            with self._lock:
+                if handle.host in self._load:
+                    self._load[handle.host] = max(0, self._load[handle.host] - 1)
+        d = handle.extra.get("dir") or os.path.dirname(handle.socket_path)
+        if d and d.startswith(str(self.state_dir)):
+            shutil.rmtree(d, ignore_errors=True)
+
+    def is_alive(self, handle: SandboxHandle) -> bool:
+        c = self._container(handle)
+        return c is not None and c.status == "running"
+
+    def exit_reason(self, handle: SandboxHandle) -> str:
+        c = self._container(handle)
+        if c is None:
+            return "container removed"
+        state = c.attrs.get("State", {})
+        if state.get("OOMKilled"):
+            return "oom-killed"
+        return f"{state.get('Status', '?')}, exit {state.get('ExitCode', '?')}"
+
+    def logs(self, handle: SandboxHandle, tail: int = 50) -> str:
+        c = self._container(handle)
+        return c.logs(tail=tail).decode(errors="replace") if c is not None else ""
+
+    def list_managed(self, manager: str) -> list[SandboxHandle]:
+        handles = []
+        for url in self._clients:
+            for c in self._containers(url, {"rockroll.manager": manager}):
+                labels = c.labels
+                d = (
+                    self.state_dir
+                    / manager
+                    / f"{labels.get('rockroll.sandbox', '')}-g{labels.get('rockroll.generation', '0')}"
+                )
+                handles.append(
+                    SandboxHandle(
+                        sandbox_id=labels.get("rockroll.sandbox", ""),
+                        backend=self.name,
+                        socket_path=str(d / "s.sock"),
+                        ref=c.id,
+                        host=url,
+                        generation=int(labels.get("rockroll.generation", "0")),
+                        extra={"dir": str(d), "status": c.status},
+                    )
+                )
+        return handles

@@ -1,0 +1,213 @@
+"""The process backend: the in-sandbox server as a child process, in new namespaces where possible.
+
+This is the embedded default when no Docker daemon is reachable. Isolation is chosen once, from
+what works on the host (probed by running ``true``):
+
+1. ``bwrap`` (bubblewrap): new user, pid, net, ipc, uts and cgroup namespaces, all capabilities
+   dropped, the host's root filesystem mounted **read-only**, a private ``/tmp``, and only the
+   sandbox's own directory (socket + workspace) writable. No network (a fresh net namespace has
+   only a loopback of its own); the host reaches the server through the unix socket file.
+2. ``unshare --net --pid --fork --mount-proc --kill-child``: no network and a private pid space,
+   but the host filesystem stays **writable** with the server's rights.
+3. nothing: a plain child process (``isolation == "none"``).
+
+Threat model and limits, said plainly: this backend is for trusted or semi-trusted code and for
+machines without Docker. Host files stay *visible* (read-only under bwrap), and there are **no
+CPU, memory or pids limits** (no cgroup is created), so a fork bomb or memory hog affects the host.
+Use the Docker backend for untrusted agent code.
+
+Processes carry ``--label rockroll.manager=<name> --label rockroll.sandbox=<id>`` on their command
+line, so a restarted manager finds them in ``/proc`` and adopts or stops them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
+from sandbox.errors import SandboxStartError
+
+__all__ = ["ProcessBackend", "detect_isolation", "DEFAULT_STATE_DIR"]
+
+DEFAULT_STATE_DIR = f"/tmp/rockroll-sb-{os.getuid()}"
+_PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+_ISOLATION: str | None = None
+
+
+def _works(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv + ["true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _bwrap_base() -> list[str]:
+    return ["bwrap", "--unshare-all", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+
+
+def detect_isolation() -> str:
+    """``bwrap``, ``unshare`` or ``none``: the strongest isolation that works here (cached)."""
+    global _ISOLATION
+    if _ISOLATION is None:
+        if shutil.which("bwrap") and _works(_bwrap_base() + ["--"]):
+            _ISOLATION = "bwrap"
+        elif shutil.which("unshare") and _works(
+            ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
+        ):
+            _ISOLATION = "unshare"
+        else:
+            _ISOLATION = "none"
+    return _ISOLATION
+
+
+class ProcessBackend(SandboxBackend):
+    """Sandboxes as local processes (see the module docstring).
+
+    Args:
+        state_dir: where each sandbox gets ``<manager>/<id>/`` with its socket, workspace and log.
+        isolation: ``auto`` (strongest available), ``bwrap``, ``unshare`` or ``none``.
+        python: interpreter that runs the server (default: this one).
+    """
+
+    name = "process"
+
+    def __init__(self, state_dir: str = DEFAULT_STATE_DIR, isolation: str = "auto", python: str = sys.executable):
+        if isolation not in ("auto", "bwrap", "unshare", "none"):
+            raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
+        self.state_dir = Path(state_dir)
+        self.isolation = detect_isolation() if isolation == "auto" else isolation
+        self.python = python
+
+    def _dir(self, manager: str, name: str) -> Path:
+        return self.state_dir / manager / name
+
+    def start(self, sandbox_id: str, spec: SandboxSpec, *, labels: dict[str, str]) -> SandboxHandle:
+        manager = labels.get("rockroll.manager", "default")
+        d = self._dir(manager, f"{sandbox_id}-g{labels.get('rockroll.generation', '0')}")
+        shutil.rmtree(d, ignore_errors=True)
+        (d / "ws").mkdir(parents=True, mode=0o700)
+        os.chmod(self.state_dir, 0o700)
+        sock = str(d / "s.sock")
+        server = [self.python, "-m", "sandbox.server", "--socket", sock, "--workspace", str(d / "ws")]
+        server += ["--max-sessions", str(spec.max_sessions)]
+        for k, v in sorted(labels.items()):
+            server += ["--label", f"{k}={v}"]
+        if self.isolation == "bwrap":
+            # /run holds host daemons' sockets (Docker's among them): hide it behind an empty tmpfs
+            hide = ["--tmpfs", "/tmp", "--tmpfs", "/run"]
+            argv = _bwrap_base() + hide + ["--bind", str(d), str(d), "--chdir", str(d / "ws"), "--"]
+        elif self.isolation == "unshare":
+            argv = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
+        else:
+            argv = []
+        # a minimal environment: the host's variables (tokens, keys...) do not enter the sandbox
+        env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
+        env.update({"HOME": str(d / "ws"), "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)})
+        try:
+            with open(d / "server.log", "wb") as log:
+                proc = subprocess.Popen(
+                    argv + server, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True, env=env, cwd=str(d),
+                )  # fmt: skip
+        except OSError as e:
+            raise SandboxStartError(f"cannot start sandbox process: {e}", sandbox_id=sandbox_id) from e
+        _CHILDREN[proc.pid] = proc
+        return SandboxHandle(
+            sandbox_id=sandbox_id,
+            backend=self.name,
+            socket_path=sock,
+            ref=str(proc.pid),
+            extra={"isolation": self.isolation, "dir": str(d)},
+        )
+
+    def stop(self, handle: SandboxHandle) -> None:
+        pid = int(handle.ref)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc = _CHILDREN.pop(pid, None)
+        if proc is not None:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        d = handle.extra.get("dir") or os.path.dirname(handle.socket_path)
+        if d and str(self.state_dir) in d:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def is_alive(self, handle: SandboxHandle) -> bool:
+        pid = int(handle.ref)
+        proc = _CHILDREN.get(pid)
+        if proc is not None:
+            return proc.poll() is None
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X") and f"rockroll.sandbox={handle.sandbox_id}".encode() in cmdline
+
+    def exit_reason(self, handle: SandboxHandle) -> str:
+        proc = _CHILDREN.get(int(handle.ref))
+        if proc is not None and proc.returncode is not None:
+            code = proc.returncode
+            return f"killed by signal {-code}" if code < 0 else f"exit {code}"
+        return "process gone"
+
+    def logs(self, handle: SandboxHandle, tail: int = 50) -> str:
+        try:
+            lines = (Path(os.path.dirname(handle.socket_path)) / "server.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-tail:])
+
+    def list_managed(self, manager: str) -> list[SandboxHandle]:
+        """Outermost processes whose command line carries ``rockroll.manager=<manager>``."""
+        marker = f"rockroll.manager={manager}".encode()
+        found: dict[int, tuple[int, list[str]]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                raw = (entry / "cmdline").read_bytes()
+                if marker not in raw or b"sandbox.server" not in raw:
+                    continue
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            found[int(entry.name)] = (ppid, raw.decode(errors="replace").split("\0"))
+        handles = []
+        for pid, (ppid, args) in found.items():
+            if ppid in found or _pgid(pid) != pid:
+                continue
+            labels = dict(a.split("=", 1) for a in args if a.startswith("rockroll.") and "=" in a)
+            sock = args[args.index("--socket") + 1] if "--socket" in args else ""
+            sid = labels.get("rockroll.sandbox", "")
+            handles.append(
+                SandboxHandle(
+                    sandbox_id=sid,
+                    backend=self.name,
+                    socket_path=sock,
+                    ref=str(pid),
+                    generation=int(labels.get("rockroll.generation", "0")),
+                    started_at=time.time(),
+                    extra={"dir": os.path.dirname(sock), "labels": labels},
+                )
+            )
+        return handles
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return -1

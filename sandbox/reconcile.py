@@ -1,0 +1,78 @@
+"""Reconciliation when a manager starts: match persisted records with running sandboxes.
+
+* a labelled container/process with a record of the same id and generation whose server answers
+  is **adopted** (its sessions keep working);
+* one without a record, of a stale generation, a duplicate, or that does not answer is **removed**;
+* a record whose sandbox is gone is **restarted** (``auto_restart``) or dropped.
+
+So after any crash of the manager, no container or process of this manager's name is leaked.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from sandbox.base import SandboxSpec
+from sandbox.errors import SandboxError
+from sandbox.managed import ManagedSandbox
+
+if TYPE_CHECKING:
+    from sandbox.manager import SandboxManager
+
+__all__ = ["reconcile"]
+
+log = logging.getLogger(__name__)
+
+
+def reconcile(m: SandboxManager) -> dict[str, list[str]]:
+    """Adopt, remove or restart; returns the ids in each group (for logs and tests)."""
+    report: dict[str, list[str]] = {"adopted": [], "removed": [], "restarted": [], "dropped": []}
+    records = {r.id: r for r in m.store.list()}
+    kept: set[str] = set()
+    for handle in m.backend.list_managed(m.config.name):
+        rec = records.get(handle.sandbox_id)
+        if rec is None or rec.backend != m.backend.name or rec.generation != handle.generation or rec.id in kept:
+            m.backend.stop(handle)
+            report["removed"].append(handle.sandbox_id or handle.ref)
+            continue
+        sb = _from_record(m, rec)
+        handle.boot_id = rec.boot_id
+        try:
+            health = m.backend.health(handle, timeout_s=m.config.probe_timeout_s)
+            if rec.boot_id and health.boot_id != rec.boot_id:
+                raise SandboxError("boot id changed")
+        except SandboxError:
+            m.backend.stop(handle)
+            report["removed"].append(rec.id)
+            continue
+        handle.boot_id = health.boot_id
+        sb.handle, sb.state, sb.last_health, sb.sessions = handle, "ready", health, health.sessions
+        m._sandboxes[sb.id] = sb
+        m.persist(sb)
+        kept.add(rec.id)
+        report["adopted"].append(rec.id)
+    for rec in records.values():
+        if rec.id in kept:
+            continue
+        if m.config.auto_restart and rec.backend == m.backend.name:
+            sb = _from_record(m, rec)
+            sb.state, sb.handle = "unhealthy", None  # the monitor's first probe replaces it
+            m._sandboxes[sb.id] = sb
+            report["restarted"].append(rec.id)
+        else:
+            m.store.delete(rec.id)
+            report["dropped"].append(rec.id)
+    if any(report.values()):
+        log.info("reconciled sandboxes: %s", report)
+    m.reconcile_report = report
+    return report
+
+
+def _from_record(m: SandboxManager, rec: object) -> ManagedSandbox:
+    sb = ManagedSandbox(rec.id, SandboxSpec.from_dict(rec.spec), m.backend, pool=rec.pool)  # type: ignore[attr-defined]
+    sb.generation = rec.generation  # type: ignore[attr-defined]
+    sb.restarts = rec.restarts  # type: ignore[attr-defined]
+    sb.leased = rec.leased  # type: ignore[attr-defined]
+    sb._dirty = m._wake
+    return sb

@@ -1,0 +1,175 @@
+"""The in-sandbox HTTP server: routes ``POST /<op>`` calls to sessions, commands and files.
+
+Built on the standard library's ``http.server`` with a threading unix-socket server (HTTP/1.1
+keep-alive, one thread per connection). The protocol is described in :mod:`sandbox.client`.
+
+Threat model: the socket is reachable only by whoever can reach the socket file (the host's
+manager; the server chmods the socket 0666 but its directory is private to the manager on the host
+side). Inputs are JSON capped at ``MAX_REQUEST_BYTES``; errors are answered as typed JSON, never
+as tracebacks that could crash the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import socket
+import socketserver
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from sandbox.server.execs import run_command
+from sandbox.server.files import Workspace
+from sandbox.server.sessions import SessionStore
+
+__all__ = ["SandboxServer", "serve", "make_httpd", "MAX_REQUEST_BYTES"]
+
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, _ = self.socket.accept()
+        return sock, ("sandbox", 0)
+
+
+class SandboxServer:
+    """The state of one server: sessions, workspace and the op table."""
+
+    def __init__(self, workspace: str, max_sessions: int = 16) -> None:
+        self.boot_id = secrets.token_hex(8)
+        self.started = time.monotonic()
+        self.workspace = Workspace(workspace)
+        self.sessions = SessionStore(max_sessions)
+        threading.Thread(target=self.sessions.preload, name="preload", daemon=True).start()
+        self.ops = {
+            "health": self.health,
+            "env.make": lambda env_id, kwargs=None: self.sessions.make(env_id, kwargs),
+            "env.reset": self.sessions.reset,
+            "env.step": self.sessions.step,
+            "env.close": self.sessions.close,
+            "env.get_state": self.sessions.get_state,
+            "env.set_state": self.sessions.set_state,
+            "env.fork": self.sessions.fork,
+            "env.action_candidates": self.sessions.action_candidates,
+            "env.render": self.sessions.render,
+            "exec": self.exec,
+            "files.read": lambda path, max_bytes=16 * 1024 * 1024: {
+                "data": base64.b64encode(self.workspace.read(path, max_bytes)).decode()
+            },
+            "files.write": lambda path, data, mode=0o644: {
+                "size": self.workspace.write(path, base64.b64decode(data), mode)
+            },
+            "files.list": lambda path=".": self.workspace.list(path),
+        }
+
+    def health(self) -> dict[str, Any]:
+        t = os.times()
+        return {
+            "boot_id": self.boot_id,
+            "sessions": len(self.sessions),
+            "max_sessions": self.sessions.max_sessions,
+            "cpu_seconds": round(t.user + t.system + t.children_user + t.children_system, 3),
+            "memory_bytes": _memory_bytes(),
+            "uptime_s": round(time.monotonic() - self.started, 3),
+            "pid": os.getpid(),
+        }
+
+    def exec(self, cmd: Any, **kwargs: Any) -> dict[str, Any]:
+        return run_command(cmd, workspace=self.workspace.root, resolve=self.workspace.resolve, **kwargs)
+
+    def dispatch(self, op: str, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        fn = self.ops.get(op)
+        if fn is None:
+            return 404, {"error": {"type": "UnknownOp", "message": f"unknown op {op!r}", "attrs": {}}}
+        try:
+            return 200, {"result": fn(**args)}
+        except TypeError as e:
+            if type(e) is TypeError and "argument" in str(e):
+                return 400, {"error": {"type": "BadRequest", "message": f"{op}: {e}", "attrs": {}}}
+            return 200, {"error": _error_dict(e)}
+        except Exception as e:  # noqa: BLE001 - every failure goes back to the caller, typed
+            return 200, {"error": _error_dict(e)}
+
+
+def _error_dict(e: Exception) -> dict[str, Any]:
+    attrs = {k: v for k, v in vars(e).items() if isinstance(v, (str, int, float, bool, list, type(None)))}
+    return {"type": type(e).__name__, "message": str(e), "attrs": attrs}
+
+
+def _memory_bytes() -> int:
+    for path in ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory/memory.usage_in_bytes"):
+        try:
+            with open(path) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def _make_handler(server: SandboxServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by default
+            return
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_REQUEST_BYTES:
+                self._send(413, {"error": {"type": "BadRequest", "message": "request too large", "attrs": {}}})
+                self.close_connection = True
+                return
+            try:
+                args = json.loads(self.rfile.read(length) or b"{}")
+                if not isinstance(args, dict):
+                    raise ValueError("arguments must be a JSON object")
+            except ValueError as e:
+                self._send(400, {"error": {"type": "BadRequest", "message": str(e), "attrs": {}}})
+                return
+            status, payload = server.dispatch(self.path.lstrip("/"), args)
+            self._send(status, payload)
+
+        def _send(self, status: int, payload: dict[str, Any]) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("X-Rockroll-Boot", server.boot_id)
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+def make_httpd(socket_path: str, state: SandboxServer) -> socketserver.BaseServer:
+    """Bind the server to ``socket_path`` (mode 0666; the directory guards access)."""
+    if os.path.exists(socket_path):
+        os.unlink(socket_path)
+    old = os.umask(0o111)
+    try:
+        return _UnixHTTPServer(socket_path, _make_handler(state))
+    finally:
+        os.umask(old)
+
+
+def serve(socket_path: str, workspace: str, max_sessions: int = 16) -> None:
+    """Serve on ``socket_path`` until the process is killed."""
+    state = SandboxServer(workspace, max_sessions)
+    httpd = make_httpd(socket_path, state)
+    try:
+        httpd.serve_forever(poll_interval=0.5)
+    finally:
+        httpd.server_close()
+        state.sessions.close_all()

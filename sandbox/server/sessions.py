@@ -1,0 +1,155 @@
+"""Env sessions hosted by the in-sandbox server.
+
+A session is one env built with ``envhub.make``; its id is random. Calls on one session are
+serialised by a per-session lock; different sessions run in parallel. ``fork`` builds a second env
+with the same id and kwargs and copies the state over (``get_state``/``set_state``), so both
+continue independently.
+
+Custom envs: ``ROCKROLL_ENV_MODULES=pkg.a,pkg.b`` names modules the server imports at start-up
+(after ``envhub``); they register their envs with ``envhub.register``. A custom image only has
+to put those modules on ``PYTHONPATH``.
+
+Threat model: env ids and kwargs come from the host (trusted); actions come from the agent and are
+passed to the env as plain strings. A limit caps the number of sessions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import secrets
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox.errors import CapacityError, SessionNotFound
+
+__all__ = ["SessionStore"]
+
+
+@dataclass
+class _Session:
+    env_id: str
+    kwargs: dict[str, Any]
+    env: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class SessionStore:
+    """The env sessions of one server."""
+
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+        self._loaded = threading.Event()
+        self.load_errors: list[str] = []
+
+    def preload(self) -> None:
+        """Import envhub and the ``ROCKROLL_ENV_MODULES`` (run in a thread at server start)."""
+        try:
+            for name in ["envhub"] + [m for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
+                try:
+                    importlib.import_module(name.strip())
+                except Exception as e:  # noqa: BLE001 - reported in health and on env.make
+                    self.load_errors.append(f"cannot import {name}: {type(e).__name__}: {e}")
+                    print(f"sandbox server: {self.load_errors[-1]}", file=sys.stderr, flush=True)
+        finally:
+            self._loaded.set()
+
+    def _wait_loaded(self) -> None:
+        self._loaded.wait(120)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _get(self, session_id: str) -> _Session:
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise SessionNotFound(session_id) from None
+
+    def _add(self, env_id: str, kwargs: dict[str, Any], env: Any) -> str:
+        with self._lock:
+            if len(self._sessions) >= self.max_sessions:
+                env.close()
+                raise CapacityError(len(self._sessions), self.max_sessions, "sessions")
+            sid = secrets.token_hex(8)
+            self._sessions[sid] = _Session(env_id, kwargs, env)
+        return sid
+
+    def _reserve_check(self) -> None:
+        if len(self._sessions) >= self.max_sessions:
+            raise CapacityError(len(self._sessions), self.max_sessions, "sessions")
+
+    def make(self, env_id: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+        import envhub
+
+        self._wait_loaded()
+        self._reserve_check()
+        kwargs = dict(kwargs or {})
+        env = envhub.make(env_id, **kwargs)
+        sid = self._add(env_id, kwargs, env)
+        return {"session_id": sid, **self._describe(env)}
+
+    @staticmethod
+    def _describe(env: Any) -> dict[str, Any]:
+        prompt = env.system_prompt() if hasattr(env, "system_prompt") else ""
+        return {"env_id": getattr(env.unwrapped, "spec_id", ""), "system_prompt": prompt}
+
+    def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        s = self._get(session_id)
+        with s.lock:
+            obs, info = s.env.reset(seed=seed, options=options)
+            return [obs, info]
+
+    def step(self, session_id: str, action: Any) -> Any:
+        s = self._get(session_id)
+        with s.lock:
+            obs, reward, terminated, truncated, info = s.env.step(action)
+            return [obs, float(reward), bool(terminated), bool(truncated), info]
+
+    def get_state(self, session_id: str) -> Any:
+        s = self._get(session_id)
+        with s.lock:
+            return s.env.get_state()
+
+    def set_state(self, session_id: str, state: Any) -> None:
+        s = self._get(session_id)
+        with s.lock:
+            s.env.set_state(state)
+
+    def action_candidates(self, session_id: str) -> list[str]:
+        s = self._get(session_id)
+        with s.lock:
+            fn = getattr(s.env, "action_candidates", None)
+            return list(fn()) if fn else []
+
+    def render(self, session_id: str) -> str:
+        s = self._get(session_id)
+        with s.lock:
+            return str(s.env.render())
+
+    def fork(self, session_id: str) -> dict[str, Any]:
+        import envhub
+
+        s = self._get(session_id)
+        self._reserve_check()
+        with s.lock:
+            state = s.env.get_state()
+        env = envhub.make(s.env_id, **s.kwargs)
+        env.set_state(state)
+        sid = self._add(s.env_id, s.kwargs, env)
+        return {"session_id": sid, **self._describe(env)}
+
+    def close(self, session_id: str) -> None:
+        with self._lock:
+            s = self._sessions.pop(session_id, None)
+        if s is not None:
+            with s.lock:
+                s.env.close()
+
+    def close_all(self) -> None:
+        for sid in list(self._sessions):
+            self.close(sid)

@@ -1,0 +1,111 @@
+"""``RemoteSession``: an env session in a sandbox that looks like a local text env.
+
+It follows the text-env contract of :mod:`envs.core` (``reset``, ``step``, ``close``,
+``get_state``/``set_state``, ``system_prompt``, ``action_candidates``) plus ``fork``, so rollout
+code runs the same against ``envhub.make(...)`` and ``SandboxManager.open_session(...)``. Env errors
+(``ResetNeeded``, ``EnvConfigError``...) come back as the same exception types.
+
+A session lives in one incarnation of its sandbox. When that sandbox dies or is replaced, every
+call raises :class:`~sandbox.errors.SandboxLost` (a typed, retryable infrastructure failure); open
+a new session to go on.
+
+Threat model: observations and infos are untrusted strings/JSON from the sandbox.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from sandbox.client import SandboxClient
+from sandbox.errors import SandboxLost, SandboxTimeout, SessionNotFound
+
+if TYPE_CHECKING:
+    from sandbox.managed import ManagedSandbox
+
+__all__ = ["RemoteSession"]
+
+
+class RemoteSession:
+    """One env session hosted by a sandbox (see the module docstring)."""
+
+    def __init__(self, sandbox: ManagedSandbox, info: dict[str, Any], client: SandboxClient) -> None:
+        self.sandbox = sandbox
+        self.sandbox_id = sandbox.id
+        self.session_id: str = info["session_id"]
+        self.env_id: str = info.get("env_id", "")
+        self.spec_id = self.env_id
+        self._system_prompt: str = info.get("system_prompt", "")
+        self._generation = sandbox.generation
+        self._client = client
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"RemoteSession({self.env_id!r}, sandbox={self.sandbox_id}, session={self.session_id})"
+
+    def _call(self, op: str, **args: Any) -> Any:
+        if self.closed:
+            raise SessionNotFound(self.session_id)
+        if self.sandbox.generation != self._generation or self.sandbox.deleted:
+            raise SandboxLost(self.sandbox_id, "the sandbox was restarted or deleted")
+        with self._lock:
+            try:
+                return self._client.call(op, session_id=self.session_id, **args)
+            except SessionNotFound as e:
+                raise SandboxLost(self.sandbox_id, "the server no longer knows this session") from e
+            except SandboxTimeout:
+                raise
+            except SandboxLost:
+                self.sandbox.report_failure()
+                raise
+
+    # ------------------------------------------------------- env contract
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        obs, info = self._call("env.reset", seed=seed, options=options)
+        return obs, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self._call("env.step", action=action)
+        return obs, reward, terminated, truncated, info
+
+    def get_state(self) -> dict[str, Any]:
+        return self._call("env.get_state")
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._call("env.set_state", state=state)
+
+    def system_prompt(self) -> str:
+        return self._system_prompt
+
+    def action_candidates(self) -> list[str]:
+        return self._call("env.action_candidates")
+
+    def render(self) -> str:
+        return self._call("env.render")
+
+    def fork(self) -> RemoteSession:
+        """A second session in the same sandbox, starting from this one's current state."""
+        info = self._call("env.fork")
+        return self.sandbox.attach_session(info)
+
+    def close(self) -> None:
+        """Close the session (idempotent; a lost sandbox is not an error here)."""
+        if self.closed:
+            return
+        try:
+            if self.sandbox.generation == self._generation and not self.sandbox.deleted:
+                with self._lock:
+                    self._client.call("env.close", session_id=self.session_id)
+        except (SandboxLost, SandboxTimeout):
+            pass
+        finally:
+            self.closed = True
+            self._client.close()
+            self.sandbox.session_closed()
+
+    def __enter__(self) -> RemoteSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,58 @@
+"""Persistence of sandbox records through SQLAlchemy (SQLite file by default, any SQLAlchemy URL).
+
+Threat model: the database is trusted manager state; it holds no secrets.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from sqlalchemy import create_engine, delete, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from sandbox.models import Base, SandboxRecord
+
+__all__ = ["SandboxStore"]
+
+
+class SandboxStore:
+    """Save, list and delete :class:`SandboxRecord` rows of one manager."""
+
+    def __init__(self, url: str, manager: str) -> None:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
+        kwargs: dict[str, Any] = {}
+        if parsed.get_backend_name() == "sqlite":
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        self.engine = create_engine(url, **kwargs)
+        Base.metadata.create_all(self.engine)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self.manager = manager
+        self._lock = threading.Lock()
+
+    def save(self, record: dict[str, Any]) -> None:
+        """Insert or update one record (keys as in :meth:`ManagedSandbox.to_record`)."""
+        with self._lock, self._session.begin() as s:
+            row = s.get(SandboxRecord, record["id"])
+            if row is None:
+                row = SandboxRecord(id=record["id"], manager=self.manager)
+                s.add(row)
+            for k, v in record.items():
+                if k != "id":
+                    setattr(row, k, v)
+
+    def delete(self, sandbox_id: str) -> None:
+        with self._lock, self._session.begin() as s:
+            s.execute(delete(SandboxRecord).where(SandboxRecord.id == sandbox_id))
+
+    def list(self) -> list[SandboxRecord]:
+        with self._lock, Session(self.engine, expire_on_commit=False) as s:
+            rows = s.scalars(select(SandboxRecord).where(SandboxRecord.manager == self.manager))
+            return list(rows)
+
+    def close(self) -> None:
+        self.engine.dispose()
