@@ -23,6 +23,7 @@ EXPERTS: dict[str, str] = {
 #: through an episode (call ``expert_for`` after each reset)
 EXPERT_FACTORIES: dict[str, str] = {
     "WebShopEnv": "envs.webshop.oracle:expert",
+    "SWEEnv": "envs.swe.expert:expert",
 }
 
 

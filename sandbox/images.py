@@ -80,7 +80,7 @@ class ImageBuildConfig:
     base: str = "debootstrap"
     suite: str = "bookworm"
     mirror: str = "http://deb.debian.org/debian"
-    runtime_packages: tuple[str, ...] = ("numpy", "gymnasium")
+    runtime_packages: tuple[str, ...] = ("numpy", "gymnasium", "bm25s")  # what envs/ imports (bm25s: WebShop)
     extra_wheels: tuple[str, ...] = ()
     project_dir: str = str(PROJECT_ROOT)
     force: bool = False

@@ -313,7 +313,8 @@ class SandboxManager:
                 ]
                 best = min(candidates, key=lambda s: (s.load, s.last_used), default=None)
                 if best is not None:
-                    best.sessions += 1  # reserve the slot before leaving the lock
+                    with best.lock:  # the counter's own lock: session_closed decrements under it
+                        best.sessions += 1  # reserve the slot before leaving the manager lock
             if best is None:
                 best = self.create(spec, pool=spec.name)
                 with best.lock:

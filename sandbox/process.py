@@ -52,6 +52,19 @@ def _bwrap_base() -> list[str]:
     return ["bwrap", "--unshare-all", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
 
 
+def _reexpose(python: str, env: dict[str, str]) -> list[str]:
+    """Read-only binds for what the server needs that the /tmp and /run tmpfs would hide: the
+    interpreter's prefix, the rockroll sources and PYTHONPATH entries (a checkout under /tmp)."""
+    wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.abspath(python)))}
+    wanted.add(str(Path(__file__).resolve().parent.parent))
+    wanted.update(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)
+    out: list[str] = []
+    for path in sorted(os.path.realpath(p) for p in wanted):
+        if path.startswith(("/tmp/", "/run/")) and os.path.exists(path):
+            out += ["--ro-bind", path, path]
+    return out
+
+
 def detect_isolation() -> str:
     """``bwrap``, ``unshare`` or ``none``: the strongest isolation that works here (cached)."""
     global _ISOLATION
@@ -102,7 +115,8 @@ class ProcessBackend(SandboxBackend):
         if self.isolation == "bwrap":
             # /run holds host daemons' sockets (Docker's among them): hide it behind an empty tmpfs
             hide = ["--tmpfs", "/tmp", "--tmpfs", "/run"]
-            argv = _bwrap_base() + hide + ["--bind", str(d), str(d), "--chdir", str(d / "ws"), "--"]
+            argv = _bwrap_base() + hide + _reexpose(self.python, dict(spec.env))
+            argv += ["--bind", str(d), str(d), "--chdir", str(d / "ws"), "--"]
         elif self.isolation == "unshare":
             argv = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
         else:

@@ -221,7 +221,7 @@ class SWEEnv(TextEnv[SWEAction]):
             f"Repository files:\n{listing}\n\n"
             "Use bash to explore and test, edit to change files, submit when done."
         )
-        return {}
+        return {"task_id": self.task.task_id}
 
     def _parse_action(self, answer: str) -> SWEAction | None:
         head, _, rest = answer.partition(":")

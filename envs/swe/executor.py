@@ -297,9 +297,12 @@ def make_executor(backend: str) -> Any:
     """An executor for ``backend`` (see :data:`BACKENDS`); raises :class:`ExecutorError`.
 
     ``auto`` tries Docker once per process (daemon answers and the image exists) and otherwise
-    uses the process backend from then on.
+    uses the process backend from then on; inside a rockroll sandbox (``ROCKROLL_IN_SANDBOX=1``,
+    set by the in-sandbox server) it uses :class:`LocalExecutor` within that sandbox.
     """
-    if backend == "local":
+    if backend == "local" or (backend == "auto" and os.environ.get("ROCKROLL_IN_SANDBOX") == "1"):
+        # Inside a rockroll sandbox (the env itself runs in a sandbox session) the sandbox is the
+        # isolation boundary already: commands run as children in a private directory there.
         return LocalExecutor()
     try:
         from sandbox.errors import SandboxError

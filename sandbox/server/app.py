@@ -166,6 +166,8 @@ def make_httpd(socket_path: str, state: SandboxServer) -> socketserver.BaseServe
 
 def serve(socket_path: str, workspace: str, max_sessions: int = 16) -> None:
     """Serve on ``socket_path`` until the process is killed."""
+    # envs hosted here (e.g. SWE-v0) learn that they already run inside a sandbox
+    os.environ["ROCKROLL_IN_SANDBOX"] = "1"
     state = SandboxServer(workspace, max_sessions)
     httpd = make_httpd(socket_path, state)
     try:
