@@ -92,6 +92,7 @@ class Trajectory:
     truncated: bool = False
     failure: FailureTag | None = None
     wall_time_s: float = 0.0
+    infra_retries: int = 0  # fresh starts after infra failures (also on episodes that then finished)
 
     @property
     def masked(self) -> bool:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import typer
 
+from agentrl.cli import model_app, serve_model_cmd
+from agentrl.cli_eval import eval_app
 from api.cli_envs import demo, envs_app, play
+from api.cli_remote import env_app, job_app, sandbox_app, session_app
+from api.cli_server import serve, token_app
 from sandbox.cli import image_app
+from trainer.cli import register as register_train
 
 __all__ = ["app"]
 
@@ -13,7 +18,17 @@ app = typer.Typer(help="rockroll: text environments, sandboxes and RL training f
 app.add_typer(envs_app, name="envs")
 app.command("play")(play)
 app.command("demo")(demo)
+app.command("serve")(serve)
+app.add_typer(token_app, name="token")
+app.add_typer(env_app, name="env")
+app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(session_app, name="session")
+app.add_typer(job_app, name="job")
 app.add_typer(image_app, name="image")
+app.add_typer(model_app, name="model")
+app.command("serve-model")(serve_model_cmd)
+app.add_typer(eval_app, name="eval")
+register_train(app)  # rockroll train / rockroll plot
 
 
 @app.command()

@@ -3,10 +3,15 @@
 #   bash scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS="${EXTRAS:-dev}" bash scripts/setup.sh
+EXTRAS="${EXTRAS:-dev,train}" bash scripts/setup.sh
 if [ -f scripts/setup-docker.sh ] && [ "${ROCKROLL_SKIP_DOCKER:-0}" != "1" ]; then
   bash scripts/setup-docker.sh
   export ROCKROLL_REQUIRE_DOCKER=1  # the daemon is up: Docker tests must run, not skip
+fi
+if [ "${ROCKROLL_SKIP_SERVICES:-0}" != "1" ]; then
+  # chromium + chromedriver and PostgreSQL for tests/api (the last line printed is the database URL)
+  ROCKROLL_TEST_PG_URL="$(bash scripts/setup-ci-services.sh | tail -n 1)"
+  export ROCKROLL_TEST_PG_URL
 fi
 set +e
 .venv/bin/python -m pytest "$@"

@@ -1,5 +1,46 @@
-"""LLM engines behind one interface (see :mod:`agentrl.engines.base`)."""
+"""LLM engines behind one interface (see :mod:`agentrl.engines.base`).
+
+:func:`make_engine` builds one by kind; each engine module is imported only when asked for, so
+``import agentrl.engines`` stays light (no torch, transformers, vllm or sglang).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 
-__all__ = ["EngineError", "GenerationRequest", "GenerationResult", "LLMEngine", "SamplingParams"]
+__all__ = [
+    "ENGINE_KINDS",
+    "EngineError",
+    "GenerationRequest",
+    "GenerationResult",
+    "LLMEngine",
+    "SamplingParams",
+    "make_engine",
+]
+
+#: engine kind -> "module:Class", imported lazily
+ENGINE_KINDS: dict[str, str] = {
+    "hf": "agentrl.engines.hf:HFEngine",
+    "openai": "agentrl.engines.openai_engine:OpenAIEngine",
+    "vllm": "agentrl.engines.vllm_engine:VLLMEngine",
+    "sglang": "agentrl.engines.sglang_engine:SGLangEngine",
+    "random": "agentrl.engines.random_engine:RandomEngine",
+}
+
+
+def make_engine(kind: str, **kwargs: Any) -> LLMEngine:
+    """Build the engine ``kind`` (one of :data:`ENGINE_KINDS`) with ``kwargs``.
+
+    Examples: ``make_engine("hf", model_path="/tmp/tiny")``,
+    ``make_engine("openai", base_url="http://127.0.0.1:8001", tokenizer="/tmp/tiny")``,
+    ``make_engine("vllm", model_path="Qwen/Qwen2.5-0.5B-Instruct")``, ``make_engine("random")``.
+    """
+    target = ENGINE_KINDS.get(kind)
+    if target is None:
+        raise ValueError(f"unknown engine kind {kind!r}; choose one of {sorted(ENGINE_KINDS)}")
+    module_name, cls_name = target.split(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    return cls(**kwargs)

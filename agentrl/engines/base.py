@@ -49,12 +49,20 @@ class GenerationRequest:
 @dataclass
 class GenerationResult:
     """Generated tokens (stop token included when one ended the response) and their logprobs
-    under the sampling distribution's underlying model (temperature 1, no top-p/top-k)."""
+    under the sampling distribution's underlying model (temperature 1, no top-p/top-k).
+
+    ``tokens_exact`` is False when the engine could not get the sampled token ids and
+    re-tokenised the text instead (the ids may differ from what the model sampled);
+    ``logprobs_exact`` is False when some logprobs were not returned: those entries are NaN
+    (never a made-up number), so a trainer must recompute them.
+    """
 
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: Literal["stop", "length", "aborted"]
     weight_version: int
+    tokens_exact: bool = True
+    logprobs_exact: bool = True
 
 
 class LLMEngine(abc.ABC):
@@ -76,6 +84,13 @@ class LLMEngine(abc.ABC):
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         """Load new policy weights in place and tag later generations with ``version``."""
         raise NotImplementedError(f"the {self.name} engine cannot take weight updates")
+
+    async def update_weights_async(self, state_dict: dict[str, Any], version: int) -> None:
+        """:meth:`update_weights` from async code, without blocking the event loop (the default
+        runs it in a worker thread; engines whose update is natively async override this)."""
+        import asyncio
+
+        await asyncio.get_running_loop().run_in_executor(None, self.update_weights, state_dict, version)
 
     async def close(self) -> None:
         """Release resources (threads, servers, device memory); engines that hold none keep this."""

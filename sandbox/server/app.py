@@ -34,6 +34,7 @@ MAX_REQUEST_BYTES = 32 * 1024 * 1024
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # many clients connect at once (the default backlog of 5 refuses them)
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, _ = self.socket.accept()

@@ -15,9 +15,9 @@ sandbox around the server (container or namespaces) is the boundary, not this mo
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
-import threading
 import time
 from typing import Any
 
@@ -40,21 +40,63 @@ def oom_kill_count() -> int:
     return -1
 
 
-def _drain(stream: Any, limit: int, out: list[bytes], flags: dict[str, bool]) -> None:
-    kept = 0
-    while True:
-        chunk = stream.read(65536)
-        if not chunk:
+def _collect(proc: subprocess.Popen[bytes], stdin: bytes | None, limit: int, timeout_s: float) -> tuple[bytes, bytes, bool, bool]:
+    """Feed stdin and read both pipes in this thread (no helper threads: a fork bomb may have
+    used up the pids limit) until EOF, the timeout, or shortly after the command exited.
+
+    Returns ``(stdout, stderr, truncated, timed_out)``. When the command exits while children it
+    left behind still hold the pipes, its process group is killed so the pipes close.
+    """
+    sel = selectors.DefaultSelector()
+    bufs: dict[int, bytearray] = {}
+    for stream in (proc.stdout, proc.stderr):
+        assert stream is not None  # both are PIPE
+        os.set_blocking(stream.fileno(), False)
+        bufs[stream.fileno()] = bytearray()
+        sel.register(stream.fileno(), selectors.EVENT_READ)
+    pending = memoryview(stdin or b"")
+    stdin_fd = -1
+    if proc.stdin is not None:
+        stdin_fd = proc.stdin.fileno()
+        os.set_blocking(stdin_fd, False)
+        sel.register(stdin_fd, selectors.EVENT_WRITE)
+    deadline = time.monotonic() + timeout_s
+    truncated = timed_out = reaped = False
+    while sel.get_map():
+        if not reaped and proc.poll() is not None:
+            _kill_group(proc)  # background children of a finished command go too
+            reaped, deadline = True, min(deadline, time.monotonic() + 1.0)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = not reaped
             break
-        if kept < limit:
-            part = chunk[: limit - kept]
-            out.append(part)
-            kept += len(part)
-            if len(part) < len(chunk):
-                flags["truncated"] = True
-        else:
-            flags["truncated"] = True
-    stream.close()
+        for key, _ in sel.select(min(remaining, 0.05)):
+            fd = key.fd
+            if fd == stdin_fd:
+                try:
+                    pending = pending[os.write(fd, pending[:65536]) :]
+                except BlockingIOError:
+                    continue
+                except BrokenPipeError:  # the command does not read its stdin: fine
+                    pending = pending[:0]
+                if not pending:
+                    sel.unregister(fd)
+                    proc.stdin.close()  # type: ignore[union-attr]  # stdin_fd is set only with a pipe
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                sel.unregister(fd)
+                continue
+            buf = bufs[fd]
+            room = max(0, limit - len(buf))
+            buf += chunk[:room]
+            truncated = truncated or len(chunk) > room
+    sel.close()
+    assert proc.stdout is not None and proc.stderr is not None
+    return bytes(bufs[proc.stdout.fileno()]), bytes(bufs[proc.stderr.fileno()]), truncated, timed_out
 
 
 def _kill_group(proc: subprocess.Popen[bytes], patience_s: float = 3.0) -> None:
@@ -115,39 +157,23 @@ def run_command(
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
         return {"exit_code": 127, "stdout": "", "stderr": f"{type(e).__name__}: {e}", "duration_s": 0.0}
-    flags = {"truncated": False}
-    outs: list[bytes] = []
-    errs: list[bytes] = []
-    readers = [
-        threading.Thread(target=_drain, args=(proc.stdout, max_output, outs, flags), daemon=True),
-        threading.Thread(target=_drain, args=(proc.stderr, max_output, errs, flags), daemon=True),
-    ]
-    for t in readers:
-        t.start()
-    if stdin is not None and proc.stdin is not None:
-        try:
-            proc.stdin.write(stdin.encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-    timed_out = False
-    try:
-        proc.wait(timeout=cmd_timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    _kill_group(proc)  # also reaps background children left behind by a finished command
+    out, err, truncated, timed_out = _collect(
+        proc, stdin.encode() if stdin is not None else None, max_output, float(cmd_timeout_s)
+    )
+    _kill_group(proc)  # on timeout; otherwise a no-op (the group is gone already)
     proc.wait()
-    for t in readers:
-        t.join(timeout=5)
+    for stream in (proc.stdout, proc.stderr, proc.stdin):
+        if stream is not None and not stream.closed:
+            stream.close()
     code = proc.returncode
     oom_after = oom_kill_count()
     oom = oom_before >= 0 and oom_after > oom_before and code == -signal.SIGKILL and not timed_out
     return {
         "exit_code": code if code >= 0 else 128 - code,
-        "stdout": b"".join(outs).decode("utf-8", "replace"),
-        "stderr": b"".join(errs).decode("utf-8", "replace"),
+        "stdout": out.decode("utf-8", "replace"),
+        "stderr": err.decode("utf-8", "replace"),
         "timed_out": timed_out,
-        "truncated": flags["truncated"],
+        "truncated": truncated,
         "oom_killed": oom,
         "duration_s": round(time.monotonic() - start, 4),
     }

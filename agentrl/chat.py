@@ -1,0 +1,156 @@
+"""Turning an episode's messages into prompt token ids, turn after turn.
+
+The conversation follows the env's chat: ``env.system_prompt()`` as the system message,
+observations as user messages, the model's responses as assistant messages, rendered with the
+tokenizer's own chat template.
+
+Two history modes:
+
+* ``full``: every prompt is the previous prompt + the previous response tokens (exactly as the
+  engine produced them, stop token included) + the tokens of the new text the template adds
+  (end of the assistant turn, the new user message, the generation prompt). The new text is found
+  by rendering the whole conversation and cutting off what was already there, then tokenised
+  alone and *appended*, so prompts extend each other token for token and
+  ``Trajectory.to_samples("concat")`` works. Should a template rewrite earlier turns (some strip
+  reasoning from old assistant messages), the builder falls back to re-rendering the whole prompt
+  and sets ``extends_previous = False``: use the ``per_turn`` layout then.
+* ``last_k``: system + the last ``k`` exchanges + the new observation, re-rendered each turn;
+  older exchanges are also dropped while the prompt exceeds the context budget.
+
+Either way, ``tokenizer.decode(prompt_ids)`` is the text the model saw, and each response is
+decoded once, into the action text the env receives.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+__all__ = ["PromptBuilder", "ContextExceeded", "HistoryMode"]
+
+HistoryMode = Literal["full", "last_k"]
+
+
+class ContextExceeded(Exception):
+    """The next prompt plus a full response would not fit in the context budget (the agent's doing)."""
+
+    def __init__(self, needed: int, budget: int) -> None:
+        super().__init__(f"the prompt needs {needed} tokens with the response, the context budget is {budget}")
+        self.needed = needed
+        self.budget = budget
+
+
+class PromptBuilder:
+    """Builds each turn's prompt ids for one episode (see the module docstring).
+
+    Args:
+        tokenizer: Hugging Face tokenizer with a chat template (or :class:`CharTokenizer`).
+        system_prompt: the env's instructions ("" for none).
+        history: ``full`` or ``last_k``.
+        last_k: exchanges kept in ``last_k`` mode.
+        max_context_tokens: budget for prompt + response (None: unlimited).
+        max_new_tokens: response budget reserved in every prompt's context.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        system_prompt: str,
+        *,
+        history: HistoryMode = "full",
+        last_k: int = 2,
+        max_context_tokens: int | None = None,
+        max_new_tokens: int = 64,
+    ) -> None:
+        if history not in ("full", "last_k"):
+            raise ValueError(f"history must be 'full' or 'last_k', got {history!r}")
+        self.tokenizer = tokenizer
+        self.history = history
+        self.last_k = last_k
+        self.budget = max_context_tokens
+        self.max_new_tokens = max_new_tokens
+        self.system: list[dict[str, str]] = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        self.exchanges: list[tuple[str, str]] = []  # (observation, response text)
+        self.pending_obs = ""
+        self.ids: list[int] = []  # full mode: the conversation so far, in tokens
+        self.text = ""  # full mode: decode(ids)
+        self._rendered = ""  # full mode: the template's rendering of the last prompt
+        self._extra = ""
+        self.extends_previous = True
+
+    # ------------------------------------------------------------- helpers
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _messages(self, exchanges: list[tuple[str, str]], obs: str) -> list[dict[str, str]]:
+        msgs = list(self.system)
+        for o, r in exchanges:
+            msgs += [{"role": "user", "content": o}, {"role": "assistant", "content": r}]
+        return msgs + [{"role": "user", "content": obs}]
+
+    def _check_budget(self, n_prompt: int) -> None:
+        if self.budget is not None and n_prompt + self.max_new_tokens > self.budget:
+            raise ContextExceeded(n_prompt + self.max_new_tokens, self.budget)
+
+    # ----------------------------------------------------------------- API
+    def first_prompt(self, observation: str) -> list[int]:
+        """Prompt ids of the first turn (raises :class:`ContextExceeded`)."""
+        self.pending_obs = observation
+        if self.history == "last_k":
+            return self._last_k_prompt()
+        self._rendered = self._render(self._messages([], observation))
+        self.ids = self._encode(self._rendered)
+        self.text = self._rendered
+        self._check_budget(len(self.ids))
+        return list(self.ids)
+
+    def add_response(self, response_ids: list[int]) -> str:
+        """Record the model's response; return its text (special tokens dropped) for the env."""
+        content = self.tokenizer.decode(response_ids, skip_special_tokens=True)
+        self.exchanges.append((self.pending_obs, content))
+        if self.history == "full":
+            specials = set(getattr(self.tokenizer, "all_special_ids", None) or [self.tokenizer.eos_token_id])
+            ended = bool(response_ids) and response_ids[-1] in specials
+            self._extra = self.tokenizer.decode(response_ids[-1:], skip_special_tokens=False) if ended else ""
+            self.ids = self.ids + list(response_ids)
+            self.text += self.tokenizer.decode(response_ids, skip_special_tokens=False)
+        return content
+
+    def next_prompt(self, observation: str) -> list[int]:
+        """Prompt ids of the next turn, after the env answered ``observation``."""
+        self.pending_obs = observation
+        if self.history == "last_k":
+            return self._last_k_prompt()
+        content = self.exchanges[-1][1]
+        rendered = self._render(self._messages(self.exchanges, observation))
+        expected = self._rendered + content
+        if not (rendered.startswith(expected) and self.extends_previous):
+            # the template rewrote history: re-render the whole prompt (per_turn layout only)
+            self.extends_previous = False
+            self._rendered = rendered
+            self.ids = self._encode(rendered)
+            self.text = rendered
+            self._check_budget(len(self.ids))
+            return list(self.ids)
+        tail = rendered[len(expected) :]
+        produced = self._extra  # the stop token that ended the response, if any
+        delta = tail[len(produced) :] if produced and tail.startswith(produced) else tail
+        self._rendered = rendered
+        self.ids = self.ids + self._encode(delta)
+        self.text += delta
+        self._check_budget(len(self.ids))
+        return list(self.ids)
+
+    def _last_k_prompt(self) -> list[int]:
+        k = max(0, self.last_k)
+        kept = self.exchanges[-k:] if k else []
+        while True:
+            ids = self._encode(self._render(self._messages(kept, self.pending_obs)))
+            fits = self.budget is None or len(ids) + self.max_new_tokens <= self.budget
+            if fits or not kept:
+                break
+            kept = kept[1:]
+        self._check_budget(len(ids))
+        return ids

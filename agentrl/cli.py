@@ -1,0 +1,70 @@
+"""``rockroll model ...`` and ``rockroll serve-model``: build the tiny local model, serve a model.
+
+Mounted in :mod:`api.cli`. Heavy imports (torch, transformers, uvicorn) happen inside the
+commands, so ``rockroll --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+__all__ = ["model_app", "serve_model_cmd"]
+
+model_app = typer.Typer(help="Local LLMs for rollout: build the tiny test model.", no_args_is_help=True)
+
+
+@model_app.command("build-tiny")
+def build_tiny(
+    out_dir: Path = typer.Argument(..., help="Directory to write the model and tokenizer to (Hugging Face format)."),
+    hidden_size: int = typer.Option(128, help="Width of the residual stream."),
+    layers: int = typer.Option(2, help="Number of transformer blocks."),
+    heads: int = typer.Option(4, help="Number of attention heads."),
+    kv_heads: int = typer.Option(2, help="Number of key/value heads."),
+    vocab_size: int = typer.Option(512, help="Target BPE vocabulary size."),
+    seed: int = typer.Option(0, help="Seed of the random initialisation and the tokenizer corpus."),
+) -> None:
+    """Build a tiny randomly initialised Qwen2-shaped LM and a BPE tokenizer trained on env text."""
+    from agentrl.tiny import TinyModelConfig, build_tiny_model
+
+    try:
+        cfg = TinyModelConfig(
+            hidden_size=hidden_size,
+            num_layers=layers,
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            vocab_size=vocab_size,
+            seed=seed,
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    path = build_tiny_model(out_dir, cfg)
+    typer.echo(f"tiny model written to {path}")
+
+
+def serve_model_cmd(
+    model_path: str = typer.Argument(
+        ..., help="A local Hugging Face model directory (e.g. one from `model build-tiny`)."
+    ),
+    host: str = typer.Option("127.0.0.1", help="Interface to bind."),
+    port: int = typer.Option(8001, help="Port to listen on."),
+    device: str = typer.Option("cpu", help="Torch device: cpu, cuda, cuda:1, ..."),
+    model_name: str | None = typer.Option(None, help="Model id reported by /v1/models (default: the path)."),
+    max_batch_size: int = typer.Option(64, help="Most requests decoded together."),
+    threads: int = typer.Option(1, help="torch CPU threads (one is often fastest on a busy machine)."),
+    seed: int = typer.Option(0, help="Seed of requests that bring none."),
+) -> None:
+    """Serve a model over an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models)."""
+    from agentrl.serve import serve_model
+
+    serve_model(
+        model_path,
+        host=host,
+        port=port,
+        device=device,
+        model_name=model_name,
+        max_batch_size=max_batch_size,
+        num_threads=threads,
+        seed=seed,
+    )

@@ -1,0 +1,208 @@
+"""An engine over any OpenAI-compatible server (vLLM, SGLang, TGI, ``rockroll serve-model``).
+
+Each request is one ``POST /v1/completions`` with the prompt as token ids and ``logprobs=1``;
+the server batches concurrent requests itself. How the response tokens are recovered, best first:
+
+1. ``choices[0].token_ids`` (vLLM's ``return_token_ids``, ``rockroll serve-model``);
+2. ``logprobs.tokens`` spelled ``token_id:<id>`` (vLLM's ``return_tokens_as_token_ids``);
+3. re-tokenising ``text`` with the local tokenizer: ``tokens_exact=False`` on the result.
+
+Logprobs come from ``logprobs.token_logprobs`` when the server returns one per token; otherwise
+they are NaN and ``logprobs_exact=False``. When the server says ``finish_reason="stop"`` but the
+stop token is not in the returned ids (servers that drop EOS), it is appended with a NaN logprob,
+so that the response ends where the turn ended, as the engine contract says.
+
+``vllm_extensions=True`` (default) sends vLLM's extra fields (``top_k``, ``stop_token_ids``,
+``return_token_ids``, ``return_tokens_as_token_ids``, ``skip_special_tokens``); SGLang and
+``rockroll serve-model`` accept them too. Turn it off for servers that reject unknown fields.
+The engine cannot update the server's weights; the trainer must push weights to the server
+itself and call :meth:`OpenAIEngine.set_weight_version`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+from typing import Any
+
+from agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
+
+__all__ = ["OpenAIEngine"]
+
+_FINISH = {"stop": "stop", "length": "length", "eos": "stop", "abort": "aborted", "aborted": "aborted"}
+
+
+class OpenAIEngine(LLMEngine):
+    """Token-in/token-out generation through an OpenAI-compatible ``/v1/completions``.
+
+    Args:
+        base_url: server root, e.g. ``http://127.0.0.1:8000`` (``/v1`` is appended if missing).
+        tokenizer: the served model's tokenizer, or a local path to load it from; needed for the
+            re-tokenisation fallback and by env managers to build prompts.
+        model: model id; None: the first id listed by ``/v1/models``.
+        api_key: sent as a bearer token when given.
+        timeout_s: per-request timeout.
+        max_concurrency: most requests in flight at once.
+        max_retries: retries of a request on connection errors and 5xx answers.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        tokenizer: Any,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 300.0,
+        max_concurrency: int = 256,
+        max_retries: int = 2,
+        vllm_extensions: bool = True,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if isinstance(tokenizer, (str, Path)):
+            from agentrl.tiny import load_tokenizer
+
+            tokenizer = load_tokenizer(tokenizer)
+        url = base_url.rstrip("/")
+        self.base_url = url if url.endswith("/v1") else url + "/v1"
+        self.tokenizer = tokenizer
+        self.model = model
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_concurrency = max_concurrency
+        self.max_retries = max_retries
+        self.vllm_extensions = vllm_extensions
+        self.weight_version = 0
+        eos = getattr(tokenizer, "eos_token_id", None)
+        self.eos_token_id: int | None = int(eos) if eos is not None else None
+        self._client: Any = None
+        self._sem: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def set_weight_version(self, version: int) -> None:
+        """Tag later results with ``version`` (after the trainer updated the server's weights)."""
+        self.weight_version = int(version)
+
+    # ----------------------------------------------------------------- HTTP
+    def _http(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:  # clients and semaphores are bound to a loop
+            self._loop = loop
+            import httpx
+
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            limits = httpx.Limits(max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency)
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url, headers=headers, timeout=self.timeout_s, limits=limits
+            )
+            self._sem = asyncio.Semaphore(self.max_concurrency)
+        return self._client
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        import httpx
+
+        client = self._http()
+        last: Exception | None = None
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = await client.request(method, path, json=body)
+            except httpx.HTTPError as e:  # connection refused, timeout, ...
+                last = e
+            else:
+                if resp.status_code < 500:
+                    if resp.status_code >= 400:
+                        raise EngineError(f"{method} {path} -> {resp.status_code}: {resp.text[:500]}")
+                    return resp.json()
+                last = EngineError(f"{method} {path} -> {resp.status_code}: {resp.text[:500]}")
+            if attempt < self.max_retries:
+                await asyncio.sleep(0.5 * 2**attempt)
+        raise EngineError(f"{method} {self.base_url}{path} failed: {last}") from last
+
+    async def _model_id(self) -> str:
+        if self.model is None:
+            data = await self._request("GET", "/models")
+            models = data.get("data") or []
+            if not models:
+                raise EngineError(f"{self.base_url}/models lists no model")
+            self.model = str(models[0]["id"])
+        return self.model
+
+    # ------------------------------------------------------------------ API
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """One completion for ``request`` (see the module docstring for token/logprob recovery)."""
+        if not request.prompt_ids:
+            raise ValueError("prompt_ids must not be empty")
+        sp = request.params
+        body: dict[str, Any] = {
+            "model": await self._model_id(),
+            "prompt": list(request.prompt_ids),
+            "max_tokens": sp.max_new_tokens,
+            "temperature": sp.temperature,
+            "top_p": sp.top_p,
+            "logprobs": 1,
+            "n": 1,
+        }
+        if sp.seed is not None:
+            body["seed"] = sp.seed
+        if self.vllm_extensions:
+            body.update(
+                return_token_ids=True,
+                return_tokens_as_token_ids=True,
+                skip_special_tokens=False,
+                stop_token_ids=list(sp.stop_token_ids),
+            )
+            if sp.top_k > 0:
+                body["top_k"] = sp.top_k
+        version = self.weight_version
+        self._http()
+        async with self._sem:  # type: ignore[union-attr]
+            data = await self._request("POST", "/completions", body)
+        return self._parse(data, request, version)
+
+    def _parse(self, data: dict[str, Any], request: GenerationRequest, version: int) -> GenerationResult:
+        try:
+            choice = data["choices"][0]
+        except (KeyError, IndexError, TypeError) as e:
+            raise EngineError(f"malformed completion response: {str(data)[:300]}") from e
+        lp = choice.get("logprobs") or {}
+        tokens_exact = True
+        ids: list[int] | None = None
+        if isinstance(choice.get("token_ids"), list):
+            ids = [int(t) for t in choice["token_ids"]]
+        elif lp.get("tokens") and all(str(t).startswith("token_id:") for t in lp["tokens"]):
+            ids = [int(str(t).split(":", 1)[1]) for t in lp["tokens"]]
+        else:
+            ids = list(self.tokenizer.encode(choice.get("text") or "", add_special_tokens=False))
+            tokens_exact = False
+        raw_lps = lp.get("token_logprobs")
+        if tokens_exact and isinstance(raw_lps, list) and len(raw_lps) == len(ids):
+            logprobs = [float("nan") if x is None else float(x) for x in raw_lps]
+        else:
+            logprobs = [float("nan")] * len(ids)
+        finish = _FINISH.get(str(choice.get("finish_reason")), "stop")
+        stops = set(request.params.stop_token_ids)
+        if self.eos_token_id is not None:
+            stops.add(self.eos_token_id)
+        if finish == "stop" and stops and (not ids or ids[-1] not in stops):
+            reason = choice.get("stop_reason")
+            if reason is None or isinstance(reason, int):  # stopped on a token, not a stop string
+                ids.append(int(reason) if isinstance(reason, int) else int(self.eos_token_id or next(iter(stops))))
+                logprobs.append(float("nan"))
+        return GenerationResult(
+            token_ids=ids,
+            logprobs=logprobs,
+            finish_reason=finish,  # type: ignore[arg-type]
+            weight_version=version,
+            tokens_exact=tokens_exact,
+            logprobs_exact=not any(math.isnan(x) for x in logprobs),
+        )
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

@@ -1,0 +1,288 @@
+"""Evaluation: a model (any engine) plays N episodes of each env or tag; a JSON + Markdown report.
+
+:func:`run_eval` is what ``rockroll eval CONFIG`` and the jobs API call (:func:`run_eval_job` adapts
+it to a job context). Episodes run concurrently (``concurrency``) through the same env managers as
+training rollout, so infra failures are retried or masked the same way: masked episodes are counted
+in the report and never scored. With ``source.kind: sandbox`` a local SandboxManager with a warm
+pool hosts the sessions; sandboxes are reused across episodes (several sessions per sandbox).
+
+Report per env id and per registry tag: episodes, masked, success rate, valid-action rate (valid
+actions / actions), mean turns, mean final reward, agent failures (context exhausted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentrl.engines.base import LLMEngine
+from agentrl.env_manager import EnvManager, EpisodeSpec
+from agentrl.env_source import CallableSource, EnvSource, LocalSource, RemoteSource, SandboxSource
+from agentrl.eval_config import EngineConfig, EvalConfig, SourceConfig, from_dict, load_eval_config
+from agentrl.trajectory import Trajectory
+
+__all__ = ["EvalReport", "run_eval", "run_eval_job", "evaluate", "build_engine", "open_source", "summarize"]
+
+
+@dataclass
+class EvalReport:
+    """What an evaluation found (see the module docstring)."""
+
+    name: str
+    engine: str
+    source: str
+    per_env: dict[str, dict[str, float]] = field(default_factory=dict)
+    per_tag: dict[str, dict[str, float]] = field(default_factory=dict)
+    overall: dict[str, float] = field(default_factory=dict)
+    wall_time_s: float = 0.0
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def metrics(self) -> dict[str, float]:
+        """Flat ``eval/<env or tag>/<metric>`` numbers (for jobs and loggers)."""
+        out = {f"eval/{k}": v for k, v in self.overall.items()}
+        for group in (self.per_env, self.per_tag):
+            for name, row in group.items():
+                out.update({f"eval/{name}/{k}": v for k, v in row.items()})
+        return out
+
+    def to_markdown(self) -> str:
+        cols = ["episodes", "masked", "success", "valid_action_rate", "mean_turns", "mean_reward", "agent_failures"]
+        lines = [
+            f"# Evaluation: {self.name}",
+            "",
+            f"engine `{self.engine}`, envs from `{self.source}`, {self.wall_time_s:.1f} s",
+            "",
+        ]
+        for title, rows in (("Per env", self.per_env), ("Per tag", self.per_tag), ("Overall", {"all": self.overall})):
+            if not rows:
+                continue
+            lines += [f"## {title}", "", "| name | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+            for name, row in rows.items():
+                cells = [_fmt(row.get(c, 0.0), c) for c in cols]
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            lines.append("")
+        return "\n".join(lines)
+
+    def write(self, out_dir: str | Path) -> tuple[Path, Path]:
+        """Write ``report.json`` and ``report.md`` into ``out_dir``."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(self.to_dict(), indent=2))
+        (out / "report.md").write_text(self.to_markdown())
+        return out / "report.json", out / "report.md"
+
+
+def _fmt(value: float, col: str) -> str:
+    if col in ("episodes", "masked", "agent_failures"):
+        return str(int(value))
+    if col in ("success", "valid_action_rate"):
+        return f"{100 * value:.1f}%"
+    return f"{value:.2f}"
+
+
+def _row(trajs: list[Trajectory]) -> dict[str, float]:
+    scored = [t for t in trajs if not t.masked]
+    actions = sum(len(t.turns) for t in scored)
+    n = len(scored)
+    return {
+        "episodes": float(n),
+        "masked": float(len(trajs) - n),
+        "success": sum(t.success for t in scored) / n if n else 0.0,
+        "valid_action_rate": sum(x.action_is_valid for t in scored for x in t.turns) / actions if actions else 0.0,
+        "mean_turns": actions / n if n else 0.0,
+        "mean_reward": sum(t.final_reward for t in scored) / n if n else 0.0,
+        "agent_failures": float(sum(t.failure is not None and t.failure.kind == "agent" for t in scored)),
+    }
+
+
+def _tags(env_id: str) -> tuple[str, ...]:
+    import envhub
+    from envhub.errors import UnknownEnvError
+
+    try:
+        return envhub.spec(env_id).tags
+    except UnknownEnvError:
+        return ()
+
+
+def summarize(
+    trajs: list[Trajectory],
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], dict[str, float]]:
+    """Per-env, per-tag and overall rows of a report."""
+    by_env: dict[str, list[Trajectory]] = {}
+    by_tag: dict[str, list[Trajectory]] = {}
+    for t in trajs:
+        by_env.setdefault(t.env_id, []).append(t)
+        for tag in _tags(t.env_id):
+            by_tag.setdefault(tag, []).append(t)
+    return (
+        {k: _row(v) for k, v in sorted(by_env.items())},
+        {k: _row(v) for k, v in sorted(by_tag.items())},
+        _row(trajs),
+    )
+
+
+def expand_envs(config: EvalConfig) -> list[tuple[str, int, dict[str, Any]]]:
+    """``(env_id, episodes, kwargs)`` for every env the config names (tags expanded)."""
+    import envhub
+
+    out: list[tuple[str, int, dict[str, Any]]] = []
+    for entry in config.envs:
+        if entry.env:
+            out.append((entry.env, entry.episodes, dict(entry.kwargs)))
+            continue
+        specs = envhub.list_envs(entry.tag)
+        if not specs:
+            raise ValueError(f"no env carries the tag {entry.tag!r}; `rockroll envs list` shows the tags")
+        out += [(s.id, entry.episodes, dict(entry.kwargs)) for s in specs]
+    return out
+
+
+def build_engine(config: EngineConfig) -> LLMEngine:
+    """The engine ``config`` describes (heavy libraries load only for the kind asked for)."""
+    from agentrl.engines import make_engine
+
+    return make_engine(config.kind, **config.args)
+
+
+@contextlib.contextmanager
+def open_source(config: SourceConfig) -> Iterator[EnvSource]:
+    """The env source ``config`` describes; sandboxes and clients it made are closed on exit."""
+    if config.kind == "local":
+        yield LocalSource()
+    elif config.kind == "sandbox":
+        from sandbox.manager import SandboxManager
+        from sandbox.pool import PoolConfig
+
+        records = tempfile.mkdtemp(prefix="rockroll-eval-")  # this manager's records die with it
+        manager = SandboxManager(
+            backend=config.backend, name=f"eval-{os.getpid()}-{uuid.uuid4().hex[:6]}", max_sandboxes=config.max_sandboxes,
+            pools=(PoolConfig(min_idle=1, max_total=config.max_sandboxes),), idle_ttl_s=None,
+            db_url=f"sqlite:///{records}/sandboxes.db",
+        )  # fmt: skip
+        try:
+            yield SandboxSource(manager)
+        finally:
+            manager.close()
+            shutil.rmtree(records, ignore_errors=True)
+    else:
+        from api.client import Client
+
+        with Client(config.url, os.environ.get(config.token_env) or None) as client:
+            yield RemoteSource(client)
+
+
+async def evaluate(
+    engine: LLMEngine,
+    source: EnvSource,
+    config: EvalConfig,
+    on_episode: Callable[[Trajectory, int, int], None] | None = None,
+) -> list[Trajectory]:
+    """Play every episode the config asks for; ``on_episode(traj, done, total)`` after each one."""
+    specs = [
+        EpisodeSpec(env_id, config.seed + i, f"{env_id}/{config.seed + i}", f"{env_id}/{i}", kwargs, env_id)
+        for env_id, episodes, kwargs in expand_envs(config)
+        for i in range(episodes)
+    ]
+    manager = EnvManager(engine, source, config.episode, threads=max(16, config.concurrency))
+    sem = asyncio.Semaphore(config.concurrency)
+
+    async def one(spec: EpisodeSpec) -> Trajectory:
+        async with sem:
+            return await manager.run(spec)
+
+    tasks = [asyncio.create_task(one(s)) for s in specs]
+    results: list[Trajectory] = []
+    try:
+        for fut in asyncio.as_completed(tasks):
+            traj = await fut
+            results.append(traj)
+            if on_episode is not None:
+                on_episode(traj, len(results), len(specs))
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await manager.drain(60)
+        await asyncio.to_thread(manager.shutdown)
+    return sorted(results, key=lambda t: (t.env_id, t.seed))
+
+
+def run_eval(
+    config: EvalConfig | dict[str, Any] | str | Path,
+    *,
+    engine: LLMEngine | None = None,
+    source: EnvSource | None = None,
+    progress: bool = True,
+    on_episode: Callable[[Trajectory, int, int], None] | None = None,
+) -> EvalReport:
+    """Run an evaluation and return its report (also written to ``output_dir`` when set).
+
+    ``config``: an :class:`EvalConfig`, its dict form, or a YAML path. ``engine``/``source``
+    override the config's (and are not closed here).
+    """
+    if isinstance(config, (str, Path)):
+        config = load_eval_config(config)
+    elif isinstance(config, dict):
+        config = from_dict(EvalConfig, config)
+    started = time.monotonic()
+    own_engine = engine is None
+    engine = engine or build_engine(config.engine)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=sum(n for _, n, _ in expand_envs(config)), desc=config.name, file=sys.stderr, unit="ep")
+
+    def step(traj: Trajectory, done: int, total: int) -> None:
+        if bar is not None:
+            bar.update(1)
+        if on_episode is not None:
+            on_episode(traj, done, total)
+
+    try:
+        with contextlib.nullcontext(source) if source is not None else open_source(config.source) as src:
+            trajs = asyncio.run(evaluate(engine, src, config, step))
+            source_name = src.name
+    finally:
+        if bar is not None:
+            bar.close()
+        if own_engine:
+            asyncio.run(engine.close())
+    per_env, per_tag, overall = summarize(trajs)
+    report = EvalReport(
+        config.name, engine.name, source_name, per_env, per_tag, overall, time.monotonic() - started, asdict(config)
+    )
+    if config.output_dir:
+        report.write(config.output_dir)
+    return report
+
+
+def run_eval_job(ctx: Any) -> dict[str, float]:
+    """Adapter for the jobs API: ``ctx.config`` is an eval config dict; sessions come from
+    ``ctx.open_session``; progress and metrics go to ``ctx.report``; ``ctx.check()`` cancels."""
+    source = CallableSource(ctx.open_session)
+
+    def on_episode(traj: Trajectory, done: int, total: int) -> None:
+        ctx.check()
+        ctx.report(progress=done / total)
+        ctx.log(f"{traj.episode_id}: success={traj.success} turns={len(traj.turns)} masked={traj.masked}")
+
+    report = run_eval(ctx.config, source=source, progress=False, on_episode=on_episode)
+    metrics = report.metrics()
+    ctx.report(progress=1.0, metrics=metrics)
+    return metrics

@@ -1,0 +1,219 @@
+"""A tiny causal LM and tokenizer built locally, saved in Hugging Face format.
+
+Nothing is downloaded: :func:`build_tiny_model` trains a small byte-level BPE tokenizer with the
+``tokenizers`` library on rockroll's own env text (system prompts, observations, answers of
+FrozenLake and Sokoban), randomly initialises a Qwen2-shaped causal LM with a seed, and saves both
+to a directory that loads like any Hugging Face checkpoint
+(``AutoModelForCausalLM.from_pretrained(path)``).
+
+The tokenizer is byte-level, so every string (newlines, runs of spaces, ``√``) decodes back
+exactly; ``<answer>``/``</answer>`` are single tokens. Special tokens: ``<|pad|>``,
+``<|endoftext|>``, and the chat markers ``<|im_start|>``/``<|im_end|>`` (``<|im_end|>`` is EOS, so
+a response ends where its turn ends). The chat template is ChatML-like::
+
+    <|im_start|>system\\n{content}<|im_end|>\\n<|im_start|>user\\n{content}<|im_end|>\\n<|im_start|>assistant\\n
+
+A marker file (:data:`TINY_MARKER`) tells :func:`load_model_and_tokenizer` to load the tokenizer
+explicitly as ``PreTrainedTokenizerFast(tokenizer_file=...)``: ``AutoTokenizer`` may substitute its
+own class for a Qwen2 config. Real models go through ``AutoTokenizer``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "TinyModelConfig",
+    "CHAT_TEMPLATE",
+    "SPECIAL_TOKENS",
+    "TINY_MARKER",
+    "build_tiny_model",
+    "build_tokenizer",
+    "corpus_texts",
+    "load_model_and_tokenizer",
+    "load_tokenizer",
+]
+
+TINY_MARKER = "rockroll_tiny.json"
+PAD, EOS, BOS_TEXT, IM_START = "<|pad|>", "<|im_end|>", "<|endoftext|>", "<|im_start|>"
+SPECIAL_TOKENS = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+#: ordinary (non-special) added tokens: kept whole, decoded as text
+ADDED_TOKENS = ["<answer>", "</answer>", "<think>", "</think>"]
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+DEFAULT_ENVS = ("FrozenLake-v0", "SimpleSokoban-v0")
+
+
+@dataclass
+class TinyModelConfig:
+    """Shape of the tiny model and tokenizer."""
+
+    hidden_size: int = 128  # width of the residual stream
+    num_layers: int = 2  # transformer blocks
+    num_heads: int = 4  # attention heads (hidden_size must divide by it)
+    num_kv_heads: int = 2  # key/value heads (grouped-query attention, like Qwen2)
+    intermediate_size: int = 256  # MLP width
+    max_position_embeddings: int = 2048  # longest sequence
+    vocab_size: int = 512  # BPE target size (bytes + merges + special tokens)
+    seed: int = 0  # random initialisation and corpus sampling
+    episodes_per_env: int = 40  # episodes sampled from each env for the tokenizer corpus
+    tie_word_embeddings: bool = True  # share input and output embeddings
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads {self.num_heads} must be divisible by num_kv_heads {self.num_kv_heads}")
+        if self.vocab_size < 300:
+            raise ValueError(f"vocab_size must be >= 300 (256 bytes + specials + merges), got {self.vocab_size}")
+        if min(self.num_layers, self.intermediate_size, self.max_position_embeddings) < 1:
+            raise ValueError("num_layers, intermediate_size and max_position_embeddings must be >= 1")
+
+
+def corpus_texts(env_ids: tuple[str, ...] = DEFAULT_ENVS, episodes: int = 40, seed: int = 0) -> list[str]:
+    """Text the tokenizer is trained on: prompts, observations and answers of ``env_ids``.
+
+    Each episode is played with uniformly random legal actions (seeded); role names of the chat
+    template and ``<answer>`` blocks appear around the observations.
+    """
+    import numpy as np
+
+    import envhub
+
+    rng = np.random.default_rng(seed)
+    texts: list[str] = []
+    for env_id in env_ids:
+        env = envhub.make(env_id)
+        texts.append(env.system_prompt())
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=seed * 100_000 + ep)
+            texts.append(obs)
+            for _ in range(8):
+                cands = env.action_candidates() or ["Up"]
+                action = cands[int(rng.integers(len(cands)))]
+                answer = f"<answer>{action}</answer>"
+                texts.append(f"system\nuser\n{obs}\nassistant\nI should move {action}. {answer}")
+                obs, _, terminated, truncated, _ = env.step(answer)
+                texts.append(obs)
+                if terminated or truncated:
+                    break
+        env.close()
+    texts.append(" ".join(str(i) for i in range(200)))
+    texts.append("Left Right Up Down left right up down LEFT RIGHT UP DOWN yes no the a an")
+    return texts
+
+
+def build_tokenizer(texts: list[str], vocab_size: int = 512) -> Any:
+    """Train a byte-level BPE tokenizer on ``texts``; return a ``PreTrainedTokenizerFast``."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in ADDED_TOKENS])
+    return _wrap(tok)
+
+
+def _wrap(tok_or_file: Any) -> Any:
+    """A ``PreTrainedTokenizerFast`` around a ``tokenizers.Tokenizer`` (or its json file)."""
+    from transformers import PreTrainedTokenizerFast
+
+    kwargs: dict[str, Any] = {
+        "pad_token": PAD,
+        "eos_token": EOS,
+        "bos_token": None,
+        "unk_token": None,
+        "additional_special_tokens": [BOS_TEXT, IM_START],
+        "clean_up_tokenization_spaces": False,
+        "padding_side": "left",
+        "model_max_length": 1_000_000,
+    }
+    if isinstance(tok_or_file, (str, Path)):
+        fast = PreTrainedTokenizerFast(tokenizer_file=str(tok_or_file), **kwargs)
+    else:
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok_or_file, **kwargs)
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny_model(out_dir: str | Path, config: TinyModelConfig | None = None) -> Path:
+    """Build the tokenizer and a randomly initialised tiny Qwen2 model; save both to ``out_dir``."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    cfg = config or TinyModelConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(corpus_texts(episodes=cfg.episodes_per_env, seed=cfg.seed), cfg.vocab_size)
+    model_cfg = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=cfg.tie_word_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.convert_tokens_to_ids(BOS_TEXT),
+        use_sliding_window=False,
+    )
+    torch.manual_seed(cfg.seed)
+    model = AutoModelForCausalLM.from_config(model_cfg, dtype=torch.float32)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    (out / TINY_MARKER).write_text(
+        json.dumps({"format": 1, "config": asdict(cfg), "chat_template": CHAT_TEMPLATE}, indent=2)
+    )
+    return out
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    """The tokenizer of a model directory: explicit fast tokenizer for tiny models, else ``AutoTokenizer``."""
+    p = Path(path)
+    if (p / TINY_MARKER).is_file():
+        return _wrap(p / "tokenizer.json")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def load_model_and_tokenizer(path: str | Path, device: str = "cpu", dtype: str | None = None) -> tuple[Any, Any]:
+    """Load a causal LM and its tokenizer from a local directory (tiny or real HF model).
+
+    ``dtype``: ``"float32"``, ``"bfloat16"``, ``"float16"`` or None (float32 on CPU, the
+    checkpoint's dtype on CUDA). The model is returned in eval mode on ``device``.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = load_tokenizer(path)
+    if dtype is None:
+        torch_dtype: Any = torch.float32 if str(device).startswith("cpu") else "auto"
+    else:
+        torch_dtype = getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
+    model.to(device)
+    model.eval()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer

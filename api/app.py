@@ -1,0 +1,78 @@
+"""``create_app(settings) -> FastAPI``: the control plane's HTTP app.
+
+Routers live in :mod:`api.routes` (one per resource); errors are shaped in :mod:`api.errors`; the
+long-lived objects (database, catalog, sandbox placement, sessions, jobs, metrics) are built on
+start-up by :func:`api.state.build_state` and closed on shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.auth import list_tokens
+from api.errors import install_error_handlers
+from api.metrics import RequestTimer
+from api.routes import envs, health, jobs, sandboxes, session_ws, sessions, ui
+from api.settings import Settings
+from api.state import AppState, build_state
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("rockroll.api")
+
+
+def create_app(settings: Settings | None = None, *, state: AppState | None = None) -> FastAPI:
+    """Build the app; the database and sandbox manager open when it starts (lifespan)."""
+    settings = settings or Settings()
+    settings.check()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        rr = state or build_state(settings)
+        app.state.rr = rr
+        if settings.dev_mode:
+            log.warning("rockroll: DEVELOPMENT MODE, no token needed (bound to %s only)", settings.host)
+        elif not list_tokens(rr.db):
+            log.warning("rockroll: no API tokens yet; create one with `rockroll token create --name NAME`")
+        try:
+            yield
+        finally:
+            rr.close()
+
+    app = FastAPI(
+        title="rockroll control plane",
+        version="0.1.0",
+        description="Env sessions placed on sandboxes, the env hub, jobs and health.",
+        lifespan=lifespan,
+        docs_url="/docs",
+        openapi_url="/openapi.json",
+    )
+    install_error_handlers(app)
+    for module in (health, envs, sandboxes, sessions, session_ws, jobs, ui):
+        app.include_router(module.router)
+
+    app.add_middleware(_LazyTimer)
+    return app
+
+
+class _LazyTimer:
+    """Times requests once the app state (and so its metrics) exists."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._timer: RequestTimer | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            rr = getattr(scope["app"].state, "rr", None) if "app" in scope else None
+            if rr is not None:
+                if self._timer is None or self._timer.metrics is not rr.metrics:
+                    self._timer = RequestTimer(self.app, rr.metrics)
+                await self._timer(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,150 @@
+"""``rockroll serve`` and ``rockroll token ...``: run the control plane and manage its tokens."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from api.settings import Settings
+
+__all__ = ["serve", "token_app"]
+
+console = Console(stderr=True)
+token_app = typer.Typer(help="Manage API bearer tokens (stored hashed in the server's database).", no_args_is_help=True)
+
+
+def _settings(**overrides: object) -> Settings:
+    from api.settings import Settings
+
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def serve(
+    host: str = typer.Option(None, help="Address to bind (default 127.0.0.1)."),
+    port: int = typer.Option(None, help="Port (default 8080; 0 picks a free one)."),
+    backend: str = typer.Option(None, help="auto | docker | process."),
+    database_url: str = typer.Option(None, "--db", help="SQLAlchemy URL (default sqlite:///~/.rockroll/rockroll.db)."),
+    dev: bool = typer.Option(None, "--dev/--no-dev", help="No tokens needed (loopback binds only)."),
+    pool_size: int = typer.Option(None, help="Warm sandboxes kept for sessions."),
+    max_sandboxes: int = typer.Option(None, help="Most sandboxes at once."),
+    sandbox_state_dir: str = typer.Option(None, help="Sockets and process workspaces of sandboxes."),
+    max_sessions_per_sandbox: int = typer.Option(None, help="Most env sessions placed on one sandbox."),
+    train_jobs: bool = typer.Option(None, "--train-jobs/--no-train-jobs", help="Accept train jobs."),
+) -> None:
+    """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui."""
+    import uvicorn
+
+    from api.app import create_app
+
+    try:
+        settings = _settings(
+            host=host,
+            port=port,
+            backend=backend,
+            database_url=database_url,
+            dev_mode=dev,
+            pool_size=pool_size,
+            max_sandboxes=max_sandboxes,
+            sandbox_state_dir=sandbox_state_dir,
+            max_sessions_per_sandbox=max_sessions_per_sandbox,
+            train_jobs=train_jobs,
+        )
+        settings.check()
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from e
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.dev_mode:
+        console.print(f"[yellow]DEVELOPMENT MODE[/yellow]: requests need no token (bound to {settings.host} only)")
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    _announce_port(server)
+    server.run()
+
+
+def _announce_port(server: uvicorn.Server) -> None:
+    """Print ``rockroll listening on http://HOST:PORT`` once bound (port 0 reveals the real port)."""
+    original = server.startup
+
+    async def startup(sockets: list[socket.socket] | None = None) -> None:
+        await original(sockets=sockets)
+        for s in server.servers:
+            for sock in s.sockets:
+                host, port = sock.getsockname()[:2]
+                print(f"rockroll listening on http://{host}:{port}", flush=True)
+                return
+
+    server.startup = startup
+
+
+@token_app.command("create")
+def create(
+    name: str = typer.Option(..., help="Owner name of the token."),
+    admin: bool = typer.Option(False, "--admin", help="Admins see every owner's resources."),
+    database_url: str = typer.Option(None, "--db", help="The server's database URL."),
+) -> None:
+    """Create a token and print it (shown once; only its hash is stored)."""
+    from api.auth import create_token
+    from api.db import Database
+
+    settings = _settings(database_url=database_url)
+    db = Database(settings.resolved_database_url())
+    try:
+        db.migrate()
+        token = create_token(db, name, admin=admin)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from e
+    finally:
+        db.close()
+    sys.stdout.write(token + "\n")
+
+
+@token_app.command("list")
+def list_tokens(database_url: str = typer.Option(None, "--db", help="The server's database URL.")) -> None:
+    """List tokens (ids and names; tokens themselves are not stored)."""
+    from api.auth import list_tokens as _list
+    from api.db import Database
+
+    db = Database(_settings(database_url=database_url).resolved_database_url())
+    try:
+        db.migrate()
+        table = Table("id", "name", "admin", "revoked")
+        for t in _list(db):
+            table.add_row(t.id, t.name, str(t.admin), str(t.revoked))
+        Console().print(table)
+    finally:
+        db.close()
+
+
+@token_app.command("revoke")
+def revoke(token_id: str, database_url: str = typer.Option(None, "--db", help="The server's database URL.")) -> None:
+    """Revoke a token by id."""
+    from api.auth import revoke_token
+    from api.db import Database
+
+    db = Database(_settings(database_url=database_url).resolved_database_url())
+    try:
+        db.migrate()
+        if not revoke_token(db, token_id):
+            console.print(f"[red]error:[/red] no token {token_id!r}")
+            raise typer.Exit(1)
+    finally:
+        db.close()

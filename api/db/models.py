@@ -1,0 +1,97 @@
+"""SQLAlchemy models of the control plane (tables are prefixed ``api_``).
+
+The sandbox layer keeps its own tables; here live what the control plane owns: tokens, custom env
+specs, the owner of each sandbox and session, and jobs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["Base", "TokenRecord", "EnvRecord", "SandboxOwner", "SessionRecord", "JobRecord"]
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every control-plane table."""
+
+
+class TokenRecord(Base):
+    """A bearer token, stored as its SHA-256 hash (tokens are 256-bit random, so no salt is needed)."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float, default=time.time)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class EnvRecord(Base):
+    """A custom env registered through the API (built-in envs are not stored)."""
+
+    __tablename__ = "api_envs"
+
+    env_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    owner: Mapped[str] = mapped_column(String(128), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # entry_point | image | source
+    entry_point: Mapped[str] = mapped_column(String(256), default="")
+    image: Mapped[str] = mapped_column(String(256), default="")
+    source_name: Mapped[str] = mapped_column(String(256), default="")
+    source: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    kwargs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    max_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    created_at: Mapped[float] = mapped_column(Float, default=time.time)
+
+
+class SandboxOwner(Base):
+    """Which token owner created a sandbox through the API."""
+
+    __tablename__ = "api_sandboxes"
+
+    sandbox_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128), index=True)
+    created_at: Mapped[float] = mapped_column(Float, default=time.time)
+
+
+class SessionRecord(Base):
+    """An env session opened through the API, and where it was placed."""
+
+    __tablename__ = "api_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128), index=True)
+    env_id: Mapped[str] = mapped_column(String(128))
+    kwargs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    sandbox_id: Mapped[str] = mapped_column(String(64), index=True)
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[float] = mapped_column(Float, default=time.time)
+    closed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class JobRecord(Base):
+    """A train or eval job: its config, lifecycle state, progress, latest metrics and logs."""
+
+    __tablename__ = "api_jobs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    logs: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float, default=time.time)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -1,0 +1,258 @@
+"""Env sessions opened through the API: who owns them, where they run, and the calls on them.
+
+The live :class:`~sandbox.session.RemoteSession` objects are kept in memory (the hot path: a step
+touches no database); each session is also recorded in ``api_sessions`` with its owner, env,
+sandbox and step count (written at open and at close). After a server restart a recorded session
+that was still open answers ``410 sandbox_lost``: its env state lived in the old connection.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.auth import Principal
+from api.db import Database, SessionRecord
+from api.errors import ApiError, to_api_error
+from api.metrics import Metrics
+from sandbox.errors import SandboxLost
+
+__all__ = ["LiveSession", "SessionRegistry"]
+
+
+@dataclass
+class LiveSession:
+    """One open session."""
+
+    id: str
+    owner: str
+    env_id: str
+    kwargs: dict[str, Any]
+    remote: Any
+    created_at: float = field(default_factory=time.time)
+    steps: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self.remote.sandbox_id
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "owner": self.owner,
+            "env": self.env_id,
+            "sandbox_id": self.sandbox_id,
+            "steps": self.steps,
+            "created_at": self.created_at,
+            "system_prompt": self.remote.system_prompt(),
+        }
+
+
+class SessionRegistry:
+    """Open, find, play, fork and close sessions (ownership checked on every lookup)."""
+
+    def __init__(self, db: Database, open_env: Callable[[str, dict[str, Any]], Any], metrics: Metrics) -> None:
+        self.db = db
+        self.open_env = open_env
+        self.metrics = metrics
+        self._live: dict[str, LiveSession] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="batch")
+        self._stop = threading.Event()
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    # ------------------------------------------------------------ lookup
+    def get(self, session_id: str, who: Principal) -> LiveSession:
+        """The session, or 404 when it does not exist or belongs to someone else; 410 when lost."""
+        live = self._live.get(session_id)
+        if live is not None and who.can_see(live.owner):
+            live.last_used = time.monotonic()
+            return live
+        if live is None:
+            with self.db.session() as s:
+                rec = s.get(SessionRecord, session_id)
+            if rec is not None and who.can_see(rec.owner) and rec.closed_at is None:
+                raise ApiError(
+                    410,
+                    "sandbox_lost",
+                    "the session's sandbox connection was lost (server restart); open a new session",
+                    {"sandbox_id": rec.sandbox_id},
+                )
+        raise ApiError(404, "session_not_found", f"no session {session_id!r}")
+
+    def list(self, who: Principal) -> list[LiveSession]:
+        """Open sessions the caller may see."""
+        return [s for s in list(self._live.values()) if who.can_see(s.owner)]
+
+    # ------------------------------------------------------------- calls
+    def open(self, who: Principal, env: str, kwargs: dict[str, Any]) -> LiveSession:
+        """Place a new session (``open_env`` resolves the id and picks the pool)."""
+        remote = self.open_env(env, kwargs)
+        return self._add(who.owner, remote.env_id or env, kwargs, remote)
+
+    def _add(self, owner: str, env_id: str, kwargs: dict[str, Any], remote: Any) -> LiveSession:
+        live = LiveSession(id=f"se-{secrets.token_hex(8)}", owner=owner, env_id=env_id, kwargs=kwargs, remote=remote)
+        try:
+            with self.db.session() as s:
+                s.add(
+                    SessionRecord(
+                        id=live.id,
+                        owner=owner,
+                        env_id=env_id,
+                        kwargs=kwargs,
+                        sandbox_id=remote.sandbox_id,
+                        created_at=live.created_at,
+                    )
+                )
+        except BaseException:
+            remote.close()
+            raise
+        with self._lock:
+            self._live[live.id] = live
+        return live
+
+    def reset(self, live: LiveSession, seed: int | None, options: dict[str, Any] | None) -> tuple[str, dict]:
+        """Reset the env of ``live``."""
+        with _lost_guard(live):
+            return live.remote.reset(seed=seed, options=options)
+
+    def step(self, live: LiveSession, action: str) -> tuple[str, float, bool, bool, dict]:
+        """Step the env of ``live`` (counted and timed for /metrics)."""
+        live.last_used = time.monotonic()
+        t0 = time.perf_counter()
+        with _lost_guard(live):
+            out = live.remote.step(action)
+        live.steps += 1
+        self.metrics.observe_step(time.perf_counter() - t0)
+        return out
+
+    def fork(self, live: LiveSession) -> LiveSession:
+        """A new session continuing from ``live``."""
+        with _lost_guard(live):
+            remote = live.remote.fork()
+        return self._add(live.owner, live.env_id, live.kwargs, remote)
+
+    def action_candidates(self, live: LiveSession) -> list[str]:
+        with _lost_guard(live):
+            return list(live.remote.action_candidates())
+
+    def get_state(self, live: LiveSession) -> dict[str, Any]:
+        with _lost_guard(live):
+            return live.remote.get_state()
+
+    def set_state(self, live: LiveSession, state: dict[str, Any]) -> None:
+        with _lost_guard(live):
+            live.remote.set_state(state)
+
+    def batch(self, who: Principal, items: list[tuple[str, str, str, int | None]]) -> list[dict[str, Any]]:
+        """Run ``(session_id, op, action, seed)`` items; ``op`` is ``step`` or ``reset``.
+
+        Items are grouped by sandbox; each group runs in order on one worker, groups run in
+        parallel (so sessions spread over several sandboxes use several cores). Each result is
+        the step/reset answer or ``{"error": {...}, "status": N}``.
+        """
+        results: list[dict[str, Any]] = [{} for _ in items]
+        groups: dict[str, list[int]] = {}
+        for i, (sid, _op, _action, _seed) in enumerate(items):
+            try:
+                live = self.get(sid, who)
+            except ApiError as e:
+                results[i] = _error_item(e)
+                continue
+            groups.setdefault(live.sandbox_id, []).append(i)
+
+        def run(indices: list[int]) -> None:
+            for i in indices:
+                sid, op, action, seed = items[i]
+                try:
+                    live = self._live[sid]
+                    if op == "reset":
+                        obs, info = self.reset(live, seed, None)
+                        results[i] = {"observation": obs, "info": info}
+                    else:
+                        obs, reward, term, trunc, info = self.step(live, action)
+                        results[i] = {
+                            "observation": obs,
+                            "reward": reward,
+                            "terminated": term,
+                            "truncated": trunc,
+                            "info": info,
+                        }
+                except Exception as e:  # noqa: BLE001 - per-item errors are answered per item
+                    mapped = to_api_error(e)
+                    if mapped is None:
+                        raise
+                    results[i] = _error_item(mapped)
+
+        chunks = list(groups.values())
+        if len(chunks) <= 1:
+            for chunk in chunks:
+                run(chunk)
+        else:
+            for f in [self._pool.submit(run, chunk) for chunk in chunks]:
+                f.result()
+        return results
+
+    def close(self, live: LiveSession) -> None:
+        """Close a session and record its end and step count."""
+        with self._lock:
+            self._live.pop(live.id, None)
+        live.remote.close()
+        with self.db.session() as s:
+            rec = s.get(SessionRecord, live.id)
+            if rec is not None:
+                rec.closed_at = time.time()
+                rec.steps = live.steps
+
+    def reap_idle(self, ttl_s: float) -> int:
+        """Close sessions unused for ``ttl_s`` seconds; return how many were closed."""
+        cutoff = time.monotonic() - ttl_s
+        idle = [live for live in list(self._live.values()) if live.last_used < cutoff]
+        for live in idle:
+            try:
+                self.close(live)
+            except Exception:  # noqa: BLE001 - a failed close must not stop the reaper
+                continue
+        return len(idle)
+
+    def start_reaper(self, ttl_s: float, interval_s: float = 30.0) -> None:
+        """Run :meth:`reap_idle` every ``interval_s`` seconds on a daemon thread."""
+
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                self.reap_idle(ttl_s)
+
+        threading.Thread(target=loop, name="session-reaper", daemon=True).start()
+
+    def close_all(self) -> None:
+        """Close every session (server shutdown)."""
+        self._stop.set()
+        for live in list(self._live.values()):
+            try:
+                self.close(live)
+            except Exception:  # noqa: BLE001 - shutting down
+                pass
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _error_item(e: ApiError) -> dict[str, Any]:
+    return {"error": {"code": e.code, "message": e.message, "details": e.details}, "status": e.status}
+
+
+@contextmanager
+def _lost_guard(live: LiveSession) -> Iterator[None]:
+    """Turn a lost sandbox into ``410 sandbox_lost`` with the session's sandbox id."""
+    try:
+        yield
+    except SandboxLost as e:
+        details = {"sandbox_id": live.sandbox_id, "session_id": live.id}
+        raise ApiError(410, "sandbox_lost", str(e), details) from e

@@ -1,0 +1,136 @@
+"""``RemoteEnv``: the text-env contract over HTTP, a ``gymnasium.Env`` backed by an API session.
+
+``RemoteEnv(client, "FrozenLake-v0", is_slippery=False)`` opens a session placed by the control
+plane; ``reset``/``step``/``get_state``/``set_state``/``fork``/``close`` map onto the session
+routes. With ``transport="ws"`` the calls of a playing agent (reset, step, state, actions) go over
+one WebSocket to the session instead of one HTTP request each. ``gymnasium.make("rockroll-remote/FrozenLake-v0", client=client)`` works after
+:func:`register_gymnasium` (called on import of this module).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+
+if TYPE_CHECKING:
+    from api.client import Client
+
+__all__ = ["RemoteEnv", "register_gymnasium", "GYM_REMOTE_NAMESPACE"]
+
+GYM_REMOTE_NAMESPACE = "rockroll-remote"
+
+
+class RemoteEnv(gym.Env[str, str]):
+    """A remote env session (see the module docstring). ``closed`` after :meth:`close`."""
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self, client: Client, env: str, *, session_id: str | None = None, transport: str = "http", **kwargs: Any
+    ) -> None:
+        from envs.core import TextSpace
+
+        if transport not in ("http", "ws"):
+            raise ValueError(f"transport must be 'http' or 'ws', got {transport!r}")
+        self.client = client
+        self.env_name = env
+        self.kwargs = kwargs
+        if session_id is None:
+            info = client.create_session(env, kwargs)
+            session_id = info["id"]
+            self._system_prompt = info.get("system_prompt", "")
+            self.sandbox_id = info["sandbox_id"]
+        else:
+            info = client.get_session(session_id)
+            self._system_prompt = info.get("system_prompt", "")
+            self.sandbox_id = info["sandbox_id"]
+        self.session_id: str = session_id
+        self.observation_space = TextSpace()
+        self.action_space = TextSpace()
+        self.closed = False
+        self._socket = None
+        if transport == "ws":
+            from api.session_socket import SessionSocket
+
+            token = client._http.headers.get("authorization", "").removeprefix("Bearer ") or None
+            self._socket = SessionSocket(client.url, token, self.session_id)
+
+    def __repr__(self) -> str:
+        return f"RemoteEnv({self.env_name!r}, session={self.session_id}, sandbox={self.sandbox_id})"
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode."""
+        if self._socket is not None:
+            out = self._socket.call({"op": "reset", "seed": seed, "options": options})
+        else:
+            out = self.client.reset(self.session_id, seed=seed, options=options)
+        return out["observation"], out["info"]
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Play the agent's text."""
+        if self._socket is not None:
+            out = self._socket.call({"op": "step", "action": action})
+        else:
+            out = self.client.step(self.session_id, action)
+        return out["observation"], float(out["reward"]), bool(out["terminated"]), bool(out["truncated"]), out["info"]
+
+    def system_prompt(self) -> str:
+        return self._system_prompt
+
+    def action_candidates(self) -> list[str]:
+        if self._socket is not None:
+            return list(self._socket.call({"op": "actions"})["actions"])
+        return list(self.client.actions(self.session_id))
+
+    def get_state(self) -> dict[str, Any]:
+        if self._socket is not None:
+            return self._socket.call({"op": "state"})["state"]
+        return self.client.get_state(self.session_id)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.client.set_state(self.session_id, state)
+
+    def fork(self) -> RemoteEnv:
+        """A new remote session that continues from this one's current state."""
+        info = self.client.fork(self.session_id)
+        return RemoteEnv(self.client, self.env_name, session_id=info["id"], **self.kwargs)
+
+    def render(self) -> str:  # type: ignore[override]
+        return ""
+
+    def close(self) -> None:
+        """Close the session (idempotent)."""
+        if not self.closed:
+            self.closed = True
+            if self._socket is not None:
+                self._socket.close()
+            self.client.close_session(self.session_id)
+
+    def __enter__(self) -> RemoteEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _make_remote(env_name: str) -> Any:
+    def build(client: Client, render_mode: str | None = None, **kwargs: Any) -> RemoteEnv:
+        return RemoteEnv(client, env_name, **kwargs)
+
+    return build
+
+
+def register_gymnasium(env_ids: list[str] | None = None) -> None:
+    """Register ``rockroll-remote/<id>`` for the built-in env ids (or ``env_ids``) with gymnasium."""
+    if env_ids is None:
+        import envhub
+
+        env_ids = [s.id for s in envhub.list_envs()]
+    for env_id in env_ids:
+        gym_id = f"{GYM_REMOTE_NAMESPACE}/{env_id}"
+        gym.registry.pop(gym_id, None)
+        gym.register(id=gym_id, entry_point=_make_remote(env_id), disable_env_checker=True, order_enforce=False)
+
+
+register_gymnasium()

@@ -1,0 +1,112 @@
+"""EnvHub routes: list, show, register (validated in a sandbox) and delete envs."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from api.catalog import CustomEnv
+from api.deps import StateDep, Who
+from api.errors import ApiError, to_api_error
+from api.schemas import EnvCreate
+from api.state import AppState
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/envs", tags=["envs"])
+
+
+@router.get("")
+def list_envs(
+    state: StateDep,
+    _who: Who,
+    tag: Annotated[str | None, Query(max_length=64)] = None,
+) -> dict[str, Any]:
+    """Every env: built-in and custom."""
+    return {"envs": state.catalog.list(tag)}
+
+
+@router.get("/{name}")
+def show_env(name: str, state: StateDep, _who: Who) -> dict:
+    """One env (``Name`` alone gives the newest version)."""
+    return state.catalog.get(name)
+
+
+@router.post("", status_code=201)
+def register_env(body: EnvCreate, state: StateDep, who: Who) -> dict:
+    """Register a custom env after playing ``reset`` + one ``step`` of it in a sandbox."""
+    source = None
+    if body.source_b64 is not None:
+        try:
+            source = base64.b64decode(body.source_b64, validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise ApiError(400, "invalid_env_spec", f"source_b64 is not valid base64: {e}") from e
+        if len(source) > state.settings.max_upload_bytes:
+            raise ApiError(413, "too_large", f"upload exceeds {state.settings.max_upload_bytes} bytes")
+    env = CustomEnv(
+        env_id=body.id,
+        kind=body.kind,
+        owner=who.owner,
+        entry_point=body.entry_point,
+        image=body.image,
+        source_name=body.source_name,
+        source=source,
+        kwargs=body.kwargs,
+        max_steps=body.max_steps,
+        description=body.description,
+        tags=list(body.tags),
+    )
+    state.catalog.check_new(env)
+    try:
+        report = validate_in_sandbox(state, env)
+    except Exception as e:
+        state.placement.drop_custom_pool(env)
+        mapped = to_api_error(e)
+        message = mapped.message if mapped else f"{type(e).__name__}: {e}"
+        raise ApiError(
+            400,
+            "env_validation_failed",
+            f"{env.env_id} failed validation: {message}",
+            {"stage": getattr(e, "_rr_stage", "make"), "error_type": type(e).__name__},
+        ) from e
+    view = state.catalog.add(env)
+    view["validation"] = report
+    return view
+
+
+def validate_in_sandbox(state: AppState, env: CustomEnv) -> dict[str, Any]:
+    """Make one instance in a sandbox and play ``reset`` + one ``step``."""
+    session = state.placement.open_session(env.env_id, {}, custom=env)
+    stage = "reset"
+    try:
+        obs, _info = session.reset(seed=0)
+        stage = "step"
+        candidates = session.action_candidates()
+        action = f"<answer>{candidates[0]}</answer>" if candidates else "<answer></answer>"
+        obs2, reward, terminated, truncated, _ = session.step(action)
+        if not isinstance(obs, str) or not isinstance(obs2, str):
+            raise TypeError(f"observations must be str, got {type(obs).__name__} and {type(obs2).__name__}")
+        return {
+            "sandbox_id": session.sandbox_id,
+            "action": action,
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+        }
+    except Exception as e:
+        e._rr_stage = stage  # type: ignore[attr-defined]
+        raise
+    finally:
+        session.close()
+
+
+@router.delete("/{name}", status_code=204)
+def delete_env(name: str, state: StateDep, who: Who) -> None:
+    """Delete a custom env (its owner or an admin) and stop its pool's sandboxes."""
+    custom = state.catalog.custom(name)
+    state.catalog.remove(name, who)
+    if custom is not None:
+        state.placement.drop_custom_pool(custom)

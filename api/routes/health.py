@@ -1,0 +1,36 @@
+"""``GET /v1/health`` and ``GET /metrics`` (no auth)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api.deps import StateDep
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/v1/health")
+def get_health(state: StateDep) -> dict[str, Any]:
+    """Status, sandbox backend and counts of sandboxes by state."""
+    snap = state.placement.snapshot()
+    return {
+        "status": "ok",
+        "backend": state.placement.backend_name,
+        "sandboxes": snap["by_state"],
+        "restarts": snap["restarts"],
+        "sessions": len(state.sessions),
+        "uptime_s": round(time.time() - state.started_at, 3),
+        "dev_mode": state.settings.dev_mode,
+    }
+
+
+@router.get("/metrics", response_class=Response)
+def get_metrics(state: StateDep) -> Response:
+    """Prometheus text format."""
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

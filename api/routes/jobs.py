@@ -1,0 +1,63 @@
+"""Job routes: create, list, show, logs, cancel (per owner)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import PlainTextResponse
+
+from api.db import JobRecord
+from api.deps import StateDep, Who
+from api.schemas import JobCreate
+
+__all__ = ["router", "job_view"]
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+def job_view(job: JobRecord) -> dict[str, Any]:
+    """The JSON view of a job (logs are served apart)."""
+    return {
+        "id": job.id,
+        "owner": job.owner,
+        "kind": job.kind,
+        "config": job.config,
+        "state": job.state,
+        "progress": job.progress,
+        "metrics": job.metrics,
+        "error": job.error,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+    }
+
+
+@router.post("", status_code=201)
+def create_job(body: JobCreate, state: StateDep, who: Who) -> dict:
+    """Queue a ``train`` or ``eval`` job owned by the caller."""
+    return job_view(state.jobs.create(who, body.kind, body.config))
+
+
+@router.get("")
+def list_jobs(state: StateDep, who: Who, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+    """The caller's most recent jobs (every owner's for admins)."""
+    return {"jobs": [job_view(j) for j in state.jobs.list(who, limit)]}
+
+
+@router.get("/{job_id}")
+def show_job(job_id: str, state: StateDep, who: Who) -> dict:
+    """A job: state, progress and latest metrics."""
+    return job_view(state.jobs.get(job_id, who))
+
+
+@router.get("/{job_id}/logs", response_class=PlainTextResponse)
+def job_logs(job_id: str, state: StateDep, who: Who) -> str:
+    """A job's log lines (plain text)."""
+    return state.jobs.get(job_id, who).logs or ""
+
+
+@router.post("/{job_id}/cancel")
+def cancel_job(job_id: str, state: StateDep, who: Who) -> dict:
+    """Cancel a queued or running job (cooperative: a running job stops at its next check)."""
+    return job_view(state.jobs.cancel(job_id, who))

@@ -1,0 +1,152 @@
+"""Sandbox routes: create, list, show, delete, restart, exec and files, per owner."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import select
+
+from api.auth import Principal
+from api.db import SandboxOwner
+from api.deps import StateDep, Who
+from api.errors import ApiError
+from api.schemas import ExecRequest, SandboxCreate
+from api.state import AppState
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/sandboxes", tags=["sandboxes"])
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+def _owners(state: AppState) -> dict[str, str]:
+    with state.db.session() as s:
+        return {r.sandbox_id: r.owner for r in s.scalars(select(SandboxOwner))}
+
+
+def _visible(state: AppState, sandbox_id: str, who: Principal) -> Any:
+    """The managed sandbox, or 404 when it does not exist or belongs to someone else."""
+    with state.db.session() as s:
+        rec = s.get(SandboxOwner, sandbox_id)
+    owner = rec.owner if rec is not None else ""
+    if not (who.admin or (rec is not None and owner == who.owner)):
+        raise ApiError(404, "sandbox_not_found", f"no sandbox {sandbox_id!r}")
+    try:
+        return state.placement.get(sandbox_id)
+    except LookupError as e:
+        raise ApiError(404, "sandbox_not_found", f"no sandbox {sandbox_id!r}") from e
+
+
+def _view(state: AppState, sb: Any, owner: str) -> dict[str, Any]:
+    view = state.placement.describe(sb)
+    view["owner"] = owner
+    return view
+
+
+@router.post("", status_code=201)
+def create_sandbox(body: SandboxCreate, state: StateDep, who: Who) -> dict[str, Any]:
+    """Start a sandbox for the caller and wait until it is ready."""
+    owned = [sid for sid, owner in _owners(state).items() if owner == who.owner]
+    live = {sb.id for sb in state.placement.list()}
+    held = sum(1 for sid in owned if sid in live)
+    limit = state.settings.max_sandboxes_per_owner
+    if held >= limit:
+        raise ApiError(429, "capacity", f"{who.owner} holds {held} sandboxes, the limit; delete one first",
+                       {"active": held, "limit": limit, "what": "sandboxes per owner"})  # fmt: skip
+    fields = body.model_dump(exclude_none=True)
+    sb = state.placement.create_sandbox(**fields)
+    with state.db.session() as s:
+        s.add(SandboxOwner(sandbox_id=sb.id, owner=who.owner))
+    return _view(state, sb, who.owner)
+
+
+@router.get("")
+def list_sandboxes(state: StateDep, who: Who) -> dict[str, Any]:
+    """The caller's sandboxes (every sandbox, pooled ones included, for admins)."""
+    owners = _owners(state)
+    out = []
+    for sb in state.placement.list():
+        owner = owners.get(sb.id, "")
+        if who.admin or (owner and owner == who.owner):
+            out.append(_view(state, sb, owner))
+    return {"sandboxes": out}
+
+
+@router.get("/{sandbox_id}")
+def show_sandbox(sandbox_id: str, state: StateDep, who: Who) -> dict:
+    """One sandbox: state, health, uptime, restarts, CPU/memory, sessions."""
+    sb = _visible(state, sandbox_id, who)
+    return _view(state, sb, _owners(state).get(sb.id, ""))
+
+
+@router.delete("/{sandbox_id}", status_code=204)
+def delete_sandbox(sandbox_id: str, state: StateDep, who: Who) -> None:
+    """Stop and remove a sandbox."""
+    _visible(state, sandbox_id, who)
+    state.placement.delete(sandbox_id)
+    with state.db.session() as s:
+        rec = s.get(SandboxOwner, sandbox_id)
+        if rec is not None:
+            s.delete(rec)
+
+
+@router.post("/{sandbox_id}/restart")
+def restart_sandbox(sandbox_id: str, state: StateDep, who: Who) -> dict[str, Any]:
+    """Replace the sandbox with a fresh one under the same id (its sessions are lost)."""
+    _visible(state, sandbox_id, who)
+    sb = state.placement.restart(sandbox_id)
+    return _view(state, sb, _owners(state).get(sb.id, ""))
+
+
+@router.post("/{sandbox_id}/exec")
+def exec_in_sandbox(sandbox_id: str, body: ExecRequest, state: StateDep, who: Who) -> dict[str, Any]:
+    """Run a command; a timeout or OOM kill is a result (``timed_out``/``oom_killed``), not an error."""
+    sb = _visible(state, sandbox_id, who)
+    if isinstance(body.cmd, list) and not body.cmd:
+        raise ApiError(400, "bad_request", "cmd must not be empty")
+    res = sb.exec(
+        body.cmd, timeout_s=body.timeout_s, cwd=body.cwd, env=body.env, stdin=body.stdin, max_output=body.max_output
+    )
+    return {
+        "exit_code": res.exit_code,
+        "stdout": res.stdout,
+        "stderr": res.stderr,
+        "timed_out": res.timed_out,
+        "truncated": res.truncated,
+        "oom_killed": res.oom_killed,
+        "duration_s": res.duration_s,
+        "ok": res.ok,
+    }
+
+
+@router.get("/{sandbox_id}/files", response_class=Response)
+def read_file(
+    sandbox_id: str, path: Annotated[str, Query(min_length=1, max_length=4096)], state: StateDep, who: Who
+) -> Response:
+    """The file's bytes (``application/octet-stream``)."""
+    sb = _visible(state, sandbox_id, who)
+    return Response(sb.read_file(path, MAX_FILE_BYTES), media_type="application/octet-stream")
+
+
+@router.put("/{sandbox_id}/files")
+async def write_file(
+    sandbox_id: str,
+    request: Request,
+    path: Annotated[str, Query(min_length=1, max_length=4096)],
+    state: StateDep,
+    who: Who,
+) -> dict:
+    """Write the request body to ``path`` in the workspace."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_FILE_BYTES:
+            raise ApiError(413, "too_large", f"file exceeds {MAX_FILE_BYTES} bytes")
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    sb = await run_in_threadpool(_visible, state, sandbox_id, who)
+    size = await run_in_threadpool(sb.write_file, path, data)
+    return {"path": path, "size": size}

@@ -1,0 +1,93 @@
+"""``/v1/sessions/{id}/ws``: one WebSocket per session, the low-overhead path for a playing agent.
+
+Authorisation happens once, when the socket opens (``Authorization: Bearer`` header, as on every
+route); the session must belong to the caller. Then each text message is one call, answered in
+order with the same JSON as the HTTP routes:
+
+* ``{"op": "step", "action": "..."}`` -> ``{"observation", "reward", "terminated", "truncated", "info"}``
+* ``{"op": "reset", "seed": 1, "options": {}}`` -> ``{"observation", "info"}``
+* ``{"op": "state"}`` -> ``{"state": {...}}``; ``{"op": "actions"}`` -> ``{"actions": [...]}``
+
+A bad message or an env error is answered ``{"error": {"code", "message", "details"}, "status": N}``
+(N: the HTTP status the same error has on the HTTP routes) and the socket stays open; a lost sandbox closes it after the ``sandbox_lost`` answer. Steps are counted and
+timed like HTTP steps.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi.concurrency import run_in_threadpool
+
+from api.deps import principal_for
+from api.errors import ApiError, error_body, to_api_error
+from api.live import LiveSession
+from api.state import AppState
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["sessions"])
+MAX_MESSAGE_CHARS = 200_000
+
+
+def _call(state: AppState, live: LiveSession, msg: Any) -> dict[str, Any]:
+    """Run one message (on a worker thread); raise ApiError for a malformed one."""
+    if not isinstance(msg, dict):
+        raise ApiError(422, "validation_error", "a message must be a JSON object with an 'op'")
+    op = msg.get("op")
+    if op == "step":
+        action = msg.get("action")
+        if not isinstance(action, str) or len(action) > 100_000:
+            raise ApiError(422, "validation_error", "'action' must be a string of at most 100000 characters")
+        obs, reward, terminated, truncated, info = state.sessions.step(live, action)
+        return {"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
+    if op == "reset":
+        seed, options = msg.get("seed"), msg.get("options")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
+            raise ApiError(422, "validation_error", "'seed' must be null or an int in [0, 2**32)")
+        if options is not None and not isinstance(options, dict):
+            raise ApiError(422, "validation_error", "'options' must be null or an object")
+        obs, info = state.sessions.reset(live, seed, options)
+        return {"observation": obs, "info": info}
+    if op == "state":
+        return {"state": state.sessions.get_state(live)}
+    if op == "actions":
+        return {"actions": state.sessions.action_candidates(live)}
+    raise ApiError(422, "validation_error", "'op' must be one of step, reset, state, actions")
+
+
+@router.websocket("/v1/sessions/{session_id}/ws")
+async def session_socket(websocket: WebSocket, session_id: str) -> None:
+    """Play a session over one WebSocket (see the module docstring)."""
+    state: AppState = websocket.app.state.rr
+    try:
+        who = await principal_for(state, websocket.headers.get("authorization", ""))
+        live = await run_in_threadpool(state.sessions.get, session_id, who)
+    except ApiError as e:
+        await websocket.close(code=4000 + e.status, reason=e.code)
+        return
+    await websocket.accept()
+    try:
+        while True:
+            text = await websocket.receive_text()
+            try:
+                if len(text) > MAX_MESSAGE_CHARS:
+                    raise ApiError(413, "too_large", f"a message is limited to {MAX_MESSAGE_CHARS} characters")
+                try:
+                    msg = json.loads(text)
+                except ValueError as e:
+                    raise ApiError(422, "validation_error", f"not JSON: {e}") from e
+                answer = await run_in_threadpool(_call, state, live, msg)
+            except Exception as e:  # noqa: BLE001 - every failure is answered on the socket
+                mapped = to_api_error(e) or ApiError(500, "internal_error", f"{type(e).__name__}: {e}")
+                body = error_body(mapped.code, mapped.message, mapped.details) | {"status": mapped.status}
+                await websocket.send_text(json.dumps(body))
+                if mapped.code == "sandbox_lost":
+                    await websocket.close(code=4410, reason="sandbox_lost")
+                    return
+                continue
+            await websocket.send_text(json.dumps(answer, separators=(",", ":")))
+    except WebSocketDisconnect:
+        return

@@ -1,0 +1,109 @@
+"""Session routes: open (placed on a pooled sandbox), reset, step, batch step, fork, state, close."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from api.deps import StateDep, Who
+from api.errors import ApiError
+from api.schemas import BatchStepRequest, ResetRequest, SessionCreate, StateBody, StepRequest
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+
+def _json(payload: dict[str, Any]) -> Response:
+    """Serialise a plain-JSON answer directly (skips FastAPI's generic encoder on the hot path)."""
+    return Response(json.dumps(payload, separators=(",", ":")), media_type="application/json")
+
+
+def _step_view(out: tuple) -> dict[str, Any]:
+    obs, reward, terminated, truncated, info = out
+    return {"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
+
+
+@router.post("", status_code=201)
+def create_session(body: SessionCreate, state: StateDep, who: Who) -> dict[str, Any]:
+    """Open an env session; the load balancer places it on the least-loaded pooled sandbox."""
+    live = state.sessions.open(who, body.env, body.kwargs)
+    return {
+        "id": live.id,
+        "sandbox_id": live.sandbox_id,
+        "env": live.env_id,
+        "system_prompt": live.remote.system_prompt(),
+    }
+
+
+@router.get("")
+def list_sessions(state: StateDep, who: Who) -> dict[str, Any]:
+    """The caller's open sessions."""
+    return {"sessions": [s.view() for s in state.sessions.list(who)]}
+
+
+@router.post("/step")
+def step_sessions(body: BatchStepRequest, state: StateDep, who: Who) -> Response:
+    """One step (or reset) on each listed session, in order; each result is an answer or an ``error`` body.
+
+    The vectorised path for rollouts: one request per batch instead of one per session.
+    """
+    ids = [item.id for item in body.steps]
+    if len(set(ids)) != len(ids):
+        raise ApiError(400, "bad_request", "each session may appear once per batch")
+    items = [(item.id, item.op, item.action, item.seed) for item in body.steps]
+    return _json({"results": state.sessions.batch(who, items)})
+
+
+@router.get("/{session_id}")
+def show_session(session_id: str, state: StateDep, who: Who) -> dict:
+    """One session: env, sandbox, steps so far, system prompt."""
+    return state.sessions.get(session_id, who).view()
+
+
+@router.post("/{session_id}/reset")
+def reset_session(session_id: str, body: ResetRequest, state: StateDep, who: Who) -> dict[str, Any]:
+    """Start a new episode: ``{"observation", "info"}``."""
+    live = state.sessions.get(session_id, who)
+    obs, info = state.sessions.reset(live, body.seed, body.options)
+    return {"observation": obs, "info": info}
+
+
+@router.post("/{session_id}/step")
+def step_session(session_id: str, body: StepRequest, state: StateDep, who: Who) -> dict[str, Any]:
+    live = state.sessions.get(session_id, who)
+    return _step_view(state.sessions.step(live, body.action))
+
+
+@router.post("/{session_id}/fork", status_code=201)
+def fork_session(session_id: str, state: StateDep, who: Who) -> dict[str, Any]:
+    """A new session continuing from this one's current state."""
+    forked = state.sessions.fork(state.sessions.get(session_id, who))
+    return {"id": forked.id, "sandbox_id": forked.sandbox_id, "env": forked.env_id}
+
+
+@router.get("/{session_id}/actions")
+def session_actions(session_id: str, state: StateDep, who: Who) -> dict[str, Any]:
+    """Legal actions now (answer text without the ``<answer>`` tags): what a random agent picks from."""
+    return {"actions": state.sessions.action_candidates(state.sessions.get(session_id, who))}
+
+
+@router.get("/{session_id}/state")
+def get_session_state(session_id: str, state: StateDep, who: Who) -> dict[str, Any]:
+    """A JSON snapshot of the session's env (``PUT`` it back to restore)."""
+    return {"state": state.sessions.get_state(state.sessions.get(session_id, who))}
+
+
+@router.put("/{session_id}/state")
+def set_session_state(session_id: str, body: StateBody, state: StateDep, who: Who) -> dict[str, Any]:
+    """Restore a snapshot taken with ``GET .../state``."""
+    state.sessions.set_state(state.sessions.get(session_id, who), body.state)
+    return {"ok": True}
+
+
+@router.delete("/{session_id}", status_code=204)
+def delete_session(session_id: str, state: StateDep, who: Who) -> None:
+    """Close the session and free its slot on the sandbox."""
+    state.sessions.close(state.sessions.get(session_id, who))

@@ -1,0 +1,94 @@
+"""Runs *inside* a sandbox: registers the API's custom envs from the manifests in its workspace.
+
+The control plane starts custom-env sandboxes with ``ROCKROLL_ENV_MODULES=api.sandbox_plugins``
+(the in-sandbox server imports it at start-up) and ``ROCKROLL_ENV_PLUGINS=.rockroll/plugins``
+(relative to the sandbox workspace), then writes one ``<dir>/manifest.json`` per custom env, with
+its uploaded module or wheel next to it, through the sandbox's file API. Importing this module
+makes ``envhub`` look in that folder whenever an id is not registered yet, so files written after
+the server started are found. Uploaded code is imported here, in the sandbox, never in the
+control plane.
+
+Threat model: the manifests and uploads come from the control plane; the env code is untrusted
+and runs with the sandbox's rights only (in a sandbox of its own env's pool).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["install", "load_manifests", "plugin_root", "PLUGINS_ENV", "DEFAULT_PLUGIN_DIR"]
+
+PLUGINS_ENV = "ROCKROLL_ENV_PLUGINS"
+DEFAULT_PLUGIN_DIR = ".rockroll/plugins"
+
+
+def plugin_root() -> str:
+    """The plugin folder: ``$ROCKROLL_ENV_PLUGINS``, relative paths taken from the workspace."""
+    root = os.environ.get(PLUGINS_ENV, "")
+    if not root or os.path.isabs(root):
+        return root
+    workspace = os.environ.get("ROCKROLL_WORKSPACE", "")
+    argv = list(sys.argv)
+    if "--workspace" in argv[:-1]:
+        workspace = argv[argv.index("--workspace") + 1]
+    return os.path.join(workspace or os.getcwd(), root)
+
+
+def load_manifests(root: str) -> int:
+    """Register every manifest under ``root`` not registered yet; return how many were added."""
+    import envhub
+    from envhub.registry import _REGISTRY
+
+    added = 0
+    for path in sorted(Path(root).glob("*/manifest.json")):
+        try:
+            m = json.loads(path.read_text())
+            env_id = m["id"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if env_id in _REGISTRY:
+            continue
+        for p in m.get("paths", []):
+            full = str((path.parent / p).resolve())
+            if full not in sys.path:
+                sys.path.insert(0, full)
+        try:
+            envhub.register(
+                env_id, m["entry_point"], kwargs=m.get("kwargs") or {}, max_steps=m.get("max_steps"), tags=("custom",)
+            )
+        except (KeyError, ValueError) as e:
+            print(f"rockroll: skipping env manifest {path}: {e}", file=sys.stderr)
+            continue
+        added += 1
+    return added
+
+
+def install(root: str | None = None) -> None:
+    """Make ``envhub`` look up unknown ids in the plugin folder (idempotent)."""
+    root = root or plugin_root()
+    if not root:
+        return
+    import envhub.registry as registry
+    from envhub.errors import UnknownEnvError
+
+    if getattr(registry.spec, "_rockroll_plugins", False):
+        return
+    original = registry.spec
+
+    def spec(env_id: str) -> Any:
+        try:
+            return original(env_id)
+        except UnknownEnvError:
+            if load_manifests(root):
+                return original(env_id)
+            raise
+
+    spec._rockroll_plugins = True  # type: ignore[attr-defined]
+    registry.spec = spec
+
+
+install()

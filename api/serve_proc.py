@@ -1,0 +1,135 @@
+"""Start and stop a real ``rockroll serve`` subprocess (used by the tests and ``bench/api_bench.py``)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+__all__ = ["ServerProc", "scratch_dir", "create_token"]
+
+ROOT = Path(__file__).resolve().parents[1]
+ROCKROLL = [sys.executable, "-m", "api.cli"]
+
+
+def scratch_dir(tag: str) -> Path:
+    """A fresh folder sandboxes can see (the process backend's bwrap hides the host's /tmp)."""
+    d = Path.home() / ".cache" / "rockroll-tests" / f"{tag}-{uuid.uuid4().hex[:8]}"
+    d.mkdir(parents=True)
+    return d
+
+
+def create_token(db_url: str, name: str, admin: bool = False) -> str:
+    """``rockroll token create`` through the real CLI."""
+    cmd = ROCKROLL + ["token", "create", "--name", name, "--db", db_url] + (["--admin"] if admin else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT, timeout=60)
+    return out.stdout.strip().splitlines()[-1]
+
+
+class ServerProc:
+    """One ``rockroll serve`` subprocess on a free port; ``start()``/``stop()`` can be repeated."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        backend: str = "process",
+        db_url: str | None = None,
+        dev: bool = False,
+        extra: list[str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.db_url = db_url or f"sqlite:///{data_dir}/rockroll.db"
+        self.backend = backend
+        self.dev = dev
+        self.extra = extra or []
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.lines: list[str] = []
+
+    def start(self, timeout_s: float = 90.0) -> str:
+        """Start the server and return its URL once it listens."""
+        cmd = ROCKROLL + [
+            "serve",
+            "--port",
+            "0",
+            "--backend",
+            self.backend,
+            "--db",
+            self.db_url,
+            "--sandbox-state-dir",
+            str(self.data_dir / "sb"),
+            "--dev" if self.dev else "--no-dev",
+            *self.extra,
+        ]
+        env = dict(os.environ)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env, start_new_session=True
+        )
+        found: queue.Queue[str] = queue.Queue()
+
+        stdout = self.proc.stdout
+
+        def pump() -> None:
+            for line in stdout or ():
+                self.lines.append(line)
+                if line.startswith("rockroll listening on "):
+                    found.put(line.split()[-1])
+
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            self.url = found.get(timeout=timeout_s)
+        except queue.Empty:
+            self.stop()
+            raise RuntimeError("rockroll serve did not start:\n" + "".join(self.lines[-50:])) from None
+        return self.url
+
+    def stop(self, *, kill_sandboxes: bool = False) -> None:
+        """Stop the server (SIGINT, then SIGKILL); its sandboxes stay up for the next start."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.proc = None
+
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def cleanup(self) -> None:
+        """Stop the server and every sandbox process it left behind, then remove the folder."""
+        self.stop()
+        sb_dir = self.data_dir / "sb"
+        if sb_dir.exists():
+            for pid_dir in sb_dir.glob("*/*"):
+                _kill_sandbox(pid_dir)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def _kill_sandbox(sandbox_dir: Path) -> None:
+    """Kill the server processes whose command line names this sandbox folder."""
+    needle = str(sandbox_dir)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in cmdline and int(proc.name) != os.getpid():
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except OSError:
+                pass
+    time.sleep(0.05)

@@ -1,0 +1,83 @@
+"""Everything one running app holds: settings, database, catalog, placement, sessions, jobs, metrics."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.catalog import Catalog
+from api.db import Database
+from api.jobs import JobRunner
+from api.live import SessionRegistry
+from api.metrics import Metrics
+from api.settings import Settings
+
+__all__ = ["AppState", "build_state"]
+
+log = logging.getLogger("rockroll.api")
+
+
+@dataclass
+class AppState:
+    """The app's long-lived objects (``app.state.rr``)."""
+
+    settings: Settings
+    db: Database
+    catalog: Catalog
+    placement: Any
+    sessions: SessionRegistry
+    jobs: JobRunner
+    metrics: Metrics
+    started_at: float = field(default_factory=time.time)
+    token_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Stop jobs, close sessions, stop the manager (sandboxes stay up), close the database."""
+        self.jobs.close()
+        self.sessions.close_all()
+        self.placement.close(stop_sandboxes=False)
+        self.db.close()
+
+
+def build_state(settings: Settings) -> AppState:
+    """Open the database (migrating it), the catalog and the sandbox manager."""
+    from api.placement import Placement
+
+    settings.check()
+    db = Database(settings.resolved_database_url())
+    db.migrate()
+    catalog = Catalog(db)
+    state_dir = settings.sandbox_state_dir or f"/tmp/rockroll-sb-{os.getuid()}"
+    placement = Placement(
+        backend=settings.backend,
+        db_url=settings.resolved_database_url(),
+        state_dir=state_dir,
+        max_sandboxes=settings.max_sandboxes,
+        max_sessions_per_sandbox=settings.max_sessions_per_sandbox,
+        pool_size=settings.pool_size,
+        manager_name=settings.manager_name(),
+    )
+    holder: dict[str, AppState] = {}
+
+    def snapshot() -> dict[str, Any]:
+        snap = placement.snapshot()
+        snap["sessions"] = len(holder["s"].sessions) if "s" in holder else 0
+        return snap
+
+    def open_env(env: str, kwargs: dict[str, Any]) -> Any:
+        """An env session in a sandbox: the catalog resolves the id, the placement places it."""
+        env_id = catalog.resolve(env)
+        return placement.open_session(env_id, kwargs, custom=catalog.custom(env_id))
+
+    metrics = Metrics(snapshot)
+    sessions = SessionRegistry(db, open_env, metrics)
+    sessions.start_reaper(settings.session_idle_ttl_s, interval_s=min(30.0, settings.session_idle_ttl_s / 2))
+
+    jobs = JobRunner(db, open_env, workers=settings.job_workers, train=settings.train_jobs)
+    state = AppState(settings, db, catalog, placement, sessions, jobs, metrics)
+    holder["s"] = state
+    jobs.recover()
+    return state

@@ -1,0 +1,169 @@
+"""The tiny local model: tokenizer round trips on env text, chat template, HF loading, CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import envhub  # noqa: E402
+from agentrl.tiny import (  # noqa: E402
+    CHAT_TEMPLATE,
+    TINY_MARKER,
+    TinyModelConfig,
+    build_tiny_model,
+    load_model_and_tokenizer,
+    load_tokenizer,
+)
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_path: Path):
+    return load_tokenizer(tiny_path)
+
+
+def _env_texts(env_id: str, seeds: range) -> list[str]:
+    """System prompt, then observations of a few episodes played with the env's own candidates."""
+    env = envhub.make(env_id)
+    texts = [env.system_prompt()]
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        texts.append(obs)
+        for k in range(5):
+            cands = env.action_candidates()
+            obs, _, term, trunc, _ = env.step(f"<answer>{cands[(seed + k) % len(cands)]}</answer>")
+            texts.append(obs)
+            if term or trunc:
+                break
+    env.close()
+    return texts
+
+
+@pytest.mark.parametrize("env_id", ["FrozenLake-v0", "SimpleSokoban-v0"])
+def test_round_trip_on_real_env_text(tokenizer, env_id: str) -> None:
+    # seeds far from the corpus's (0..39) so the text was not seen in training
+    for text in _env_texts(env_id, range(1000, 1010)):
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert tokenizer.decode(ids) == text
+        assert tokenizer.unk_token_id is None or tokenizer.unk_token_id not in ids
+
+
+def test_round_trip_of_awkward_whitespace_and_symbols(tokenizer) -> None:
+    for text in ["  two  spaces\n\n\nand\ttabs  ", "√ X_#\n", "\n", " leading", "é ü 你好 🙂", "<answer>Left</answer>"]:
+        assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+
+
+def test_special_and_answer_tokens(tokenizer) -> None:
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token == "<|pad|>"
+    assert tokenizer.pad_token_id != tokenizer.eos_token_id
+    assert tokenizer.padding_side == "left"
+    for t in ["<answer>", "</answer>", "<|im_start|>", "<|im_end|>"]:
+        assert len(tokenizer.encode(t, add_special_tokens=False)) == 1, t
+    ids = tokenizer.encode("<answer>Right</answer>", add_special_tokens=False)
+    assert len(ids) <= 3  # the action word is merged into one token
+    # skip_special_tokens drops chat markers but keeps the answer tags
+    text = tokenizer.decode(ids + [tokenizer.eos_token_id], skip_special_tokens=True)
+    assert text == "<answer>Right</answer>"
+
+
+def test_chat_template(tokenizer) -> None:
+    env = envhub.make("FrozenLake-v0")
+    obs, _ = env.reset(seed=3)
+    messages = [
+        {"role": "system", "content": env.system_prompt()},
+        {"role": "user", "content": obs},
+        {"role": "assistant", "content": "<answer>Left</answer>"},
+        {"role": "user", "content": obs},
+    ]
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    expected = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    assert text == expected + "<|im_start|>assistant\n"
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    assert ids == tokenizer.encode(text, add_special_tokens=False)
+    assert tokenizer.decode(ids) == text
+    no_prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False)
+    assert no_prompt == expected
+    assert tokenizer.chat_template == CHAT_TEMPLATE
+
+
+def test_saved_in_hf_format_and_loads_by_path(tiny_path: Path) -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    assert (tiny_path / TINY_MARKER).is_file()
+    assert (tiny_path / "config.json").is_file() and (tiny_path / "tokenizer.json").is_file()
+    cfg = AutoConfig.from_pretrained(str(tiny_path))
+    assert (cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads) == ("qwen2", 128, 2, 4)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_path))
+    loaded, tok = load_model_and_tokenizer(tiny_path)
+    assert isinstance(tok, PreTrainedTokenizerFast)
+    assert cfg.vocab_size == len(tok)
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    ids = torch.tensor([tok.encode("_G__\nOO__", add_special_tokens=False)])
+    with torch.no_grad():
+        logits = loaded(ids).logits
+    assert logits.shape == (1, ids.shape[1], len(tok))
+    assert torch.isfinite(logits).all()
+
+
+def test_seeded_build_is_deterministic(tmp_path: Path) -> None:
+    def weights(seed: int, name: str) -> dict:
+        cfg = TinyModelConfig(
+            hidden_size=32, num_heads=2, num_kv_heads=1, intermediate_size=64, seed=seed, episodes_per_env=2
+        )
+        model, _ = load_model_and_tokenizer(build_tiny_model(tmp_path / name, cfg))
+        return model.state_dict()
+
+    a, b, c = weights(1, "a"), weights(1, "b"), weights(2, "c")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+    assert (tmp_path / "a" / "tokenizer.json").read_text() == (tmp_path / "b" / "tokenizer.json").read_text()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"hidden_size": 130, "num_heads": 4}, {"num_heads": 4, "num_kv_heads": 3}, {"vocab_size": 100}, {"num_layers": 0}],
+)
+def test_config_rejects_bad_shapes(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        TinyModelConfig(**kwargs)
+
+
+def test_cli_build_tiny(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from api.cli import app
+
+    out = tmp_path / "cli_model"
+    result = CliRunner().invoke(app, ["model", "build-tiny", str(out), "--hidden-size", "64", "--vocab-size", "400"])
+    assert result.exit_code == 0, result.output
+    _, tok = load_model_and_tokenizer(out)
+    assert len(tok) <= 400 + 8
+    bad = CliRunner().invoke(app, ["model", "build-tiny", str(tmp_path / "bad"), "--hidden-size", "130"])
+    assert bad.exit_code != 0
+
+
+def test_directories_without_the_marker_load_like_real_hf_models(tiny_path: Path, tmp_path: Path) -> None:
+    import shutil
+
+    real = tmp_path / "real"
+    shutil.copytree(tiny_path, real)
+    (real / TINY_MARKER).unlink()
+    model, tok = load_model_and_tokenizer(real)  # the AutoTokenizer path
+    obs, _ = envhub.make("SimpleSokoban-v0").reset(seed=5)
+    assert tok.decode(tok.encode(obs, add_special_tokens=False)) == obs
+    assert tok.apply_chat_template(
+        [{"role": "user", "content": obs}], add_generation_prompt=True, tokenize=False
+    ).endswith("<|im_start|>assistant\n")
+    assert model.config.model_type == "qwen2" and not model.training
