@@ -22,6 +22,7 @@ from api.db import Database, SessionRecord
 from api.errors import ApiError, to_api_error
 from api.metrics import Metrics
 from sandbox.errors import SandboxLost
+from sandbox.session import run_batch
 
 __all__ = ["LiveSession", "SessionRegistry"]
 
@@ -171,27 +172,36 @@ class SessionRegistry:
             groups.setdefault(live.sandbox_id, []).append(i)
 
         def run(indices: list[int]) -> None:
-            for i in indices:
-                sid, op, action, seed = items[i]
-                try:
-                    live = self._live[sid]
-                    if op == "reset":
-                        obs, info = self.reset(live, seed, None)
-                        results[i] = {"observation": obs, "info": info}
-                    else:
-                        obs, reward, term, trunc, info = self.step(live, action)
-                        results[i] = {
-                            "observation": obs,
-                            "reward": reward,
-                            "terminated": term,
-                            "truncated": trunc,
-                            "info": info,
-                        }
-                except Exception as e:  # noqa: BLE001 - per-item errors are answered per item
-                    mapped = to_api_error(e)
-                    if mapped is None:
-                        raise
-                    results[i] = _error_item(mapped)
+            """One sandbox's items in one round trip (see ``sandbox.session.run_batch``)."""
+            lives = [self._live.get(items[i][0]) for i in indices]
+            todo = [(i, live) for i, live in zip(indices, lives, strict=False) if live is not None]
+            for i, live in zip(indices, lives, strict=False):
+                if live is None:  # closed since the lookup above
+                    results[i] = _error_item(ApiError(404, "not_found", f"no session {items[i][0]}", {}))
+            wire = [
+                (live.remote, items[i][1], {"action": items[i][2]} if items[i][1] == "step" else {"seed": items[i][3]})
+                for i, live in todo
+            ]
+            t0 = time.perf_counter()
+            answers = run_batch(wire)
+            per_item = (time.perf_counter() - t0) / max(1, len(wire))
+            for (i, live), answer in zip(todo, answers, strict=True):
+                live.last_used = time.monotonic()
+                if isinstance(answer, Exception):
+                    results[i] = _error_item(_batch_error(live, answer))
+                elif items[i][1] == "reset":
+                    results[i] = {"observation": answer[0], "info": answer[1]}
+                else:
+                    live.steps += 1
+                    self.metrics.observe_step(per_item)
+                    obs, reward, term, trunc, info = answer
+                    results[i] = {
+                        "observation": obs,
+                        "reward": reward,
+                        "terminated": term,
+                        "truncated": trunc,
+                        "info": info,
+                    }
 
         chunks = list(groups.values())
         if len(chunks) <= 1:
@@ -246,6 +256,20 @@ class SessionRegistry:
 
 def _error_item(e: ApiError) -> dict[str, Any]:
     return {"error": {"code": e.code, "message": e.message, "details": e.details}, "status": e.status}
+
+
+def _batch_error(live: LiveSession, e: Exception) -> ApiError:
+    """The API error for one failed batch item (the same mapping as a single call's)."""
+    try:
+        with _lost_guard(live):
+            raise e
+    except ApiError as mapped:
+        return mapped
+    except Exception as other:  # noqa: BLE001 - mapped below, never a 500 for one item
+        mapped = to_api_error(other)
+        if mapped is None:
+            return ApiError(502, "sandbox_error", f"{type(other).__name__}: {other}", {"session_id": live.id})
+        return mapped
 
 
 @contextmanager

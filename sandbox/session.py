@@ -17,13 +17,13 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from sandbox.client import SandboxClient
+from sandbox.client import SandboxClient, _to_exception
 from sandbox.errors import SandboxLost, SandboxTimeout, SessionNotFound
 
 if TYPE_CHECKING:
     from sandbox.managed import ManagedSandbox
 
-__all__ = ["RemoteSession"]
+__all__ = ["RemoteSession", "run_batch"]
 
 
 class RemoteSession:
@@ -109,3 +109,53 @@ class RemoteSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def run_batch(items: list[tuple[RemoteSession, str, dict[str, Any]]]) -> list[Any]:
+    """Run ``(session, "step" | "reset", args)`` items with one round trip per sandbox.
+
+    ``args`` is ``{"action": ...}`` for a step and ``{"seed": ..., "options": ...}`` for a reset.
+    Returns, in order, each item's answer (a step's 5-tuple or a reset's pair) or the exception
+    it raised (``SandboxLost`` for every item of a sandbox that died), so one failure never
+    spoils the rest.
+    """
+    results: list[Any] = [None] * len(items)
+    groups: dict[int, list[int]] = {}
+    for i, (session, op, _args) in enumerate(items):
+        if session.closed:
+            results[i] = SessionNotFound(session.session_id)
+        elif session.sandbox.generation != session._generation or session.sandbox.deleted:
+            results[i] = SandboxLost(session.sandbox_id, "the sandbox was restarted or deleted")
+        elif op not in ("step", "reset"):
+            results[i] = ValueError(f"batch op must be 'step' or 'reset', got {op!r}")
+        else:
+            groups.setdefault(id(session.sandbox), []).append(i)
+    for indices in groups.values():
+        first = items[indices[0]][0]
+        wire = [{"session_id": items[i][0].session_id, "op": items[i][1], **items[i][2]} for i in indices]
+        try:
+            with first._lock:
+                answers = first._client.call("env.batch", items=wire)
+        except SandboxLost as e:
+            first.sandbox.report_failure()
+            for i in indices:
+                results[i] = e
+            continue
+        except SandboxTimeout as e:
+            for i in indices:
+                results[i] = e
+            continue
+        for i, answer in zip(indices, answers, strict=True):
+            session, op, _ = items[i]
+            if "error" in answer:
+                err = _to_exception(answer["error"])
+                if isinstance(err, SessionNotFound):
+                    err = SandboxLost(session.sandbox_id, "the server no longer knows this session")
+                results[i] = err
+            elif op == "step":
+                obs, reward, terminated, truncated, info = answer["result"]
+                results[i] = (obs, reward, terminated, truncated, info)
+            else:
+                obs, info = answer["result"]
+                results[i] = (obs, info)
+    return results

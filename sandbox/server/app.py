@@ -41,6 +41,9 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
         return sock, ("sandbox", 0)
 
 
+MAX_BATCH = 4096
+
+
 class SandboxServer:
     """The state of one server: sessions, workspace and the op table."""
 
@@ -61,6 +64,7 @@ class SandboxServer:
             "env.fork": self.sessions.fork,
             "env.action_candidates": self.sessions.action_candidates,
             "env.render": self.sessions.render,
+            "env.batch": self.batch,
             "exec": self.exec,
             "files.read": lambda path, max_bytes=16 * 1024 * 1024: {
                 "data": base64.b64encode(self.workspace.read(path, max_bytes)).decode()
@@ -82,6 +86,31 @@ class SandboxServer:
             "uptime_s": round(time.monotonic() - self.started, 3),
             "pid": os.getpid(),
         }
+
+    def batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Run many ``step``/``reset`` items (any sessions here) in one round trip, in order.
+
+        Each item is ``{"session_id", "op": "step"|"reset", "action" | "seed", "options"}``; each
+        answer is ``{"result": ...}`` or ``{"error": {...}}``, so one bad item fails alone.
+        """
+        if not isinstance(items, list) or len(items) > MAX_BATCH:
+            raise ValueError(f"items must be a list of at most {MAX_BATCH} step/reset items")
+        out: list[dict[str, Any]] = []
+        for item in items:
+            try:
+                if not isinstance(item, dict):
+                    raise ValueError("each batch item must be an object")
+                op = item.get("op", "step")
+                if op == "step":
+                    out.append({"result": self.sessions.step(item["session_id"], item["action"])})
+                elif op == "reset":
+                    result = self.sessions.reset(item["session_id"], item.get("seed"), item.get("options"))
+                    out.append({"result": result})
+                else:
+                    raise ValueError(f"batch op must be 'step' or 'reset', got {op!r}")
+            except Exception as e:  # noqa: BLE001 - answered per item, typed
+                out.append({"error": _error_dict(e)})
+        return out
 
     def exec(self, cmd: Any, **kwargs: Any) -> dict[str, Any]:
         return run_command(cmd, workspace=self.workspace.root, resolve=self.workspace.resolve, **kwargs)
