@@ -74,7 +74,7 @@ def main() -> None:
             f"{np.percentile(resets, 50):.3f}",
             f"{np.percentile(resets, 99):.3f}",
         )
-    Console().print(table)
+    Console(width=120).print(table)
 
 
 if __name__ == "__main__":
