@@ -220,3 +220,20 @@ def test_random_engine_plays_through_docker_sandboxes_and_survives_a_killed_cont
             check_trajectory(t, engine.tokenizer)
     assert batch.metrics["rollout/infra_retries"] > 0
     assert source.open_count == 0
+
+
+@pytest.mark.docker
+def test_tiny_model_plays_through_docker_sandboxes(  # noqa: F811
+    make_manager: Any,  # noqa: F811
+    docker_image: str,  # noqa: F811
+    hf_engine: Any,
+) -> None:
+    from sandbox.base import SandboxSpec
+
+    manager = make_manager(backend="docker", default_spec=SandboxSpec(image=docker_image, max_sessions=4))
+    source = SandboxSource(manager)
+    trajs = asyncio.run(_play(hf_engine, source, [3]))
+    assert {t.env_id for t in trajs} == set(ENVS)
+    for t in trajs:
+        check_trajectory(t, hf_engine.tokenizer)
+    assert source.open_count == 0
