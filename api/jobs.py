@@ -8,8 +8,10 @@ queued again.
 
 What a job runs:
 
-* ``eval`` (built in): plays ``episodes`` episodes of ``env`` with the ``random`` (or ``expert``)
-  policy of :func:`envs.play.play_episode`, each on a session placed in a sandbox;
+* ``eval`` (built in): with a model-eval config (``engine``/``envs`` keys, the YAML of
+  ``rockroll eval``), :func:`agentrl.eval.run_eval_job` runs that engine on the envs, every
+  session placed in a pooled sandbox; with ``{"env", "episodes", "policy"}`` it plays the
+  ``random`` (or ``expert``) policy of :func:`envs.play.play_episode` on one sandboxed session;
 * ``train``: delegated to ``trainer.jobs:run_job(config, ctx)`` (the trainer issue provides it);
   without it the job fails with a message saying so.
 """
@@ -227,8 +229,20 @@ class JobRunner:
                 rec.logs = ((rec.logs or "") + f"{stamp} {log}\n")[-MAX_LOG_CHARS:]
 
 
+def _is_model_eval(config: dict[str, Any]) -> bool:
+    return "engine" in config or "envs" in config
+
+
 def check_eval_config(config: dict[str, Any]) -> None:
     """Reject an eval config that cannot run, before it is queued."""
+    if _is_model_eval(config):
+        from agentrl.eval_config import EvalConfig, from_dict
+
+        try:
+            from_dict(EvalConfig, config)
+        except (ValueError, TypeError) as e:
+            raise ApiError(400, "invalid_job", f"invalid eval config: {e}") from e
+        return
     if not isinstance(config.get("env", ""), str) or not config.get("env"):
         raise ApiError(400, "invalid_job", "eval config needs 'env', e.g. {'env': 'FrozenLake-v0'}")
     episodes = config.get("episodes", 10)
@@ -248,6 +262,10 @@ def run_eval(ctx: JobContext) -> dict[str, Any]:
     from envs.play import play_episode
 
     cfg = ctx.config
+    if _is_model_eval(cfg):
+        from agentrl.eval import run_eval_job
+
+        return run_eval_job(ctx)
     env_id, episodes = cfg["env"], int(cfg.get("episodes", 10))
     policy, seed0 = cfg.get("policy", "random"), int(cfg.get("seed", 0))
     session = ctx.open_session(env_id, dict(cfg.get("kwargs", {})))

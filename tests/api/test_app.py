@@ -210,3 +210,23 @@ def test_sandbox_quota_per_owner(data_dir) -> None:
         assert c.post("/v1/sandboxes", json={}).status_code == 201
         for sb in c.app.state.rr.placement.list():
             c.app.state.rr.placement.delete(sb.id)
+
+
+def test_model_eval_job_runs_an_engine_on_sandboxed_envs(dev_client: TestClient) -> None:
+    """An eval config in ``rockroll eval``'s format runs that engine through the API's sandboxes."""
+    config = {
+        "engine": {"kind": "random", "args": {"seed": 0}},
+        "envs": [{"env": "FrozenLake-v0", "episodes": 4}],
+        "episode": {"max_turns": 5},
+        "concurrency": 2,
+    }
+    job = dev_client.post("/v1/jobs", json={"kind": "eval", "config": config}).json()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and job["state"] not in ("succeeded", "failed"):
+        time.sleep(0.2)
+        job = dev_client.get(f"/v1/jobs/{job['id']}").json()
+    assert job["state"] == "succeeded", job
+    assert job["progress"] == 1.0
+    assert any(k.endswith("success") for k in job["metrics"]), job["metrics"]
+    bad = dev_client.post("/v1/jobs", json={"kind": "eval", "config": {"engine": {"kind": "random"}, "nope": 1}})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_job"
