@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +80,17 @@ def install(root: str | None = None) -> None:
         return
     original = registry.spec
 
+    lock = threading.Lock()
+
     def spec(env_id: str) -> Any:
         try:
             return original(env_id)
         except UnknownEnvError:
-            if load_manifests(root):
-                return original(env_id)
-            raise
+            # one loader at a time; a concurrent call may have registered the id meanwhile, so
+            # look again after loading whether or not this call added anything
+            with lock:
+                load_manifests(root)
+            return original(env_id)
 
     spec._rockroll_plugins = True  # type: ignore[attr-defined]
     registry.spec = spec
