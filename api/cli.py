@@ -10,6 +10,7 @@ from api.cli_envs import demo, envs_app, play
 from api.cli_remote import env_app, job_app, sandbox_app, session_app
 from api.cli_server import serve, token_app
 from sandbox.cli import image_app
+from trainer.cli import register as register_train
 
 __all__ = ["app"]
 
@@ -27,6 +28,7 @@ app.add_typer(image_app, name="image")
 app.add_typer(model_app, name="model")
 app.command("serve-model")(serve_model_cmd)
 app.add_typer(eval_app, name="eval")
+register_train(app)  # rockroll train / rockroll plot
 
 
 @app.command()

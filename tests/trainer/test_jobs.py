@@ -1,0 +1,105 @@
+"""The jobs API's train kind runs the same pipeline (trainer.jobs:run_job) with progress and cancellation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from trainer.jobs import config_for_job, run_job  # noqa: E402
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+class Ctx:
+    """Records what a job reports (the subset of api.jobs.JobContext the trainer uses)."""
+
+    def __init__(self, cancel_after: int | None = None) -> None:
+        self.logs: list[str] = []
+        self.reports: list[tuple[float | None, dict]] = []
+        self.cancel_after = cancel_after
+
+    def log(self, line: str) -> None:
+        self.logs.append(line)
+
+    def report(self, *, progress=None, metrics=None) -> None:
+        self.reports.append((progress, metrics or {}))
+
+    def check(self) -> None:
+        if self.cancel_after is not None and len(self.reports) > self.cancel_after:
+            raise KeyboardInterrupt("cancelled")
+
+
+def test_config_for_job_merges_file_and_overrides() -> None:
+    cfg = config_for_job(
+        {"config_path": str(CONFIGS / "frozenlake_tiny.yaml"), "optim": {"lr": 2e-4}, "overrides": ["total_steps=3"]}
+    )
+    assert cfg.optim.lr == pytest.approx(2e-4) and cfg.total_steps == 3 and cfg.optim.mini_batch_size == 64
+    with pytest.raises(ValueError, match="did you mean"):
+        config_for_job({"optimm": {}})
+
+
+@pytest.mark.slow
+def test_run_job_reports_progress_and_stops_when_cancelled(tiny_model_dir, tmp_path) -> None:
+    base = {
+        "model": {"path": str(tiny_model_dir)},
+        "rollout": {
+            "env_kwargs": {"is_slippery": False},
+            "group_size": 2,
+            "groups_per_step": 2,
+            "max_new_tokens": 8,
+            "eval_episodes": 4,
+        },
+        "logging": {"run_dir": str(tmp_path), "progress": False, "tensorboard": False},
+        "total_steps": 2,
+        "name": "job",
+    }
+    ctx = Ctx()
+    out = run_job(base, ctx)
+    assert [p for p, _ in ctx.reports] == [0.5, 1.0]
+    assert "success_end" in out and out["steps"] == 2 and (tmp_path / "job" / "metrics.jsonl").exists()
+    with pytest.raises(KeyboardInterrupt):
+        run_job({**base, "name": "job2", "total_steps": 5}, Ctx(cancel_after=1))
+
+
+@pytest.mark.slow
+def test_post_v1_jobs_train_runs_the_pipeline(tiny_model_dir, tmp_path) -> None:
+    """``POST /v1/jobs`` with kind ``train`` over the real app (SQLite, process sandboxes) trains and reports."""
+    import shutil
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from api.serve_proc import scratch_dir
+    from tests.api.conftest import make_settings
+
+    data = scratch_dir("trainjob")
+    config = {
+        "name": "apijob",
+        "total_steps": 2,
+        "model": {"path": str(tiny_model_dir)},
+        "rollout": {
+            "env_kwargs": {"is_slippery": False},
+            "group_size": 2,
+            "groups_per_step": 2,
+            "max_new_tokens": 8,
+            "eval_episodes": 4,
+        },
+        "logging": {"run_dir": str(tmp_path), "progress": False, "tensorboard": False},
+    }
+    try:
+        with TestClient(create_app(make_settings(data, dev_mode=True))) as client:
+            job = client.post("/v1/jobs", json={"kind": "train", "config": config}).json()
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and job["state"] in ("queued", "running"):
+                time.sleep(0.2)
+                job = client.get(f"/v1/jobs/{job['id']}").json()
+            assert job["state"] == "succeeded", job
+            assert job["progress"] == 1.0 and job["metrics"]["steps"] == 2 and "success_end" in job["metrics"]
+            assert "success before RL" in client.get(f"/v1/jobs/{job['id']}/logs").text
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+    assert (tmp_path / "apijob" / "metrics.jsonl").exists()

@@ -1,0 +1,145 @@
+"""The controller end to end on a tiny model: metrics, checkpoints, exact resume, plots, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+torch.set_num_threads(1)
+
+VOLATILE = ("time/", "system/tokens_per_s", "sft/tokens_per_s", "sft/time")
+
+
+def _cfg(tiny_model_dir: Path, run_dir: Path, name: str, **over):
+    from trainer.config_io import config_from_dict
+
+    data = {
+        "name": name,
+        "seed": 1,
+        "total_steps": 4,
+        "model": {"path": str(tiny_model_dir)},
+        "rollout": {"env_kwargs": {"is_slippery": False}, "prompt_style": "grid", "group_size": 4, "groups_per_step": 2,
+                    "max_new_tokens": 8, "eval_episodes": 8, "eval_every": 2},
+        "algo": {"dynamic_sampling": False, "kl_coef": 0.01},
+        "optim": {"lr": 1e-3, "mini_batch_size": 4, "micro_batch_size": 4},
+        "sft": {"steps": 2, "num_demos": 20, "batch_size": 4},
+        "checkpoint": {"every": 2},
+        "logging": {"run_dir": str(run_dir), "progress": False},
+    }  # fmt: skip
+    for k, v in over.items():
+        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v
+    return config_from_dict(data)
+
+
+def _stable(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.startswith(VOLATILE)} for r in records]
+
+
+@pytest.mark.slow
+def test_pipeline_smoke_metrics_checkpoint_plot(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from trainer.checkpoint import load_latest
+    from trainer.metrics import read_metrics
+    from trainer.models import load_policy
+    from trainer.pipeline import run_training
+    from trainer.plot import plot_run
+
+    cfg = _cfg(tiny_model_dir, tmp_path, "smoke")
+    seen = []
+    summary = run_training(cfg, lambda s, t, m: seen.append((s, t)))
+    assert seen == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    records = read_metrics(tmp_path / "smoke")
+    steps = [r["step"] for r in records]
+    assert steps == [-1, 0, 1, 2, 3]  # -1: the SFT warm start
+    for key in (
+        "env/FrozenLake/success",
+        "actor/pg_loss",
+        "actor/kl_loss",
+        "time/rollout",
+        "time/train",
+        "system/tokens_per_s",
+    ):
+        assert key in records[1], key
+    assert "eval/FrozenLake/success" in records[2] and "eval_pre_sft/FrozenLake/success" in records[0]
+    assert 0.0 <= summary["success_end"] <= 1.0 and "success_before_sft" in summary
+    state = load_latest(tmp_path / "smoke")
+    assert state["step"] == 3 and state["version"] == 4
+    initial, _ = load_policy(cfg.model)
+    changed = any(not torch.equal(initial.state_dict()[k], v) for k, v in state["workers"]["model"].items())
+    assert changed
+    assert list((tmp_path / "smoke" / "tb").glob("events.*"))
+    pngs = plot_run(tmp_path / "smoke")
+    assert {p.name for p in pngs} >= {"actor.png", "env.png", "time.png"}
+    assert all(p.stat().st_size > 1000 for p in pngs)
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_run_matches_uninterrupted(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from trainer.metrics import read_metrics
+    from trainer.pipeline import run_training
+
+    full = run_training(_cfg(tiny_model_dir, tmp_path, "full"))
+
+    class Killed(Exception):
+        pass
+
+    def die_at_2(step: int, total: int, m: dict) -> None:
+        if step == 2:
+            raise Killed  # after step 1's checkpoint, in the middle of step 2
+
+    with pytest.raises(Killed):
+        run_training(_cfg(tiny_model_dir, tmp_path, "resumed"), die_at_2)
+    resumed = run_training(_cfg(tiny_model_dir, tmp_path, "resumed"), resume=True)
+    a = _stable(read_metrics(tmp_path / "full"))
+    b = _stable(read_metrics(tmp_path / "resumed"))
+    assert [r["step"] for r in b] == [-1, 0, 1, 2, 3]
+    # tolerance: 1e-6 absolute on every logged value (CPU, one thread: in practice identical)
+    for ra, rb in zip(a, b, strict=True):
+        assert ra.keys() == rb.keys()
+        for k in ra:
+            assert rb[k] == pytest.approx(ra[k], abs=1e-6), (ra["step"], k)
+    assert resumed["success_end"] == pytest.approx(full["success_end"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_cli_train_and_plot(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from api.cli import app
+
+    cfg_path = Path(__file__).resolve().parents[2] / "configs" / "frozenlake_tiny.yaml"
+    args = [
+        "train", str(cfg_path), f"model.path={tiny_model_dir}", f"logging.run_dir={tmp_path}", "name=cli", "total_steps=2",
+        "rollout.groups_per_step=2", "rollout.group_size=2", "rollout.eval_episodes=4", "sft.steps=1", "sft.num_demos=10",
+        "logging.progress=false", "logging.tensorboard=false",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "success after RL" in result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    assert summary["steps"] == 2
+    result = CliRunner().invoke(app, ["plot", str(tmp_path / "cli")])
+    assert result.exit_code == 0, result.output
+    assert "env.png" in result.output
+    bad = CliRunner().invoke(app, ["train", str(cfg_path), "optim.lrr=1"])
+    assert bad.exit_code == 2 and "did you mean optim.lr" in bad.output
+
+
+@pytest.mark.slow
+def test_multiturn_mode_through_agentrl_scheduler(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from trainer.metrics import read_metrics
+    from trainer.pipeline import run_training
+
+    cfg = _cfg(
+        tiny_model_dir, tmp_path, "mt", total_steps=2,
+        rollout={"mode": "multiturn", "max_actions": 3, "async_generation_ratio": 1.0},
+        sft={"steps": 0}, checkpoint={"every": 0},
+    )  # fmt: skip
+    summary = run_training(cfg)
+    records = read_metrics(tmp_path / "mt")
+    assert [r["step"] for r in records] == [0, 1] and summary["steps"] == 2
+    assert records[1]["system/weight_version"] == 2.0 and "env/FrozenLake/success" in records[1]
+    assert records[0]["rollout/response_len"] > cfg.rollout.max_new_tokens  # several turns per episode

@@ -1,0 +1,251 @@
+"""The policy (and critic) update: PPO epochs over minibatches, gradient accumulation, clipping.
+
+:class:`PolicyTrainer` owns the model, AdamW, the LR schedule and, for PPO with GAE, the critic.
+It is the same object in-process and inside a Ray worker. Data parallel: every worker receives
+the *whole* batch, takes rows ``rank::world`` of each minibatch, divides its loss by the global
+denominator of that minibatch and the gradients are summed with ``all_reduce``; hence N workers
+compute exactly the single-worker update (up to float summation order).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from trainer.batch import Batch
+    from trainer.config import AlgoConfig, OptimConfig
+
+__all__ = ["PolicyTrainer", "make_scheduler"]
+
+
+def make_scheduler(opt: Any, schedule: str, warmup: int, total: int) -> Any:
+    """LambdaLR: linear warmup over ``warmup`` steps, then constant, linear or cosine decay to 0 at ``total``."""
+    import torch
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if schedule == "constant" or total <= warmup:
+            return 1.0
+        frac = min(1.0, (step - warmup) / max(1, total - warmup))
+        return 1.0 - frac if schedule == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
+
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+class PolicyTrainer:
+    """Update a policy (and optional critic) on prepared batches (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: Any,
+        algo: AlgoConfig,
+        optim: OptimConfig,
+        *,
+        total_updates: int,
+        critic: Any = None,
+        rank: int = 0,
+        world: int = 1,
+        seed: int = 0,
+    ) -> None:
+        import torch
+
+        self.model, self.critic, self.algo, self.optim = model, critic, algo, optim
+        self.rank, self.world, self.seed = rank, world, seed
+        self.opt = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad],
+            lr=optim.lr,
+            betas=tuple(optim.betas),
+            weight_decay=optim.weight_decay,
+        )
+        self.sched = make_scheduler(self.opt, optim.schedule, optim.warmup_steps, total_updates)
+        self.critic_opt = self.critic_sched = None
+        if critic is not None:
+            self.critic_opt = torch.optim.AdamW(critic.parameters(), lr=optim.critic_lr, betas=tuple(optim.betas))
+            self.critic_sched = make_scheduler(self.critic_opt, optim.schedule, optim.warmup_steps, total_updates)
+
+    # ------------------------------------------------------------------ forward passes
+    def compute_logprobs(self, batch: Batch, model: Any = None) -> torch.Tensor:
+        """Token-aligned logprobs of the batch under ``model`` (default the policy), no grad, in micro-batches."""
+        import torch
+
+        from trainer.batch import token_logprobs
+
+        m = model if model is not None else self.model
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(batch), self.optim.micro_batch_size):
+                rows = list(range(start, min(len(batch), start + self.optim.micro_batch_size)))
+                mb = batch.select(rows)
+                out.append(token_logprobs(m, mb.input_ids, mb.attention_mask)[0])
+        return torch.cat(out, 0)
+
+    def compute_values(self, batch: Batch) -> torch.Tensor:
+        """Token-aligned critic values, no grad."""
+        import torch
+
+        from trainer.batch import token_values
+
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(batch), self.optim.micro_batch_size):
+                mb = batch.select(list(range(start, min(len(batch), start + self.optim.micro_batch_size))))
+                out.append(token_values(self.critic, mb.input_ids, mb.attention_mask))
+        return torch.cat(out, 0)
+
+    # ------------------------------------------------------------------ update
+    def update(self, batch: Batch, step: int) -> dict[str, float]:
+        """PPO epochs over shuffled minibatches of ``batch`` (needs extras ``old_logprobs``, ``advantages``, ``loss_mask``)."""
+        import torch
+
+        n = len(batch)
+        mb_size = self.optim.mini_batch_size or n
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        sums: dict[str, float] = {}
+        updates = 0
+        self.model.train()
+        for _ in range(self.optim.ppo_epochs):
+            order = torch.randperm(n, generator=gen).tolist() if mb_size < n else list(range(n))
+            for start in range(0, n, mb_size):
+                rows = order[start : start + mb_size]
+                stats = self._minibatch(batch, rows)
+                if stats is None:
+                    continue
+                updates += 1
+                for k, v in stats.items():
+                    sums[k] = sums.get(k, 0.0) + v
+        metrics = {k: v / max(updates, 1) for k, v in sums.items()}
+        metrics["actor/lr"] = float(self.sched.get_last_lr()[0])
+        metrics["actor/updates"] = float(updates)
+        return metrics
+
+    def _minibatch(self, batch: Batch, rows: list[int]) -> dict[str, float] | None:
+        import torch
+
+        from trainer.algos import aggregate_loss, kl_estimate, policy_loss, tis_weights, value_loss
+        from trainer.algos.aggregate import agg_denominator
+        from trainer.batch import token_logprobs, token_values
+
+        a = self.algo
+        mini = batch.select(rows)
+        mask_all = mini.extras["loss_mask"]
+        denom = agg_denominator(mask_all, a.loss_agg_mode)
+        if denom == 0:
+            return None
+        tok_denom = float(mask_all.sum())
+        local = rows[self.rank :: self.world]
+        self.opt.zero_grad(set_to_none=True)
+        if self.critic_opt is not None:
+            self.critic_opt.zero_grad(set_to_none=True)
+        acc = torch.zeros(
+            8, dtype=torch.float64
+        )  # pg, kl, entropy, clipfrac*tok, approx_kl*tok, vloss, ratio*tok, tokens
+        for start in range(0, len(local), self.optim.micro_batch_size):
+            mb = batch.select(local[start : start + self.optim.micro_batch_size])
+            mask = mb.extras["loss_mask"]
+            ntok = float(mask.sum())
+            lp, ent = token_logprobs(self.model, mb.input_ids, mb.attention_mask, with_entropy=a.entropy_coef > 0)
+            old = mb.extras["old_logprobs"]
+            loss_tok, st = policy_loss(
+                a.pg_variant, lp, old, mb.extras["advantages"], mask,
+                clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip or None,
+            )  # fmt: skip
+            if a.tis_cap:
+                loss_tok = loss_tok * tis_weights(old, mb.rollout_logprobs, a.tis_cap)
+            pg = aggregate_loss(loss_tok, mask, a.loss_agg_mode, denom)
+            loss = pg
+            if a.kl_coef and a.use_kl_loss:
+                kl = aggregate_loss(
+                    kl_estimate(lp, mb.extras["ref_logprobs"], a.kl_estimator), mask, a.loss_agg_mode, denom
+                )
+                loss = loss + a.kl_coef * kl
+                acc[1] += kl.item()
+            if ent is not None:
+                e = aggregate_loss(ent, mask, a.loss_agg_mode, denom)
+                loss = loss - a.entropy_coef * e
+                acc[2] += e.item()
+            loss.backward()
+            acc[0] += pg.item()
+            acc[3] += st["clipfrac"] * ntok
+            acc[4] += st["approx_kl"] * ntok
+            acc[6] += st["ratio_mean"] * ntok
+            acc[7] += ntok
+            if self.critic_opt is not None:
+                v = token_values(self.critic, mb.input_ids, mb.attention_mask)
+                clip = a.value_clip or None
+                vl = value_loss(v, mb.extras["values"], mb.extras["returns"], clip=clip)
+                vl = aggregate_loss(vl, mask, "token-mean", tok_denom)
+                (a.critic_coef * vl).backward()
+                acc[5] += vl.item()
+        grad_norm = self._step(self.model, self.opt, self.sched)
+        out = {"actor/grad_norm": grad_norm}
+        if self.critic_opt is not None:
+            out["critic/grad_norm"] = self._step(self.critic, self.critic_opt, self.critic_sched)
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(acc)
+        tokens = max(float(acc[7]), 1.0)
+        out.update({
+            "actor/pg_loss": float(acc[0]),
+            "actor/kl_loss": float(acc[1]),
+            "actor/entropy": float(acc[2]),
+            "actor/clipfrac": float(acc[3]) / tokens,
+            "actor/approx_kl": float(acc[4]) / tokens,
+            "actor/ratio_mean": float(acc[6]) / tokens,
+        })  # fmt: skip
+        if self.critic_opt is not None:
+            out["critic/value_loss"] = float(acc[5])
+        return out
+
+    def _step(self, module: Any, opt: Any, sched: Any) -> float:
+        """All-reduce (sum) gradients across workers, clip, step optimizer and schedule; return the grad norm."""
+        import torch
+
+        params = [p for p in module.parameters() if p.requires_grad]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        if self.world > 1:
+            import torch.distributed as dist
+
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            dist.all_reduce(flat)
+            offset = 0
+            for p in params:
+                k = p.numel()
+                p.grad.copy_(flat[offset : offset + k].view_as(p))
+                offset += k
+        max_norm = self.optim.grad_clip if self.optim.grad_clip > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        opt.step()
+        sched.step()
+        return float(norm)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume the update exactly (weights, optimizers, schedules)."""
+        s: dict[str, Any] = {
+            "model": self.model.state_dict(),
+            "opt": self.opt.state_dict(),
+            "sched": self.sched.state_dict(),
+        }
+        if self.critic is not None:
+            s.update(
+                critic=self.critic.state_dict(),
+                critic_opt=self.critic_opt.state_dict(),
+                critic_sched=self.critic_sched.state_dict(),
+            )
+        return s
+
+    def load_state_dict(self, s: dict[str, Any]) -> None:
+        self.model.load_state_dict(s["model"])
+        self.opt.load_state_dict(s["opt"])
+        self.sched.load_state_dict(s["sched"])
+        if self.critic is not None and "critic" in s:
+            self.critic.load_state_dict(s["critic"])
+            self.critic_opt.load_state_dict(s["critic_opt"])
+            self.critic_sched.load_state_dict(s["critic_sched"])

@@ -1,0 +1,188 @@
+"""Policy and value losses, token-level, before aggregation.
+
+Every policy loss takes token-aligned ``logprobs`` (current policy, with grad), ``old_logprobs``
+(the policy that produced the batch, no grad), ``advantages`` ([N, T] or [N], broadcast) and the
+response ``mask``, and returns ``(loss [N, T], stats)``; reduce the loss with
+:func:`trainer.algos.aggregate.aggregate_loss`. Variants:
+
+* ``ppo``: clipped surrogate with asymmetric range ``[1 - clip_low, 1 + clip_high]`` and the dual
+  clip (for negative advantages the loss is capped at ``-A * dual_clip``).
+* ``cispo``: REINFORCE on ``logprobs`` weighted by the clipped, detached IS ratio (MiniMax-M1).
+* ``topr``: Tapered off-policy REINFORCE: positive advantages plain REINFORCE, negative ones
+  weighted by the detached ratio truncated to ``[0, 1]``.
+* ``gspo``: sequence-level ratio ``exp(mean_t(logp - old))`` clipped per sequence (Qwen GSPO).
+
+:func:`tis_weights` gives truncated importance weights between the trainer's old logprobs and
+the rollout engine's logprobs (they differ when engine and trainer kernels differ).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["ppo_clip_loss", "cispo_loss", "topr_loss", "gspo_loss", "tis_weights", "value_loss", "policy_loss"]
+
+PG_VARIANTS = ("ppo", "cispo", "topr", "gspo")
+
+
+def _expand(adv: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return adv.unsqueeze(-1).expand_as(like) if adv.dim() == 1 else adv
+
+
+def _stats(
+    ratio: torch.Tensor, clipped: torch.Tensor, mask: torch.Tensor, logprobs: torch.Tensor, old: torch.Tensor
+) -> dict[str, float]:
+    from trainer.algos.normalize import masked_mean
+
+    m = mask.float()
+    return {
+        "clipfrac": float(masked_mean(clipped.float(), m)),
+        "ratio_mean": float(masked_mean(ratio.detach(), m)),
+        "approx_kl": float(masked_mean(0.5 * (logprobs.detach() - old) ** 2, m)),
+    }
+
+
+def ppo_clip_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float | None = 3.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO clipped surrogate ``max(-A r, -A clip(r, 1-clip_low, 1+clip_high))``, dual-clipped for A < 0."""
+    import torch
+
+    adv = _expand(advantages, logprobs)
+    ratio = torch.exp(logprobs - old_logprobs)
+    l1 = -adv * ratio
+    l2 = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    loss = torch.maximum(l1, l2)
+    clipped = l2 > l1
+    if dual_clip is not None:
+        if dual_clip <= 1.0:
+            raise ValueError(f"dual_clip must be > 1 (typical 3.0) or None, got {dual_clip}")
+        capped = torch.minimum(loss, -adv * dual_clip)
+        loss = torch.where(adv < 0, capped, loss)
+    return loss, _stats(ratio, clipped, mask, logprobs, old_logprobs)
+
+
+def cispo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 1.0,
+    clip_high: float = 0.28,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """CISPO: ``-sg(clip(r, 1-clip_low, 1+clip_high)) * A * logp`` (every token keeps a gradient)."""
+    import torch
+
+    adv = _expand(advantages, logprobs)
+    ratio = torch.exp(logprobs - old_logprobs)
+    weight = ratio.detach().clamp(max(0.0, 1.0 - clip_low), 1.0 + clip_high)
+    loss = -weight * adv * logprobs
+    clipped = weight != ratio.detach()
+    return loss, _stats(ratio, clipped, mask, logprobs, old_logprobs)
+
+
+def topr_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """TOPR: ``-A logp`` where A >= 0; ``-sg(clip(r, 0, 1)) A logp`` where A < 0."""
+    import torch
+
+    adv = _expand(advantages, logprobs)
+    ratio = torch.exp(logprobs - old_logprobs)
+    neg_weight = ratio.detach().clamp(0.0, 1.0)
+    weight = torch.where(adv >= 0, torch.ones_like(ratio), neg_weight)
+    loss = -weight * adv * logprobs
+    clipped = (adv < 0) & (ratio.detach() > 1.0)
+    return loss, _stats(ratio, clipped, mask, logprobs, old_logprobs)
+
+
+def gspo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 3e-4,
+    clip_high: float = 4e-4,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GSPO: per-sequence ratio ``s = exp(mean_t(logp - old))``; token ratio ``sg(s) * exp(logp - sg(logp))``.
+
+    The clipped surrogate uses the sequence advantage (the advantage of each row's first response
+    token when ``advantages`` is [N, T]); aggregate with ``seq-mean-token-mean``.
+    """
+    import torch
+
+    m = mask.float()
+    if advantages.dim() == 2:
+        first = m.argmax(dim=1)
+        adv_seq = advantages.gather(1, first.unsqueeze(1)).squeeze(1)
+    else:
+        adv_seq = advantages
+    log_s = ((logprobs - old_logprobs) * m).sum(1) / m.sum(1).clamp(min=1.0)
+    s_tok = torch.exp(log_s.detach()).unsqueeze(1) * torch.exp(logprobs - logprobs.detach())
+    adv = adv_seq.unsqueeze(1).expand_as(logprobs)
+    l1 = -adv * s_tok
+    l2 = -adv * s_tok.clamp(1.0 - clip_low, 1.0 + clip_high)
+    loss = torch.maximum(l1, l2)
+    clipped = l2 > l1
+    ratio = torch.exp(log_s).unsqueeze(1).expand_as(logprobs)
+    return loss, _stats(ratio, clipped, mask, logprobs, old_logprobs)
+
+
+def policy_loss(
+    variant: str,
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float,
+    clip_high: float,
+    dual_clip: float | None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Dispatch on ``variant`` (one of ``ppo``, ``cispo``, ``topr``, ``gspo``)."""
+    if variant == "ppo":
+        return ppo_clip_loss(
+            logprobs, old_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip
+        )
+    if variant == "cispo":
+        return cispo_loss(logprobs, old_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high)
+    if variant == "topr":
+        return topr_loss(logprobs, old_logprobs, advantages, mask)
+    if variant == "gspo":
+        return gspo_loss(logprobs, old_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high)
+    raise ValueError(f"pg_variant must be one of {PG_VARIANTS}, got {variant!r}")
+
+
+def tis_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, cap: float = 2.0) -> torch.Tensor:
+    """Truncated importance sampling: ``min(exp(old - rollout), cap)``, detached; multiply the token loss by it."""
+    import torch
+
+    return torch.exp(old_logprobs - rollout_logprobs).clamp(max=cap).detach()
+
+
+def value_loss(
+    values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, *, clip: float | None = 0.2
+) -> torch.Tensor:
+    """Clipped value loss ``0.5 * max((v - R)^2, (old + clip(v - old, -c, c) - R)^2)`` per token."""
+    import torch
+
+    unclipped = (values - returns) ** 2
+    if clip is None:
+        return 0.5 * unclipped
+    v_clip = old_values + (values - old_values).clamp(-clip, clip)
+    return 0.5 * torch.maximum(unclipped, (v_clip - returns) ** 2)

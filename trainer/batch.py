@@ -1,0 +1,134 @@
+"""Collate :class:`agentrl.trajectory.TrainSample` rows into padded tensors, and compute token logprobs.
+
+Alignment: every per-token tensor is aligned to ``input_ids``: ``logprobs[:, t]`` is
+``log p(input_ids[:, t] | input_ids[:, :t])`` (0 at ``t = 0``), which is how ``TrainSample``
+stores ``old_logprobs``. Rows are right-padded; ``response_mask`` is 0 on padding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from agentrl.trajectory import TrainSample
+
+__all__ = ["Batch", "collate", "token_logprobs", "token_values"]
+
+
+@dataclass
+class Batch:
+    """Padded tensors of one training batch plus the per-row ids."""
+
+    input_ids: torch.Tensor  # [N, L] long
+    attention_mask: torch.Tensor  # [N, L] long
+    response_mask: torch.Tensor  # [N, L] float
+    rollout_logprobs: torch.Tensor  # [N, L] float, from the engine
+    rewards: torch.Tensor  # [N] float
+    group_ids: list[str]
+    episode_ids: list[str]
+    weight_versions: list[int]
+    extras: dict[str, Any] = field(default_factory=dict)  # old_logprobs, ref_logprobs, advantages, ...
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def select(self, rows: Sequence[int]) -> Batch:
+        """A new batch with only ``rows`` (tensor extras are sliced along dim 0)."""
+        import torch
+
+        idx = torch.as_tensor(list(rows), dtype=torch.long)
+        extras = {
+            k: (v[idx] if hasattr(v, "shape") and v.shape[:1] == self.rewards.shape[:1] else v)
+            for k, v in self.extras.items()
+        }
+        return Batch(
+            self.input_ids[idx],
+            self.attention_mask[idx],
+            self.response_mask[idx],
+            self.rollout_logprobs[idx],
+            self.rewards[idx],
+            [self.group_ids[i] for i in rows],
+            [self.episode_ids[i] for i in rows],
+            [self.weight_versions[i] for i in rows],
+            extras,
+        )
+
+    @property
+    def response_lengths(self) -> torch.Tensor:
+        return self.response_mask.sum(1)
+
+
+def collate(samples: Sequence[TrainSample], pad_id: int = 0) -> Batch:
+    """Right-pad ``samples`` into a :class:`Batch`."""
+    import torch
+
+    if not samples:
+        raise ValueError("cannot collate an empty list of samples")
+    n, length = len(samples), max(len(s.input_ids) for s in samples)
+    ids = torch.full((n, length), pad_id, dtype=torch.long)
+    attn = torch.zeros((n, length), dtype=torch.long)
+    resp = torch.zeros((n, length), dtype=torch.float32)
+    lps = torch.zeros((n, length), dtype=torch.float32)
+    for i, s in enumerate(samples):
+        k = len(s.input_ids)
+        if not (len(s.response_mask) == len(s.old_logprobs) == k):
+            raise ValueError(f"sample {s.episode_id}: input_ids, response_mask and old_logprobs differ in length")
+        ids[i, :k] = torch.tensor(s.input_ids, dtype=torch.long)
+        attn[i, :k] = 1
+        resp[i, :k] = torch.tensor(s.response_mask, dtype=torch.float32)
+        lps[i, :k] = torch.tensor(s.old_logprobs, dtype=torch.float32)
+    resp[:, 0] = 0.0  # the first token has no prediction
+    return Batch(
+        ids,
+        attn,
+        resp,
+        lps,
+        torch.tensor([float(s.reward) for s in samples]),
+        [s.group_id for s in samples],
+        [s.episode_id for s in samples],
+        [s.weight_version for s in samples],
+    )
+
+
+def _trim(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """Length of the longest row (right padding beyond it is dropped for the forward)."""
+    return int(attention_mask.sum(1).max())
+
+
+def token_logprobs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Token-aligned logprobs (and entropies) of ``input_ids`` under ``model`` (grad follows the caller's mode)."""
+    import torch
+
+    from trainer.algos.kl import entropy_from_logits
+
+    n, full = input_ids.shape
+    length = _trim(input_ids, attention_mask)
+    ids, attn = input_ids[:, :length], attention_mask[:, :length]
+    logits = model(input_ids=ids, attention_mask=attn, use_cache=False).logits.float()
+    logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
+    lp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    out = torch.zeros((n, full), dtype=torch.float32, device=lp.device)
+    out[:, 1:length] = lp
+    ent = None
+    if with_entropy:
+        ent = torch.zeros((n, full), dtype=torch.float32, device=lp.device)
+        ent[:, 1:length] = entropy_from_logits(logits[:, :-1])
+    return out, ent
+
+
+def token_values(critic: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Token-aligned values: ``values[:, t]`` is the critic's value of the state before token ``t``."""
+    import torch
+
+    n, full = input_ids.shape
+    length = _trim(input_ids, attention_mask)
+    v = critic(input_ids[:, :length], attention_mask[:, :length])  # [N, length]
+    out = torch.zeros((n, full), dtype=torch.float32, device=v.device)
+    out[:, 1:length] = v[:, :-1].float()
+    return out

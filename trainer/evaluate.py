@@ -1,0 +1,32 @@
+"""Greedy evaluation on held-out seeds, with success broken down by the expert's path length."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+__all__ = ["evaluate_plans", "success_by_length"]
+
+
+def success_by_length(trajs: list[Any], path_length: Any) -> dict[int, tuple[float, int]]:
+    """``{path length: (success rate, episodes)}``."""
+    groups: dict[int, list[bool]] = defaultdict(list)
+    for t in trajs:
+        groups[int(path_length(t.seed))].append(bool(t.success))
+    return {k: (sum(v) / len(v), len(v)) for k, v in sorted(groups.items())}
+
+
+def evaluate_plans(
+    rollout: Any, engine: Any, seeds: list[int], *, max_new_tokens: int, prefix: str = "eval"
+) -> dict[str, float]:
+    """Greedy success on ``seeds``: ``<prefix>/<tag>/success`` and ``.../success_len<k>``."""
+    from trainer.plan_rollout import PlanTask
+
+    tasks = [PlanTask(s, f"eval{s}", f"eval{s}") for s in seeds]
+    trajs = asyncio.run(rollout.run(engine, tasks, max_new_tokens=max_new_tokens, temperature=0.0))
+    tag = rollout.tag
+    out = {f"{prefix}/{tag}/success": sum(t.success for t in trajs) / max(len(trajs), 1)}
+    for k, (rate, _n) in success_by_length(trajs, rollout.path_length).items():
+        out[f"{prefix}/{tag}/success_len{k}"] = rate
+    return out

@@ -1,0 +1,288 @@
+"""The training controller: one loop that reads top to bottom.
+
+    rollout: plan mode (PlanRollout; prefetched one step ahead when ``async_generation_ratio > 0``)
+             or multiturn mode (agentrl's RolloutScheduler + AsyncRollout sample buffer)
+    -> old / reference logprobs (and critic values)
+    -> advantages (``algo.adv_estimator``), sample masks
+    -> PPO epochs over minibatches (``algo.pg_variant``)
+    -> weight sync to the rollout engine (with the new version)
+    -> metrics (metrics.jsonl, TensorBoard, W&B) -> evaluation -> checkpoint
+
+:func:`run_training` is the one entry point: the CLI (``rockroll train``) and the jobs API
+(``POST /v1/jobs`` with kind ``train``) both call it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import random
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from trainer.config import TrainConfig
+
+__all__ = ["run_training", "ProgressCallback"]
+
+ProgressCallback = Callable[[int, int, dict[str, float]], None]
+
+
+def _seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _env_source(cfg: TrainConfig, stack: ExitStack, run_dir: Path) -> Any:
+    """Where envs come from: in-process, or sessions in process/docker sandboxes (own manager, SQLite under the run dir)."""
+    from agentrl.env_source import LocalSource, SandboxSource
+
+    if cfg.rollout.sandbox == "none":
+        return LocalSource()
+    from sandbox.manager import SandboxManager
+
+    manager = SandboxManager(
+        backend=cfg.rollout.sandbox, name=f"train-{cfg.name}", db_url=f"sqlite:///{run_dir.resolve()}/sandboxes.db"
+    )
+    stack.callback(manager.close)
+    return SandboxSource(manager)
+
+
+def _tasks(cfg: TrainConfig, step: int) -> list[Any]:
+    """The episodes of ``step``: ``groups_per_step`` training seeds, ``group_size`` samples each."""
+    from trainer.plan_rollout import PlanTask
+
+    r = cfg.rollout
+    rng = random.Random(cfg.seed * 1_000_003 + step)
+    tasks = []
+    for g in range(r.groups_per_step):
+        seed = rng.randrange(r.train_seeds or r.eval_seed_offset)
+        tasks += [PlanTask(seed, f"s{step}g{g}", f"s{step}g{g}e{i}") for i in range(r.group_size)]
+    return tasks
+
+
+def _demo_seeds(cfg: TrainConfig) -> list[int]:
+    """Seeds of SFT demonstrations: after the fixed training maps (if any), never an eval seed."""
+    r = cfg.rollout
+    start = r.train_seeds
+    evals = range(r.eval_seed_offset, r.eval_seed_offset + r.eval_episodes)
+    return [s for s in range(start, start + cfg.sft.num_demos + r.eval_episodes) if s not in evals][: cfg.sft.num_demos]
+
+
+def _rollout(cfg: TrainConfig, rollout: Any, engine: Any, step: int) -> list[Any]:
+    r = cfg.rollout
+    coro = rollout.run(
+        engine,
+        _tasks(cfg, step),
+        max_new_tokens=r.max_new_tokens,
+        temperature=r.temperature,
+        top_p=r.top_p,
+        sample_seed=cfg.seed * 7919 + step,
+    )
+    return asyncio.run(coro)
+
+
+def _truncated(traj: Any) -> bool:
+    """Whether any response of the episode was cut at the token cap."""
+    return any(t.finish_reason == "length" for t in traj.turns)
+
+
+def _env_metrics(trajs: list[Any], tag: str) -> dict[str, float]:
+    n = max(len(trajs), 1)
+    return {
+        f"env/{tag}/success": sum(t.success for t in trajs) / n,
+        f"env/{tag}/reward": sum(t.final_reward for t in trajs) / n,
+        "rollout/truncated": sum(_truncated(t) for t in trajs) / n,
+        "rollout/infra_failures": float(sum(t.masked for t in trajs)),
+    }
+
+
+def run_training(
+    cfg: TrainConfig, progress_callback: ProgressCallback | None = None, *, resume: bool = False
+) -> dict[str, Any]:
+    """Train with ``cfg``; return a summary (success before/after, run dir, timings).
+
+    ``progress_callback(step, total_steps, metrics)`` is called after every step. ``resume``
+    continues from the run's latest checkpoint (exactly: weights, optimizer, schedule, RNG, buffer).
+    """
+    import torch
+
+    from agentrl.engines.hf import HFEngine
+    from trainer import checkpoint as ckpt
+    from trainer.batch import collate
+    from trainer.config_io import config_to_dict, save_config
+    from trainer.evaluate import evaluate_plans
+    from trainer.metrics import MetricsLogger
+    from trainer.models import frozen_copy, load_policy
+    from trainer.plan_rollout import PlanRollout
+    from trainer.prepare import compute_advantages
+    from trainer.sft import build_demos, sft_train
+    from trainer.workers import make_workers
+
+    multiturn = cfg.rollout.mode == "multiturn"
+    if multiturn and cfg.sft.steps > 0:
+        raise ValueError(
+            "the SFT warm start builds whole-plan demos: use rollout.mode: plan, or sft.steps: 0 with multiturn"
+        )
+    torch.set_num_threads(cfg.torch_threads)
+    _seed_everything(cfg.seed)
+    run_dir = Path(cfg.logging.run_dir) / cfg.name
+    state = ckpt.load_latest(run_dir) if resume else None
+    if resume and state is None:
+        raise FileNotFoundError(f"--resume: no checkpoint under {run_dir}/checkpoints")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    logger = MetricsLogger(
+        run_dir, tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb, wandb_project=cfg.logging.wandb_project,
+        config=config_to_dict(cfg), truncate_after=state["step"] if state else -1,
+    )  # fmt: skip
+    summary: dict[str, Any] = {"run_dir": str(run_dir)}
+    r = cfg.rollout
+    eval_seeds = list(range(r.eval_seed_offset, r.eval_seed_offset + r.eval_episodes))
+    pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
+    with ExitStack() as stack:
+        model, tok = load_policy(cfg.model)
+        source = _env_source(cfg, stack, run_dir)
+        rollout = PlanRollout(
+            r.env_id, r.env_kwargs, tok, source=source, prompt_style=r.prompt_style, max_actions=r.max_actions
+        )
+        driver: Any = None  # multiturn: agentrl's scheduler + sample buffer, started once the weights are final
+        stack.callback(rollout.close)
+        if cfg.workers.use_ray:  # the rollout engine as a Ray actor (placed by workers.colocate)
+            from trainer.ray_workers import RayEngine
+
+            engine: Any = RayEngine(cfg, {k: v.detach().cpu() for k, v in model.state_dict().items()}, tok)
+        else:
+            engine = HFEngine(model=frozen_copy(model), tokenizer=tok, max_batch_size=256, seed=cfg.seed)
+        stack.callback(lambda: asyncio.run(engine.close()))
+        tag = rollout.tag
+
+        def evaluate(prefix: str = "eval") -> dict[str, float]:
+            t0 = time.perf_counter()
+            if driver is not None:
+                m = driver.evaluate(r.eval_episodes, r.eval_seed_offset, prefix)
+            else:
+                m = evaluate_plans(rollout, engine, eval_seeds, max_new_tokens=r.max_new_tokens, prefix=prefix)
+            m["time/eval"] = time.perf_counter() - t0
+            return m
+
+        start_step, buffer = 0, None
+        if state is None:
+            if cfg.sft.steps > 0:
+                pre = evaluate("eval_pre_sft")
+                summary["success_before_sft"] = pre[f"eval_pre_sft/{tag}/success"]
+                demos = build_demos(rollout, _demo_seeds(cfg))
+                sft_m = sft_train(
+                    model,
+                    demos,
+                    steps=cfg.sft.steps,
+                    lr=cfg.sft.lr,
+                    batch_size=cfg.sft.batch_size,
+                    seed=cfg.seed,
+                    pad_id=tok.pad_token_id,
+                )
+                engine.update_weights(model.state_dict(), 0)
+                logger.log(-1, {**pre, **sft_m})
+        workers = make_workers(model, cfg)
+        stack.callback(workers.close)
+        version = 0
+        if state is not None:
+            workers.load_state_dict(state["workers"])
+            ckpt.restore_rng(state["rng"])
+            start_step, version, buffer = state["step"] + 1, state["version"], state.get("buffer")
+            engine.update_weights(workers.policy_weights(), version)
+            summary.update(state.get("summary", {}))
+        if multiturn:
+            from trainer.multiturn import MultiTurnDriver
+
+            driver = MultiTurnDriver(cfg, engine, source)
+            stack.callback(driver.close)
+        if state is None:
+            m0 = evaluate()
+            summary["success_start"] = m0[f"eval/{tag}/success"]
+            summary["eval_start"] = m0
+            summary["_eval0"] = m0
+        t_run = time.perf_counter()
+        prefetch: cf.Future | None = None
+        step = start_step - 1
+        for step in range(start_step, cfg.total_steps):
+            t0 = time.perf_counter()
+            # 1. rollout (from the one-step-ahead buffer when async)
+            rollout_metrics: dict[str, float] = {}
+            if driver is not None:
+                trajs, rollout_metrics = driver.next_batch()
+            elif buffer is not None:
+                trajs, buffer = buffer, None
+            elif prefetch is not None:
+                trajs, prefetch = prefetch.result(), None
+            else:
+                trajs = _rollout(cfg, rollout, engine, step)
+            if driver is None and r.async_generation_ratio > 0 and step + 1 < cfg.total_steps:
+                prefetch = pool.submit(_rollout, cfg, rollout, engine, step + 1)
+            t1 = time.perf_counter()
+            samples = [s for t in trajs if not t.masked for s in t.to_samples("concat")]
+            batch = collate(samples, tok.pad_token_id)
+            batch.extras["truncated"] = torch.tensor([float(_truncated(t)) for t in trajs if not t.masked])
+            # 2. old / reference logprobs, values
+            batch.extras["old_logprobs"] = workers.old_logprobs(batch)
+            ref = workers.ref_logprobs(batch)
+            if ref is not None:
+                batch.extras["ref_logprobs"] = ref
+            values = workers.values(batch)
+            if values is not None:
+                batch.extras["values"] = values
+            t2 = time.perf_counter()
+            # 3. advantages, 4. PPO update
+            metrics = compute_advantages(batch, cfg.algo, r.max_new_tokens)
+            metrics.update(workers.update(batch, step))
+            t3 = time.perf_counter()
+            # 5. weight sync
+            version += 1
+            (driver or engine).update_weights(workers.policy_weights(), version)
+            t4 = time.perf_counter()
+            # 6. metrics, evaluation, checkpoint
+            tokens = float(batch.attention_mask.sum())
+            metrics.update({**rollout_metrics, **_env_metrics(trajs, tag)})
+            metrics.update({
+                "time/rollout": t1 - t0, "time/logprobs": t2 - t1, "time/train": t3 - t2, "time/sync": t4 - t3,
+                "time/step": t4 - t0, "system/tokens_per_s": tokens / max(t4 - t0, 1e-9), "system/weight_version": float(version),
+                "rollout/staleness": float(version - 1 - min(t.oldest_weight_version for t in trajs)),
+            })  # fmt: skip
+            if step == 0 and "_eval0" in summary:
+                metrics.update(summary.pop("_eval0"))
+            last = step == cfg.total_steps - 1
+            out_of_time = bool(cfg.time_budget_s) and time.perf_counter() - t_run > cfg.time_budget_s
+            if (r.eval_every and (step + 1) % r.eval_every == 0) or last or out_of_time:
+                metrics.update(evaluate())
+            logger.log(step, metrics)
+            if progress_callback is not None:
+                progress_callback(step, cfg.total_steps, metrics)
+            if (cfg.checkpoint.every and (step + 1) % cfg.checkpoint.every == 0) or last or out_of_time:
+                if prefetch is not None:
+                    buffer, prefetch = prefetch.result(), None
+                save = {
+                    "workers": workers.state_dict(),
+                    "version": version,
+                    "buffer": buffer,
+                    "summary": {k: v for k, v in summary.items() if not k.startswith("_")},
+                }
+                ckpt.save_checkpoint(run_dir, step, save, keep=cfg.checkpoint.keep)
+            if out_of_time:
+                break
+        if prefetch is not None:
+            prefetch.result()
+        final = evaluate()
+        summary["success_end"] = final[f"eval/{tag}/success"]
+        summary["eval_end"] = final
+        summary["steps"] = step + 1
+        summary["rl_time_s"] = time.perf_counter() - t_run
+        logger.close()
+    pool.shutdown()
+    (run_dir / "summary.json").write_text(__import__("json").dumps(summary, indent=2, default=str))
+    return summary

@@ -1,0 +1,267 @@
+"""Ray workers: ``num_workers`` data-parallel actor workers (torch.distributed), a reference worker,
+and the rollout engine as a Ray actor, placed colocated or apart.
+
+* :class:`TrainWorker` (``@ray.remote``): one rank of the actor (and critic, for PPO with GAE);
+  joins a ``torch.distributed`` group (gloo on CPU, nccl on CUDA) and runs
+  :class:`trainer.actor.PolicyTrainer` with ``rank``/``world``: every rank gets the whole batch and
+  takes its rows of each minibatch, gradients are summed with ``all_reduce``.
+* :class:`RefWorker`: the frozen reference policy (only when ``algo.kl_coef > 0``).
+* :class:`EngineWorker` / :class:`RayEngine`: the :class:`agentrl.engines.hf.HFEngine` inside a
+  Ray actor, and an in-controller proxy with the engine interface (``generate_batch``,
+  ``update_weights(state_dict, version)``).
+
+Device mapping (:func:`role_options`): colocated roles share devices (fractional GPUs, no CPU
+reservation); apart, each role reserves its own GPU/CPU.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from trainer.batch import Batch
+    from trainer.config import TrainConfig
+
+__all__ = ["RayWorkers", "RayEngine", "role_options", "free_port"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def role_options(cfg: TrainConfig, role: str) -> dict[str, Any]:
+    """Ray actor options for ``role`` (train, ref, critic, rollout) under the device mapping."""
+    gpus = cfg.workers.gpus_per_worker
+    if cfg.workers.colocate:
+        share = gpus / 4 if gpus else 0
+        return {"num_cpus": 0, "num_gpus": share}
+    return {"num_cpus": 1, "num_gpus": gpus}
+
+
+def _init_ray() -> Any:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, num_cpus=None)
+    return ray
+
+
+class _TrainWorkerImpl:
+    """Body of the Ray train worker (a plain class, so it is testable and picklable)."""
+
+    def __init__(self, cfg_dict: dict, weights: dict, rank: int, world: int, addr: str, port: int) -> None:
+        import torch
+        import torch.distributed as dist
+
+        from trainer.actor import PolicyTrainer
+        from trainer.config_io import config_from_dict
+        from trainer.models import Critic, load_policy
+        from trainer.workers import total_updates
+
+        cfg = config_from_dict(cfg_dict)
+        torch.set_num_threads(cfg.torch_threads)
+        backend = cfg.workers.backend
+        if backend == "auto":
+            backend = "nccl" if torch.cuda.is_available() and cfg.workers.gpus_per_worker > 0 else "gloo"
+        if world > 1:
+            dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world)
+        model, _ = load_policy(cfg.model)
+        model.load_state_dict(weights)
+        critic = Critic(model) if cfg.algo.needs_critic else None
+        torch.manual_seed(cfg.seed)
+        if critic is not None:  # same head init on every rank
+            critic.head.reset_parameters()
+            torch.nn.init.zeros_(critic.head.weight)
+            torch.nn.init.zeros_(critic.head.bias)
+        self.trainer = PolicyTrainer(
+            model,
+            cfg.algo,
+            cfg.optim,
+            total_updates=total_updates(cfg),
+            critic=critic,
+            rank=rank,
+            world=world,
+            seed=cfg.seed,
+        )
+
+    def logprobs(self, batch: Batch) -> torch.Tensor:
+        return self.trainer.compute_logprobs(batch)
+
+    def values(self, batch: Batch) -> torch.Tensor:
+        return self.trainer.compute_values(batch)
+
+    def update(self, batch: Batch, step: int) -> dict[str, float]:
+        return self.trainer.update(batch, step)
+
+    def weights(self) -> dict[str, Any]:
+        return {k: v.detach().cpu().clone() for k, v in self.trainer.model.state_dict().items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.trainer.state_dict()
+
+    def load_state_dict(self, s: dict[str, Any]) -> None:
+        self.trainer.load_state_dict(s)
+
+
+class _RefWorkerImpl:
+    def __init__(self, cfg_dict: dict, weights: dict) -> None:
+        import torch
+
+        from trainer.config_io import config_from_dict
+        from trainer.models import frozen_copy, load_policy
+
+        cfg = config_from_dict(cfg_dict)
+        torch.set_num_threads(cfg.torch_threads)
+        model, _ = load_policy(cfg.model)
+        model.load_state_dict(weights)
+        self.model = frozen_copy(model)
+        self.micro = cfg.optim.micro_batch_size
+
+    def logprobs(self, batch: Batch) -> torch.Tensor:
+        import torch
+
+        from trainer.batch import token_logprobs
+
+        out = []
+        with torch.no_grad():
+            for s in range(0, len(batch), self.micro):
+                mb = batch.select(list(range(s, min(len(batch), s + self.micro))))
+                out.append(token_logprobs(self.model, mb.input_ids, mb.attention_mask)[0])
+        return torch.cat(out)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.model.state_dict()
+
+    def load_state_dict(self, s: dict[str, Any]) -> None:
+        self.model.load_state_dict(s)
+
+
+class _EngineWorkerImpl:
+    def __init__(self, cfg_dict: dict, weights: dict) -> None:
+        import torch
+
+        from agentrl.engines.hf import HFEngine
+        from trainer.config_io import config_from_dict
+        from trainer.models import load_policy
+
+        cfg = config_from_dict(cfg_dict)
+        torch.set_num_threads(cfg.torch_threads)
+        model, tok = load_policy(cfg.model)
+        model.load_state_dict(weights)
+        self.engine = HFEngine(model=model, tokenizer=tok, max_batch_size=256, seed=cfg.seed)
+
+    async def generate(self, request: Any) -> Any:
+        return await self.engine.generate(request)
+
+    async def generate_batch(self, requests: list) -> list:
+        return await self.engine.generate_batch(requests)
+
+    def update_weights(self, state_dict: dict, version: int) -> int:
+        self.engine.update_weights(state_dict, version)
+        return version
+
+
+class RayEngine:
+    """Controller-side proxy of the engine Ray actor, with the engine interface the rollout uses."""
+
+    name = "ray-hf"
+
+    def __init__(self, cfg: TrainConfig, weights: dict, tokenizer: Any) -> None:
+        from trainer.config_io import config_to_dict
+
+        ray = _init_ray()
+        self.tokenizer = tokenizer
+        self.weight_version = 0
+        self._actor = (
+            ray.remote(_EngineWorkerImpl).options(**role_options(cfg, "rollout")).remote(config_to_dict(cfg), weights)
+        )
+
+    async def generate(self, request: Any) -> Any:
+        return await self._actor.generate.remote(request)
+
+    async def generate_batch(self, requests: list) -> list:
+        return await self._actor.generate_batch.remote(requests)
+
+    def update_weights(self, state_dict: dict, version: int) -> None:
+        import ray
+
+        self.weight_version = ray.get(self._actor.update_weights.remote(state_dict, version))
+
+    async def close(self) -> None:
+        import ray
+
+        ray.kill(self._actor)
+
+
+class RayWorkers:
+    """The worker group on Ray, with :class:`trainer.workers.LocalWorkers`' methods."""
+
+    def __init__(self, model: Any, cfg: TrainConfig, weights: dict | None = None) -> None:
+        import ray as _ray
+
+        from trainer.config_io import config_to_dict
+
+        ray = _init_ray()
+        w = weights if weights is not None else {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        cd = config_to_dict(cfg)
+        world = cfg.workers.num_workers
+        port = free_port()
+        remote = ray.remote(_TrainWorkerImpl).options(**role_options(cfg, "train"))
+        self.train = [remote.remote(cd, w, r, world, "127.0.0.1", port) for r in range(world)]
+        self.ref = (
+            ray.remote(_RefWorkerImpl).options(**role_options(cfg, "ref")).remote(cd, w)
+            if cfg.algo.kl_coef > 0
+            else None
+        )
+        self.has_critic = cfg.algo.needs_critic
+        self._ray = _ray
+        _ray.get([t.weights.remote() for t in self.train[:1]])  # fail early if a worker cannot start
+
+    def _sharded(self, method: str, batch: Batch) -> torch.Tensor:
+        """Split rows across train workers, compute, and concatenate in order."""
+        import torch
+
+        n, world = len(batch), len(self.train)
+        bounds = [round(i * n / world) for i in range(world + 1)]
+        refs = [
+            getattr(t, method).remote(batch.select(list(range(bounds[i], bounds[i + 1]))))
+            for i, t in enumerate(self.train)
+            if bounds[i + 1] > bounds[i]
+        ]
+        return torch.cat(self._ray.get(refs))
+
+    def old_logprobs(self, batch: Batch) -> torch.Tensor:
+        return self._sharded("logprobs", batch)
+
+    def ref_logprobs(self, batch: Batch) -> torch.Tensor | None:
+        return None if self.ref is None else self._ray.get(self.ref.logprobs.remote(batch))
+
+    def values(self, batch: Batch) -> torch.Tensor | None:
+        return self._sharded("values", batch) if self.has_critic else None
+
+    def update(self, batch: Batch, step: int) -> dict[str, float]:
+        results = self._ray.get([t.update.remote(batch, step) for t in self.train])
+        return results[0]
+
+    def policy_weights(self) -> dict[str, Any]:
+        return self._ray.get(self.train[0].weights.remote())
+
+    def state_dict(self) -> dict[str, Any]:
+        s = self._ray.get(self.train[0].state_dict.remote())
+        if self.ref is not None:
+            s["ref"] = self._ray.get(self.ref.state_dict.remote())
+        return s
+
+    def load_state_dict(self, s: dict[str, Any]) -> None:
+        self._ray.get([t.load_state_dict.remote(s) for t in self.train])
+        if self.ref is not None and "ref" in s:
+            self._ray.get(self.ref.load_state_dict.remote(s["ref"]))
+
+    def close(self) -> None:
+        for a in [*self.train, *([self.ref] if self.ref is not None else [])]:
+            self._ray.kill(a)

@@ -1,0 +1,84 @@
+"""The worker group the controller talks to: actor (train), reference, critic.
+
+:class:`LocalWorkers` runs them in this process; :class:`trainer.ray_workers.RayWorkers` runs
+the actor as ``num_workers`` data-parallel Ray actors (torch.distributed) with the same methods.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from trainer.batch import Batch
+    from trainer.config import TrainConfig
+
+__all__ = ["LocalWorkers", "make_workers", "total_updates"]
+
+
+def total_updates(cfg: TrainConfig) -> int:
+    """Optimizer steps of the whole run (for LR schedules)."""
+    n = cfg.rollout.group_size * cfg.rollout.groups_per_step
+    mb = cfg.optim.mini_batch_size or n
+    return cfg.total_steps * cfg.optim.ppo_epochs * max(1, -(-n // mb))
+
+
+class LocalWorkers:
+    """Actor, reference and critic in this process, around one :class:`PolicyTrainer`."""
+
+    def __init__(self, model: Any, cfg: TrainConfig) -> None:
+        from trainer.actor import PolicyTrainer
+        from trainer.models import Critic, frozen_copy
+
+        self.ref = frozen_copy(model) if cfg.algo.kl_coef > 0 else None
+        critic = Critic(model) if cfg.algo.needs_critic else None
+        self.trainer = PolicyTrainer(
+            model, cfg.algo, cfg.optim, total_updates=total_updates(cfg), critic=critic, seed=cfg.seed
+        )
+
+    def old_logprobs(self, batch: Batch) -> torch.Tensor:
+        return self.trainer.compute_logprobs(batch)
+
+    def ref_logprobs(self, batch: Batch) -> torch.Tensor | None:
+        return None if self.ref is None else self.trainer.compute_logprobs(batch, model=self.ref)
+
+    def values(self, batch: Batch) -> torch.Tensor | None:
+        return None if self.trainer.critic is None else self.trainer.compute_values(batch)
+
+    def update(self, batch: Batch, step: int) -> dict[str, float]:
+        return self.trainer.update(batch, step)
+
+    def policy_weights(self) -> dict[str, Any]:
+        return {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        s = self.trainer.state_dict()
+        if self.ref is not None:
+            s["ref"] = self.ref.state_dict()
+        return s
+
+    def load_state_dict(self, s: dict[str, Any]) -> None:
+        self.trainer.load_state_dict(s)
+        if self.ref is not None and "ref" in s:
+            self.ref.load_state_dict(s["ref"])
+
+    def close(self) -> None:
+        return None
+
+
+def make_workers(model: Any, cfg: TrainConfig) -> Any:
+    """Local workers, or Ray workers when ``workers.use_ray``."""
+    if cfg.workers.strategy == "deepspeed":
+        try:
+            import deepspeed  # noqa: F401
+        except ImportError as e:
+            raise RuntimeError(
+                "workers.strategy 'deepspeed' needs deepspeed (pip install 'rockroll[gpu]'); or use strategy: torch"
+            ) from e
+        raise NotImplementedError("the deepspeed strategy is not implemented yet; use workers.strategy: torch")
+    if cfg.workers.use_ray:
+        from trainer.ray_workers import RayWorkers
+
+        return RayWorkers(model, cfg)
+    return LocalWorkers(model, cfg)
