@@ -7,6 +7,7 @@ Layout (one concept per module; torch, ray and transformers are imported lazily)
 * :mod:`trainer.batch`: collate ``TrainSample`` rows, token-aligned logprobs and values.
 * :mod:`trainer.actor`: the update (PPO epochs, minibatches, grad clipping, optimizer, schedule).
 * :mod:`trainer.prepare`: rewards -> masks -> advantages for a batch.
+* :mod:`trainer.strategies`: torch (default) or DeepSpeed (optional extra, ZeRO 0-3) update engine.
 * :mod:`trainer.workers` / :mod:`trainer.ray_workers`: actor/reference/critic/engine roles.
 * :mod:`trainer.plan_rollout`, :mod:`trainer.sft`, :mod:`trainer.evaluate`: rollout, warm start, eval.
 * :mod:`trainer.pipeline`: the controller loop and :func:`run_training` (CLI and jobs API).

@@ -136,18 +136,19 @@ class PolicyTrainer:
         if denom == 0:
             return None
         tok_denom = float(mask_all.sum())
-        local = rows[self.rank :: self.world]
-        self.opt.zero_grad(set_to_none=True)
-        if self.critic_opt is not None:
-            self.critic_opt.zero_grad(set_to_none=True)
+        micro = self._micro_rows(rows)
+        self._zero_grad()
         acc = torch.zeros(
             8, dtype=torch.float64
         )  # pg, kl, entropy, clipfrac*tok, approx_kl*tok, vloss, ratio*tok, tokens
-        for start in range(0, len(local), self.optim.micro_batch_size):
-            mb = batch.select(local[start : start + self.optim.micro_batch_size])
-            mask = mb.extras["loss_mask"]
+        for i, idx in enumerate(micro):
+            last = i == len(micro) - 1
+            mb = batch.select(idx or rows[:1])  # empty: a zero-weight pad so every rank runs the same passes
+            mask = mb.extras["loss_mask"] if idx else mb.extras["loss_mask"] * 0
             ntok = float(mask.sum())
-            lp, ent = token_logprobs(self.model, mb.input_ids, mb.attention_mask, with_entropy=a.entropy_coef > 0)
+            lp, ent = token_logprobs(
+                self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=a.entropy_coef > 0
+            )
             old = mb.extras["old_logprobs"]
             loss_tok, st = policy_loss(
                 a.pg_variant, lp, old, mb.extras["advantages"], mask,
@@ -167,18 +168,18 @@ class PolicyTrainer:
                 e = aggregate_loss(ent, mask, a.loss_agg_mode, denom)
                 loss = loss - a.entropy_coef * e
                 acc[2] += e.item()
-            loss.backward()
+            self._backward(loss, "actor", last)
             acc[0] += pg.item()
             acc[3] += st["clipfrac"] * ntok
             acc[4] += st["approx_kl"] * ntok
             acc[6] += st["ratio_mean"] * ntok
             acc[7] += ntok
             if self.critic_opt is not None:
-                v = token_values(self.critic, mb.input_ids, mb.attention_mask)
+                v = token_values(self._module("critic"), mb.input_ids, mb.attention_mask)
                 clip = a.value_clip or None
                 vl = value_loss(v, mb.extras["values"], mb.extras["returns"], clip=clip)
                 vl = aggregate_loss(vl, mask, "token-mean", tok_denom)
-                (a.critic_coef * vl).backward()
+                self._backward(a.critic_coef * vl, "critic", last)
                 acc[5] += vl.item()
         grad_norm = self._step(self.model, self.opt, self.sched)
         out = {"actor/grad_norm": grad_norm}
@@ -200,6 +201,26 @@ class PolicyTrainer:
         if self.critic_opt is not None:
             out["critic/value_loss"] = float(acc[5])
         return out
+
+    # ------------------------------------------------------------------ strategy hooks (see trainer.strategies)
+    def _micro_rows(self, rows: list[int]) -> list[list[int]]:
+        """This rank's rows of a minibatch (``rows[rank::world]``) cut into micro-batches."""
+        local, m = rows[self.rank :: self.world], self.optim.micro_batch_size
+        return [local[s : s + m] for s in range(0, len(local), m)]
+
+    def _module(self, role: str) -> Any:
+        """What the training forward of ``role`` (actor or critic) calls."""
+        return self.model if role == "actor" else self.critic
+
+    def _zero_grad(self) -> None:
+        """Clear actor (and critic) gradients before a minibatch."""
+        self.opt.zero_grad(set_to_none=True)
+        if self.critic_opt is not None:
+            self.critic_opt.zero_grad(set_to_none=True)
+
+    def _backward(self, loss: torch.Tensor, role: str, last: bool) -> None:
+        """Accumulate gradients of ``loss`` (``role`` actor or critic; ``last``: last micro-batch of the minibatch)."""
+        loss.backward()
 
     def _step(self, module: Any, opt: Any, sched: Any) -> float:
         """All-reduce (sum) gradients across workers, clip, step optimizer and schedule; return the grad norm."""
@@ -226,6 +247,10 @@ class PolicyTrainer:
         return float(norm)
 
     # ------------------------------------------------------------------ state
+    def policy_weights(self, cpu: bool = True) -> dict[str, Any]:
+        """Full policy weights, copied (on CPU unless ``cpu=False``): what the rollout engine loads."""
+        return {k: (v.detach().cpu() if cpu else v.detach()).clone() for k, v in self.model.state_dict().items()}
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume the update exactly (weights, optimizers, schedules)."""
         s: dict[str, Any] = {

@@ -192,12 +192,22 @@ class WorkersConfig:
     num_workers: int = f(1, "data-parallel actor workers (torch.distributed)")
     backend: str = f("auto", "auto (nccl on CUDA, gloo on CPU) | gloo | nccl")
     colocate: bool = f(True, "place actor, reference, critic and rollout on the same devices")
-    strategy: str = f("torch", "torch | deepspeed (optional extra)")
+    critic_placement: str = f(
+        "colocated", "colocated: the critic trains inside the actor workers | apart: its own Ray actor (use_ray)"
+    )
+    strategy: str = f("torch", "torch | deepspeed (optional extra: pip install 'rockroll[gpu]')")
+    zero_stage: int = f(2, "deepspeed strategy: ZeRO stage 0 | 1 | 2 | 3")
+    deepspeed_config: dict = f({}, "deepspeed strategy: extra DeepSpeed config keys, merged over the generated ones")
     gpus_per_worker: float = f(0.0, "GPUs per Ray worker (0 on CPU)")
 
     def __post_init__(self) -> None:
         _choice("workers.backend", self.backend, ("auto", "gloo", "nccl"))
         _choice("workers.strategy", self.strategy, ("torch", "deepspeed"))
+        _choice("workers.critic_placement", self.critic_placement, ("colocated", "apart"))
+        if self.critic_placement == "apart" and not self.use_ray:
+            raise ValueError("workers.critic_placement 'apart' needs workers.use_ray: true")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ValueError(f"workers.zero_stage must be 0, 1, 2 or 3; got {self.zero_stage!r}")
         if self.num_workers < 1:
             raise ValueError("workers.num_workers must be >= 1")
         if self.num_workers > 1 and not self.use_ray:

@@ -6,6 +6,10 @@ and the rollout engine as a Ray actor, placed colocated or apart.
   :class:`trainer.actor.PolicyTrainer` with ``rank``/``world``: every rank gets the whole batch and
   takes its rows of each minibatch, gradients are summed with ``all_reduce``.
 * :class:`RefWorker`: the frozen reference policy (only when ``algo.kl_coef > 0``).
+* critic worker (``workers.critic_placement: apart``, PPO with GAE): the critic in its own Ray actor
+  (:class:`trainer.critic.CriticTrainer`), updated concurrently with the actor on the same batch.
+  Under the deepspeed strategy with ZeRO-3 every rank sees the whole batch in forward passes and
+  every rank is asked for the (collectively gathered) weights.
 * :class:`EngineWorker` / :class:`RayEngine`: the :class:`agentrl.engines.hf.HFEngine` inside a
   Ray actor, and an in-controller proxy with the engine interface (``generate_batch``,
   ``update_weights(state_dict, version)``).
@@ -58,10 +62,9 @@ class _TrainWorkerImpl:
         import torch
         import torch.distributed as dist
 
-        from trainer.actor import PolicyTrainer
         from trainer.config_io import config_from_dict
         from trainer.models import Critic, load_policy
-        from trainer.workers import total_updates
+        from trainer.strategies import make_trainer
 
         cfg = config_from_dict(cfg_dict)
         torch.set_num_threads(cfg.torch_threads)
@@ -72,22 +75,14 @@ class _TrainWorkerImpl:
             dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world)
         model, _ = load_policy(cfg.model)
         model.load_state_dict(weights)
-        critic = Critic(model) if cfg.algo.needs_critic else None
+        apart = cfg.workers.critic_placement == "apart"
+        critic = Critic(model) if cfg.algo.needs_critic and not apart else None
         torch.manual_seed(cfg.seed)
         if critic is not None:  # same head init on every rank
             critic.head.reset_parameters()
             torch.nn.init.zeros_(critic.head.weight)
             torch.nn.init.zeros_(critic.head.bias)
-        self.trainer = PolicyTrainer(
-            model,
-            cfg.algo,
-            cfg.optim,
-            total_updates=total_updates(cfg),
-            critic=critic,
-            rank=rank,
-            world=world,
-            seed=cfg.seed,
-        )
+        self.trainer = make_trainer(model, cfg, critic=critic, rank=rank, world=world)
 
     def logprobs(self, batch: Batch) -> torch.Tensor:
         return self.trainer.compute_logprobs(batch)
@@ -99,7 +94,38 @@ class _TrainWorkerImpl:
         return self.trainer.update(batch, step)
 
     def weights(self) -> dict[str, Any]:
-        return {k: v.detach().cpu().clone() for k, v in self.trainer.model.state_dict().items()}
+        return self.trainer.policy_weights()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.trainer.state_dict()
+
+    def load_state_dict(self, s: dict[str, Any]) -> None:
+        self.trainer.load_state_dict(s)
+
+
+class _CriticWorkerImpl:
+    """Body of the Ray critic worker (``workers.critic_placement: apart``): a :class:`trainer.critic.CriticTrainer`."""
+
+    def __init__(self, cfg_dict: dict, weights: dict) -> None:
+        import torch
+
+        from trainer.config_io import config_from_dict
+        from trainer.critic import CriticTrainer
+        from trainer.models import Critic, load_policy
+        from trainer.workers import total_updates
+
+        cfg = config_from_dict(cfg_dict)
+        torch.set_num_threads(cfg.torch_threads)
+        model, _ = load_policy(cfg.model)
+        model.load_state_dict(weights)
+        critic = Critic(model)  # zero-initialised head, as the colocated critic
+        self.trainer = CriticTrainer(critic, cfg.algo, cfg.optim, total_updates=total_updates(cfg), seed=cfg.seed)
+
+    def values(self, batch: Batch) -> torch.Tensor:
+        return self.trainer.values(batch)
+
+    def update(self, batch: Batch, step: int) -> dict[str, float]:
+        return self.trainer.update(batch, step)
 
     def state_dict(self) -> dict[str, Any]:
         return self.trainer.state_dict()
@@ -219,13 +245,27 @@ class RayWorkers:
             else None
         )
         self.has_critic = cfg.algo.needs_critic
+        self.critic = (
+            ray.remote(_CriticWorkerImpl).options(**role_options(cfg, "critic")).remote(cd, w)
+            if self.has_critic and cfg.workers.critic_placement == "apart"
+            else None
+        )
+        # ZeRO-3 gathers parameters collectively in every forward: all ranks must see the same rows
+        self.same_rows = cfg.workers.strategy == "deepspeed" and cfg.workers.zero_stage == 3
         self._ray = _ray
-        _ray.get([t.weights.remote() for t in self.train[:1]])  # fail early if a worker cannot start
+        self._first("weights")  # fail early if a worker cannot start
+
+    def _first(self, method: str) -> Any:
+        """Rank 0's answer to ``method()``; under ZeRO-3 every rank is called (the weights gather is collective)."""
+        ranks = self.train if self.same_rows else self.train[:1]
+        return self._ray.get([getattr(t, method).remote() for t in ranks])[0]
 
     def _sharded(self, method: str, batch: Batch) -> torch.Tensor:
         """Split rows across train workers, compute, and concatenate in order."""
         import torch
 
+        if self.same_rows:
+            return self._ray.get([getattr(t, method).remote(batch) for t in self.train])[0]
         n, world = len(batch), len(self.train)
         bounds = [round(i * n / world) for i in range(world + 1)]
         refs = [
@@ -242,26 +282,33 @@ class RayWorkers:
         return None if self.ref is None else self._ray.get(self.ref.logprobs.remote(batch))
 
     def values(self, batch: Batch) -> torch.Tensor | None:
+        if self.critic is not None:
+            return self._ray.get(self.critic.values.remote(batch))
         return self._sharded("values", batch) if self.has_critic else None
 
     def update(self, batch: Batch, step: int) -> dict[str, float]:
-        results = self._ray.get([t.update.remote(batch, step) for t in self.train])
-        return results[0]
+        critic = [self.critic.update.remote(batch, step)] if self.critic is not None else []
+        results = self._ray.get([t.update.remote(batch, step) for t in self.train] + critic)
+        return {**results[0], **(results[-1] if critic else {})}
 
     def policy_weights(self) -> dict[str, Any]:
-        return self._ray.get(self.train[0].weights.remote())
+        return self._first("weights")
 
     def state_dict(self) -> dict[str, Any]:
-        s = self._ray.get(self.train[0].state_dict.remote())
+        s = self._first("state_dict")
+        if self.critic is not None:
+            s.update(self._ray.get(self.critic.state_dict.remote()))
         if self.ref is not None:
             s["ref"] = self._ray.get(self.ref.state_dict.remote())
         return s
 
     def load_state_dict(self, s: dict[str, Any]) -> None:
         self._ray.get([t.load_state_dict.remote(s) for t in self.train])
+        if self.critic is not None:
+            self._ray.get(self.critic.load_state_dict.remote(s))
         if self.ref is not None and "ref" in s:
             self._ray.get(self.ref.load_state_dict.remote(s["ref"]))
 
     def close(self) -> None:
-        for a in [*self.train, *([self.ref] if self.ref is not None else [])]:
+        for a in [*self.train, *(x for x in (self.ref, self.critic) if x is not None)]:
             self._ray.kill(a)

@@ -28,14 +28,12 @@ class LocalWorkers:
     """Actor, reference and critic in this process, around one :class:`PolicyTrainer`."""
 
     def __init__(self, model: Any, cfg: TrainConfig) -> None:
-        from trainer.actor import PolicyTrainer
         from trainer.models import Critic, frozen_copy
+        from trainer.strategies import make_trainer
 
         self.ref = frozen_copy(model) if cfg.algo.kl_coef > 0 else None
         critic = Critic(model) if cfg.algo.needs_critic else None
-        self.trainer = PolicyTrainer(
-            model, cfg.algo, cfg.optim, total_updates=total_updates(cfg), critic=critic, seed=cfg.seed
-        )
+        self.trainer = make_trainer(model, cfg, critic=critic)
 
     def old_logprobs(self, batch: Batch) -> torch.Tensor:
         return self.trainer.compute_logprobs(batch)
@@ -50,7 +48,7 @@ class LocalWorkers:
         return self.trainer.update(batch, step)
 
     def policy_weights(self) -> dict[str, Any]:
-        return {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
+        return self.trainer.policy_weights(cpu=False)
 
     def state_dict(self) -> dict[str, Any]:
         s = self.trainer.state_dict()
@@ -70,13 +68,9 @@ class LocalWorkers:
 def make_workers(model: Any, cfg: TrainConfig) -> Any:
     """Local workers, or Ray workers when ``workers.use_ray``."""
     if cfg.workers.strategy == "deepspeed":
-        try:
-            import deepspeed  # noqa: F401
-        except ImportError as e:
-            raise RuntimeError(
-                "workers.strategy 'deepspeed' needs deepspeed (pip install 'rockroll[gpu]'); or use strategy: torch"
-            ) from e
-        raise NotImplementedError("the deepspeed strategy is not implemented yet; use workers.strategy: torch")
+        from trainer.strategies import require_deepspeed
+
+        require_deepspeed()  # fail in the controller, with the install hint, before any worker starts
     if cfg.workers.use_ray:
         from trainer.ray_workers import RayWorkers
 
