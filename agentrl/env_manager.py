@@ -9,7 +9,9 @@ on a fresh env while the per-episode deadline (which includes sandbox start) and
 allow, else the trajectory comes back masked with a ``FailureTag(kind="infra")``.
 
 Blocking env calls run in a thread pool; a call that times out leaves its thread to finish on its
-own, and its env is closed in the background. Envs are always given back, also when the episode is
+own, and its env is closed in the background. Opens run in a pool of their own: an open may block
+for long (a full sandbox pool is backpressure), and if opens could take every thread, the steps and
+closes that free session slots would queue behind them for ever. Envs are always given back, also when the episode is
 cancelled (a straggler of a redundant group): :meth:`EnvManager.drain` waits for those closes.
 """
 
@@ -116,7 +118,8 @@ class EnvManager:
         engine: the LLM engine (its ``tokenizer`` builds prompts and decodes responses).
         source: where envs come from.
         config: how episodes are played.
-        executor: thread pool for blocking env calls (None: a private one with ``threads`` threads).
+        executor: thread pool for blocking env calls (None: a private one with ``threads`` threads);
+            opens always run in a private pool of ``threads`` threads.
         threads: size of the private pool (one thread per env call in flight; a hung call holds one).
         reward_fn: final reward of a finished episode (default: sum of env rewards).
         gate: suspend/resume point before each generation (None: always open).
@@ -138,6 +141,7 @@ class EnvManager:
         self.config = config or EpisodeConfig()
         self._own_executor = executor is None
         self.executor = executor or cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="env")
+        self.open_executor = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="env-open")
         self.reward_fn = reward_fn or default_reward
         self.gate = gate
         self.pending_closes: set[cf.Future[Any]] = set()
@@ -168,6 +172,7 @@ class EnvManager:
 
     def shutdown(self) -> None:
         """Stop the private thread pool (waits for running env calls)."""
+        self.open_executor.shutdown(wait=True, cancel_futures=False)
         if self._own_executor:
             self.executor.shutdown(wait=True, cancel_futures=False)
 
@@ -200,7 +205,7 @@ class EnvManager:
         return min(stage_timeout, deadline - time.monotonic())
 
     async def _open(self, ep: EpisodeSpec, deadline: float) -> Any:
-        fut = self.executor.submit(self.source.open, ep.env_id, ep.env_kwargs)
+        fut = self.open_executor.submit(self.source.open, ep.env_id, ep.env_kwargs)
         self.pending_opens.add(fut)
         ticket = _OpenTicket()
 

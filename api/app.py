@@ -2,7 +2,8 @@
 
 Routers live in :mod:`api.routes` (one per resource); errors are shaped in :mod:`api.errors`; the
 long-lived objects (database, catalog, sandbox placement, sessions, jobs, metrics) are built on
-start-up by :func:`api.state.build_state` and closed on shutdown.
+start-up by :func:`api.state.build_state` and closed on shutdown. Request bodies over the largest
+legitimate upload are refused with 413 before they are read (:mod:`api.body_limit`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.auth import list_tokens
+from api.body_limit import BodyLimit, body_limit_for
 from api.errors import install_error_handlers
 from api.metrics import RequestTimer
 from api.routes import envs, health, jobs, sandboxes, session_ws, sessions, ui
+from api.routes.sandboxes import MAX_FILE_BYTES
 from api.settings import Settings
 from api.state import AppState, build_state
 
@@ -30,6 +33,7 @@ def create_app(settings: Settings | None = None, *, state: AppState | None = Non
     """Build the app; the database and sandbox manager open when it starts (lifespan)."""
     settings = settings or Settings()
     settings.check()
+    limit = body_limit_for(settings.max_upload_bytes, MAX_FILE_BYTES)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,6 +61,7 @@ def create_app(settings: Settings | None = None, *, state: AppState | None = Non
         app.include_router(module.router)
 
     app.add_middleware(_LazyTimer)
+    app.add_middleware(BodyLimit, limit=lambda _scope: limit)
     return app
 
 

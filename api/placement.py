@@ -63,6 +63,18 @@ class Placement:
         self.manager = SandboxManager(config)
         self.backend_name = self.manager.backend.name
         self.pools = {p.name: p for p in pools}
+        self._drop_orphaned_sessions()
+
+    def _drop_orphaned_sessions(self) -> None:
+        """Replace adopted session sandboxes that still host env sessions of a dead server.
+
+        The API keeps its sessions in memory, so after a crash (SIGKILL) their env sessions live
+        on in the adopted sandboxes with nobody to close them: they would hold session slots
+        forever. Leased (user) sandboxes are left alone: the API places no env sessions on them.
+        """
+        for sb in self.manager.list():
+            if not sb.leased and sb.sessions > 0:
+                self.manager.schedule_restart(sb, f"{sb.sessions} sessions of a previous server")
 
     # -------------------------------------------------------------- specs
     def spec(self, **fields: Any) -> SandboxSpec:

@@ -65,7 +65,15 @@ class ManagedSandbox:
         return SandboxClient(handle.socket_path, sandbox_id=self.id, timeout_s=timeout_s, boot_id=handle.boot_id)
 
     def report_failure(self) -> None:
-        """A caller saw the server unreachable: ask the monitor to probe now."""
+        """A caller saw the server unreachable: take no new sessions, and ask the monitor to probe now.
+
+        A ``ready`` sandbox becomes ``unhealthy`` until the probe says otherwise (it goes back to
+        ``ready``) or replaces it; without this, a dead sandbox looks like the least-loaded one
+        (its sessions were given back) and attracts every new session until the next probe.
+        """
+        with self.lock:
+            if self.state == "ready" and not self.deleted:
+                self.state = "unhealthy"
         self._dirty.set()
 
     # ------------------------------------------------------------- calls
@@ -126,6 +134,10 @@ class ManagedSandbox:
         try:
             c = self.client()
             info = c.call("env.make", env_id=env_id, kwargs=kwargs)
+        except SandboxLost:
+            self.session_closed()
+            self.report_failure()
+            raise
         except BaseException:
             self.session_closed()
             raise

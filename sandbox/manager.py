@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sandbox.base import SandboxBackend, SandboxSpec
-from sandbox.errors import CapacityError, SandboxError, SandboxNotFound
+from sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
 from sandbox.managed import ManagedSandbox
 from sandbox.monitor import HealthMonitor
 from sandbox.pool import PoolConfig
@@ -304,7 +304,9 @@ class SandboxManager:
     def open_session(self, env_id: str, *, spec: SandboxSpec | None = None, **kwargs: Any) -> RemoteSession:
         """An env session on the least-loaded healthy sandbox of ``spec`` (see module docstring)."""
         spec = spec or self.config.default_spec
-        for _ in range(3):
+        deadline = time.monotonic() + spec.startup_timeout_s
+        full = lost = 0
+        while full < 3:
             with self._lock:
                 candidates = [
                     sb
@@ -316,14 +318,30 @@ class SandboxManager:
                     with best.lock:  # the counter's own lock: session_closed decrements under it
                         best.sessions += 1  # reserve the slot before leaving the manager lock
             if best is None:
-                best = self.create(spec, pool=spec.name)
+                try:
+                    best = self.create(spec, pool=spec.name)
+                except CapacityError:
+                    # at capacity, but a member still starting (another caller's, or a restart)
+                    # will have free slots soon: wait for it rather than fail a burst of opens
+                    if time.monotonic() > deadline or not self._coming_up(spec.name):
+                        raise
+                    time.sleep(0.02)
+                    continue
                 with best.lock:
                     best.sessions += 1
             try:
                 return best.open_reserved(env_id, kwargs)
             except CapacityError:
-                continue
+                full += 1
+            except SandboxLost:  # died since its last probe (now marked unhealthy): try another
+                lost += 1
+                if lost >= 3:
+                    raise
         raise CapacityError(self.active_count(), self.config.max_sandboxes, "sandboxes with a free session slot")
+
+    def _coming_up(self, pool: str) -> bool:
+        """Whether a member of ``pool`` is starting or being replaced (it will take sessions)."""
+        return any(sb.state in ("starting", "restarting") and not sb.leased for sb in self.members(pool))
 
     # ------------------------------------------------------------ close
     def wait_until(self, predicate: Any, timeout_s: float = 30.0, interval_s: float = 0.02) -> bool:

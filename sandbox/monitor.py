@@ -92,15 +92,19 @@ class HealthMonitor:
             if sb.failures >= m.config.failure_threshold and m.config.auto_restart:
                 m.schedule_restart(sb, f"unhealthy after {sb.failures} failed probes", gen)
             return False
+        if sb.generation != gen or sb.deleted:
+            return True  # replaced or deleted while we probed: the answer is about the old server
         if handle.boot_id and health.boot_id != handle.boot_id:
             if m.config.auto_restart:
                 m.schedule_restart(sb, "server restarted behind the manager", gen)
             return False
-        sb.last_health = health
-        sb.failures = 0
-        if sb.state == "unhealthy":
-            sb.state = "ready"
         with sb.lock:
+            if sb.generation != gen:  # replaced just now: its session count starts again at 0
+                return True
+            sb.last_health = health
+            sb.failures = 0
+            if sb.state == "unhealthy":
+                sb.state = "ready"
             sb.sessions = max(sb.sessions, health.sessions) if sb.sessions else health.sessions
         return True
 

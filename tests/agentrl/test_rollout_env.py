@@ -190,14 +190,17 @@ def test_random_engine_plays_through_docker_sandboxes_and_survives_a_killed_cont
 
     manager = make_manager(backend="docker", default_spec=SandboxSpec(image=docker_image, max_sessions=4))
     source = SandboxSource(manager)
-    engine = RandomEngine(random_engine.tokenizer, latency=Latency("constant", 0.1), seed=1)
+    # 0.3 s per turn: Sokoban episodes (6 turns) are still playing when the container is killed (1 s
+    # after the first session opened), so the kill shows up as retried infra failures; a kill during
+    # env.make is absorbed by the manager (the open goes to another sandbox) and retries nothing
+    engine = RandomEngine(random_engine.tokenizer, latency=Latency("constant", 0.3), seed=1)
     config = RolloutConfig(env_ids=["Sokoban-v0", "FrozenLake-v0"], num_env_groups=2, group_size=2,
                            episode=EpisodeConfig(max_turns=6, max_retries=3))  # fmt: skip
     killed: list[str] = []
 
     def kill_one_container() -> None:
         if manager.wait_until(lambda: any(sb.sessions > 0 for sb in manager.list()), 60):
-            time.sleep(0.3)
+            time.sleep(1.0)  # past the first env.make (module imports in a cold sandbox)
             sb = next(sb for sb in manager.list() if sb.sessions > 0)
             docker.from_env().containers.get(sb.handle.ref).kill()
             killed.append(sb.id)
