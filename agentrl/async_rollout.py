@@ -18,7 +18,7 @@ import asyncio
 import collections
 from typing import Any
 
-from agentrl.scheduler import RolloutBatch, RolloutScheduler
+from rockroll.agentrl.scheduler import RolloutBatch, RolloutScheduler
 
 __all__ = ["AsyncRollout"]
 

@@ -1,6 +1,6 @@
 """``rockroll model ...`` and ``rockroll serve-model``: build the tiny local model, serve a model.
 
-Mounted in :mod:`api.cli`. Heavy imports (torch, transformers, uvicorn) happen inside the
+Mounted in :mod:`rockroll.api.cli`. Heavy imports (torch, transformers, uvicorn) happen inside the
 commands, so ``rockroll --help`` stays fast.
 """
 
@@ -26,7 +26,7 @@ def build_tiny(
     seed: int = typer.Option(0, help="Seed of the random initialisation and the tokenizer corpus."),
 ) -> None:
     """Build a tiny randomly initialised Qwen2-shaped LM and a BPE tokenizer trained on env text."""
-    from agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
 
     try:
         cfg = TinyModelConfig(
@@ -56,7 +56,7 @@ def serve_model_cmd(
     seed: int = typer.Option(0, help="Seed of requests that bring none."),
 ) -> None:
     """Serve a model over an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models)."""
-    from agentrl.serve import serve_model
+    from rockroll.agentrl.serve import serve_model
 
     serve_model(
         model_path,

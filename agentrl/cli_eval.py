@@ -1,6 +1,6 @@
-"""``rockroll eval CONFIG``: evaluate a model on envs from a YAML config (see :mod:`agentrl.eval_config`).
+"""``rockroll eval CONFIG``: evaluate a model on envs from a YAML config (see :mod:`rockroll.agentrl.eval_config`).
 
-Mounted in :mod:`api.cli` with ``app.add_typer(eval_app, name="eval")``. Heavy imports happen
+Mounted in :mod:`rockroll.api.cli` with ``app.add_typer(eval_app, name="eval")``. Heavy imports happen
 inside the command, so ``rockroll --help`` stays fast.
 """
 
@@ -26,8 +26,8 @@ def eval_cmd(
     progress: bool = typer.Option(True, help="Show a progress bar on stderr."),
 ) -> None:
     """Run the evaluation CONFIG describes and print the report (Markdown)."""
-    from agentrl.eval import run_eval
-    from agentrl.eval_config import load_eval_config
+    from rockroll.agentrl.eval import run_eval
+    from rockroll.agentrl.eval_config import load_eval_config
 
     try:
         cfg = load_eval_config(config)

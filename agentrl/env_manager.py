@@ -1,10 +1,10 @@
 """Env managers: play one env for whole episodes with an LLM engine, producing :class:`Trajectory`.
 
-:meth:`EnvManager.run` plays one episode: open an env from the :class:`~agentrl.env_source.EnvSource`
+:meth:`EnvManager.run` plays one episode: open an env from the :class:`~rockroll.agentrl.env_source.EnvSource`
 (``sandbox_start``), ``reset`` on the episode's seed, then per turn build the prompt
-(:class:`~agentrl.chat.PromptBuilder`), ``generate`` (at most ``max_tokens_per_turn``), ``step`` the
+(:class:`~rockroll.agentrl.chat.PromptBuilder`), ``generate`` (at most ``max_tokens_per_turn``), ``step`` the
 env with the response text, until ``terminated``, ``truncated`` or ``max_turns``; then compute the
-reward. Every stage runs in :func:`~agentrl.errors.boundary`: an infra failure restarts the episode
+reward. Every stage runs in :func:`~rockroll.agentrl.errors.boundary`: an infra failure restarts the episode
 on a fresh env while the per-episode deadline (which includes sandbox start) and ``max_retries``
 allow, else the trajectory comes back masked with a ``FailureTag(kind="infra")``.
 
@@ -27,12 +27,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.chat import ContextExceeded, PromptBuilder
-from agentrl.config import EpisodeConfig
-from agentrl.engines.base import GenerationRequest, LLMEngine, SamplingParams
-from agentrl.env_source import EnvSource
-from agentrl.errors import InfraFailure, boundary
-from agentrl.trajectory import FailureTag, Trajectory, Turn
+from rockroll.agentrl.chat import ContextExceeded, PromptBuilder
+from rockroll.agentrl.config import EpisodeConfig
+from rockroll.agentrl.engines.base import GenerationRequest, LLMEngine, SamplingParams
+from rockroll.agentrl.env_source import EnvSource
+from rockroll.agentrl.errors import InfraFailure, boundary
+from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
 
 __all__ = ["EnvManager", "EpisodeSpec", "GenerationGate", "RewardFn"]
 

@@ -64,13 +64,13 @@ class LocalSource(EnvSource):
     name = "local"
 
     def _open(self, env_id: str, kwargs: dict[str, Any]) -> Any:
-        import envhub
+        import rockroll.envhub as envhub
 
         return envhub.make(env_id, **kwargs)
 
 
 class SandboxSource(EnvSource):
-    """Env sessions in sandboxes of a :class:`~sandbox.manager.SandboxManager`.
+    """Env sessions in sandboxes of a :class:`~rockroll.sandbox.manager.SandboxManager`.
 
     Args:
         manager: the sandbox manager (owned by the caller).
@@ -89,7 +89,7 @@ class SandboxSource(EnvSource):
 
     def _open(self, env_id: str, kwargs: dict[str, Any]) -> Any:
         """Open a session; while every sandbox is full and none may start, wait (backpressure)."""
-        from sandbox.errors import CapacityError
+        from rockroll.sandbox.errors import CapacityError
 
         deadline = time.monotonic() + self.capacity_wait_s
         delay = 0.02
@@ -104,7 +104,7 @@ class SandboxSource(EnvSource):
 
 
 class RemoteSource(EnvSource):
-    """Sessions of the control plane through :class:`api.client.RemoteEnv`.
+    """Sessions of the control plane through :class:`rockroll.api.client.RemoteEnv`.
 
     Args:
         client: an ``api.client.Client`` (owned by the caller).
@@ -117,7 +117,7 @@ class RemoteSource(EnvSource):
         self.client = client
 
     def _open(self, env_id: str, kwargs: dict[str, Any]) -> Any:
-        from api.remote_env import RemoteEnv
+        from rockroll.api.remote_env import RemoteEnv
 
         return RemoteEnv(self.client, env_id, **kwargs)
 

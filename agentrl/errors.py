@@ -11,7 +11,7 @@ Stages: ``sandbox_start`` (opening the env), ``env_reset``, ``env_step``, ``gene
   kwargs, a 4xx answer of the API other than a lost sandbox). Retrying cannot help, so it is
   raised to the caller at once.
 * **agent** failures are not exceptions: the env scores invalid actions itself, and running out of
-  context ends the episode with a ``FailureTag(kind="agent")`` (see :mod:`agentrl.env_manager`).
+  context ends the episode with a ``FailureTag(kind="agent")`` (see :mod:`rockroll.agentrl.env_manager`).
 
 Unknown exceptions count as infra: by the text-env contract no agent text can crash an env.
 """
@@ -50,8 +50,8 @@ class InfraFailure(Exception):
 
 def classify(exc: BaseException) -> Literal["infra", "fatal"]:
     """Whether ``exc`` (raised by an env, sandbox, API client or engine) is infra or fatal."""
-    from envhub.errors import RegistrationError, UnknownEnvError
-    from envs.errors import ActionTypeError, EnvConfigError
+    from rockroll.envhub.errors import RegistrationError, UnknownEnvError
+    from rockroll.envs.errors import ActionTypeError, EnvConfigError
 
     if isinstance(exc, (UnknownEnvError, RegistrationError, EnvConfigError, ActionTypeError)):
         return "fatal"

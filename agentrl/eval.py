@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentrl.engines.base import LLMEngine
-from agentrl.env_manager import EnvManager, EpisodeSpec
-from agentrl.env_source import CallableSource, EnvSource, LocalSource, RemoteSource, SandboxSource
-from agentrl.eval_config import EngineConfig, EvalConfig, SourceConfig, from_dict, load_eval_config
-from agentrl.trajectory import Trajectory
+from rockroll.agentrl.engines.base import LLMEngine
+from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.env_source import CallableSource, EnvSource, LocalSource, RemoteSource, SandboxSource
+from rockroll.agentrl.eval_config import EngineConfig, EvalConfig, SourceConfig, from_dict, load_eval_config
+from rockroll.agentrl.trajectory import Trajectory
 
 __all__ = ["EvalReport", "run_eval", "run_eval_job", "evaluate", "build_engine", "open_source", "summarize"]
 
@@ -110,8 +110,8 @@ def _row(trajs: list[Trajectory]) -> dict[str, float]:
 
 
 def _tags(env_id: str) -> tuple[str, ...]:
-    import envhub
-    from envhub.errors import UnknownEnvError
+    import rockroll.envhub as envhub
+    from rockroll.envhub.errors import UnknownEnvError
 
     try:
         return envhub.spec(env_id).tags
@@ -138,7 +138,7 @@ def summarize(
 
 def expand_envs(config: EvalConfig) -> list[tuple[str, int, dict[str, Any]]]:
     """``(env_id, episodes, kwargs)`` for every env the config names (tags expanded)."""
-    import envhub
+    import rockroll.envhub as envhub
 
     out: list[tuple[str, int, dict[str, Any]]] = []
     for entry in config.envs:
@@ -154,7 +154,7 @@ def expand_envs(config: EvalConfig) -> list[tuple[str, int, dict[str, Any]]]:
 
 def build_engine(config: EngineConfig) -> LLMEngine:
     """The engine ``config`` describes (heavy libraries load only for the kind asked for)."""
-    from agentrl.engines import make_engine
+    from rockroll.agentrl.engines import make_engine
 
     return make_engine(config.kind, **config.args)
 
@@ -165,8 +165,8 @@ def open_source(config: SourceConfig) -> Iterator[EnvSource]:
     if config.kind == "local":
         yield LocalSource()
     elif config.kind == "sandbox":
-        from sandbox.manager import SandboxManager
-        from sandbox.pool import PoolConfig
+        from rockroll.sandbox.manager import SandboxManager
+        from rockroll.sandbox.pool import PoolConfig
 
         records = tempfile.mkdtemp(prefix="rockroll-eval-")  # this manager's records die with it
         manager = SandboxManager(
@@ -180,7 +180,7 @@ def open_source(config: SourceConfig) -> Iterator[EnvSource]:
             manager.close()
             shutil.rmtree(records, ignore_errors=True)
     else:
-        from api.client import Client
+        from rockroll.api.client import Client
 
         with Client(config.url, os.environ.get(config.token_env) or None) as client:
             yield RemoteSource(client)

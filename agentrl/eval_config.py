@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agentrl.config import EpisodeConfig
+from rockroll.agentrl.config import EpisodeConfig
 
 __all__ = ["EngineConfig", "SourceConfig", "EvalEnvConfig", "EvalConfig", "from_dict", "load_eval_config"]
 
@@ -46,7 +46,7 @@ class EngineConfig:
     args: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from agentrl.engines import ENGINE_KINDS
+        from rockroll.agentrl.engines import ENGINE_KINDS
 
         if self.kind not in ENGINE_KINDS:
             raise ValueError(f"engine.kind must be one of {', '.join(sorted(ENGINE_KINDS))}, got {self.kind!r}")

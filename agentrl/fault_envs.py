@@ -1,12 +1,12 @@
 """Imported by the in-sandbox server (``ROCKROLL_ENV_MODULES=agentrl.fault_envs``): registers the
 fault-injection envs listed in ``$ROCKROLL_FAULT_ENVS`` (JSON ``{env_id: FaultyEnv kwargs}``).
 
-Only for tests and benches of the rollout error model; see :mod:`agentrl.faults`.
+Only for tests and benches of the rollout error model; see :mod:`rockroll.agentrl.faults`.
 """
 
 from __future__ import annotations
 
-from agentrl.faults import register_from_environ
+from rockroll.agentrl.faults import register_from_environ
 
 __all__ = ["REGISTERED"]
 

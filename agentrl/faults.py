@@ -1,11 +1,11 @@
 """Envs that are slow, hang or die on purpose: for testing the rollout error model and for benches.
 
 :class:`FaultyEnv` wraps any registered env (``inner``) and, per episode or per step, adds latency
-drawn from a :class:`~agentrl.latency.Latency`, hangs, raises, or kills the process it runs in
+drawn from a :class:`~rockroll.agentrl.latency.Latency`, hangs, raises, or kills the process it runs in
 (``os._exit``: inside a sandbox this kills the sandbox server, so the session is lost).
 Register it under any id with :func:`register_fault_env`; the faults are drawn from an RNG of their
 own (seeded by ``fault_seed``, else from OS entropy), never from the env's RNG, so the game itself
-stays deterministic per seed. In sandboxes, :mod:`agentrl.fault_envs` registers them at server
+stays deterministic per seed. In sandboxes, :mod:`rockroll.agentrl.fault_envs` registers them at server
 start from ``$ROCKROLL_FAULT_ENVS``.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentrl.latency import Latency
+from rockroll.agentrl.latency import Latency
 
 __all__ = ["FaultyEnv", "register_fault_env", "register_from_environ", "FAULT_MODES", "FAULT_ENVS_VAR"]
 
@@ -67,7 +67,7 @@ class FaultyEnv(gym.Wrapper[str, str, str, str]):
         fault_seed: int | None = None,
         fault_every: int = 0,
     ) -> None:
-        import envhub
+        import rockroll.envhub as envhub
 
         if mode not in FAULT_MODES:
             raise ValueError(f"mode must be one of {', '.join(FAULT_MODES)}, got {mode!r}")
@@ -139,11 +139,11 @@ class FaultyEnv(gym.Wrapper[str, str, str, str]):
 
 def register_fault_env(env_id: str, **kwargs: Any) -> Any:
     """Register (or replace) ``env_id`` as a :class:`FaultyEnv` with ``kwargs``; return its spec."""
-    import envhub
+    import rockroll.envhub as envhub
 
     return envhub.register(
         env_id,
-        "agentrl.faults:FaultyEnv",
+        "rockroll.agentrl.faults:FaultyEnv",
         kwargs=kwargs,
         description="fault-injection wrapper (tests and benches)",
         tags=("test",),

@@ -26,11 +26,11 @@ from typing import Literal
 
 import numpy as np
 
-from agentrl.config import RolloutConfig
-from agentrl.engines.base import LLMEngine
-from agentrl.env_manager import EnvManager, EpisodeSpec, GenerationGate, RewardFn
-from agentrl.env_source import EnvSource
-from agentrl.trajectory import TrainSample, Trajectory
+from rockroll.agentrl.config import RolloutConfig
+from rockroll.agentrl.engines.base import LLMEngine
+from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec, GenerationGate, RewardFn
+from rockroll.agentrl.env_source import EnvSource
+from rockroll.agentrl.trajectory import TrainSample, Trajectory
 
 __all__ = ["RolloutScheduler", "RolloutBatch", "episode_metrics"]
 
@@ -116,7 +116,7 @@ class RolloutScheduler:
         self.batches = 0
 
     async def run_batch(self) -> RolloutBatch:
-        """Play one batch; raises only :class:`~agentrl.errors.FatalRolloutError` (bad config)."""
+        """Play one batch; raises only :class:`~rockroll.agentrl.errors.FatalRolloutError` (bad config)."""
         cfg = self.config
         index = self.batches
         self.batches += 1

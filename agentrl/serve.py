@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 
 __all__ = ["create_app", "serve_model", "CompletionRequest", "ChatCompletionRequest"]
 
@@ -213,10 +213,10 @@ def serve_model(
     num_threads: int | None = 1,
     seed: int = 0,
 ) -> None:
-    """Load ``model_path`` into an :class:`~agentrl.engines.hf.HFEngine` and serve it (blocks)."""
+    """Load ``model_path`` into an :class:`~rockroll.agentrl.engines.hf.HFEngine` and serve it (blocks)."""
     import uvicorn
 
-    from agentrl.engines.hf import HFEngine
+    from rockroll.agentrl.engines.hf import HFEngine
 
     engine = HFEngine(model_path, device=device, max_batch_size=max_batch_size, num_threads=num_threads, seed=seed)
     app = create_app(engine, model_name=model_name or str(model_path))

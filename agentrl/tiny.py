@@ -87,7 +87,7 @@ def corpus_texts(env_ids: tuple[str, ...] = DEFAULT_ENVS, episodes: int = 40, se
     """
     import numpy as np
 
-    import envhub
+    import rockroll.envhub as envhub
 
     rng = np.random.default_rng(seed)
     texts: list[str] = []

@@ -1,9 +1,9 @@
 """``create_app(settings) -> FastAPI``: the control plane's HTTP app.
 
-Routers live in :mod:`api.routes` (one per resource); errors are shaped in :mod:`api.errors`; the
+Routers live in :mod:`rockroll.api.routes` (one per resource); errors are shaped in :mod:`rockroll.api.errors`; the
 long-lived objects (database, catalog, sandbox placement, sessions, jobs, metrics) are built on
-start-up by :func:`api.state.build_state` and closed on shutdown. Request bodies over the largest
-legitimate upload are refused with 413 before they are read (:mod:`api.body_limit`).
+start-up by :func:`rockroll.api.state.build_state` and closed on shutdown. Request bodies over the largest
+legitimate upload are refused with 413 before they are read (:mod:`rockroll.api.body_limit`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.auth import list_tokens
-from api.body_limit import BodyLimit, body_limit_for
-from api.errors import install_error_handlers
-from api.metrics import RequestTimer
-from api.routes import envs, health, jobs, sandboxes, session_ws, sessions, ui
-from api.routes.sandboxes import MAX_FILE_BYTES
-from api.settings import Settings
-from api.state import AppState, build_state
+from rockroll.api.auth import list_tokens
+from rockroll.api.body_limit import BodyLimit, body_limit_for
+from rockroll.api.errors import install_error_handlers
+from rockroll.api.metrics import RequestTimer
+from rockroll.api.routes import envs, health, jobs, sandboxes, session_ws, sessions, ui
+from rockroll.api.routes.sandboxes import MAX_FILE_BYTES
+from rockroll.api.settings import Settings
+from rockroll.api.state import AppState, build_state
 
 __all__ = ["create_app"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from api.db import Database, TokenRecord
+from rockroll.api.db import Database, TokenRecord
 
 __all__ = ["Principal", "create_token", "lookup_token", "list_tokens", "revoke_token", "hash_token", "DEV_PRINCIPAL"]
 

@@ -9,7 +9,7 @@ Custom envs are registered through ``POST /v1/envs`` in one of three kinds:
 
 The control plane never imports custom env code itself: :meth:`CustomEnv.files` is what the
 placement writes into each sandbox of the env's own pool (a manifest plus the upload), and
-:mod:`api.sandbox_plugins` registers it there.
+:mod:`rockroll.api.sandbox_plugins` registers it there.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 
 from sqlalchemy import select
 
-import envhub
-from api.auth import Principal
-from api.db import Database, EnvRecord
-from api.errors import ApiError
+import rockroll.envhub as envhub
+from rockroll.api.auth import Principal
+from rockroll.api.db import Database, EnvRecord
+from rockroll.api.errors import ApiError
 
 __all__ = ["CustomEnv", "Catalog", "KINDS"]
 
@@ -62,7 +62,7 @@ class CustomEnv:
         return d
 
     def manifest(self) -> dict[str, Any]:
-        """What :mod:`api.sandbox_plugins` needs to register this env inside a sandbox."""
+        """What :mod:`rockroll.api.sandbox_plugins` needs to register this env inside a sandbox."""
         paths = []
         if self.kind == "source":
             paths = [self.source_name] if self.source_name.endswith(".whl") else ["."]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from agentrl.cli import model_app, serve_model_cmd
-from agentrl.cli_eval import eval_app
-from api.cli_envs import demo, envs_app, play
-from api.cli_remote import env_app, job_app, sandbox_app, session_app
-from api.cli_server import serve, token_app
-from sandbox.cli import image_app
-from trainer.cli import register as register_train
+from rockroll.agentrl.cli import model_app, serve_model_cmd
+from rockroll.agentrl.cli_eval import eval_app
+from rockroll.api.cli_envs import demo, envs_app, play
+from rockroll.api.cli_remote import env_app, job_app, sandbox_app, session_app
+from rockroll.api.cli_server import serve, token_app
+from rockroll.sandbox.cli import image_app
+from rockroll.trainer.cli import register as register_train
 
 __all__ = ["app"]
 

@@ -33,7 +33,7 @@ def _parse_kwargs(items: list[str]) -> dict:
 @envs_app.command("list")
 def list_envs(tag: str | None = typer.Option(None, help="Only envs with this tag.")) -> None:  # noqa: UP007
     """List registered envs."""
-    import envhub
+    import rockroll.envhub as envhub
 
     table = Table("id", "max_steps", "tags", "description")
     for s in envhub.list_envs(tag):
@@ -44,7 +44,7 @@ def list_envs(tag: str | None = typer.Option(None, help="Only envs with this tag
 @envs_app.command("show")
 def show_env(env_id: str, kwargs: list[str] = typer.Argument(None, help="key=value constructor args")) -> None:
     """Show an env's spec, system prompt and first observation."""
-    import envhub
+    import rockroll.envhub as envhub
 
     try:
         spec = envhub.spec(env_id)
@@ -64,8 +64,8 @@ def play(
     seed: int = typer.Option(0, help="Episode seed."),
 ) -> None:
     """Play one episode and print every step."""
-    import envhub
-    from envs.play import play_episode
+    import rockroll.envhub as envhub
+    from rockroll.envs.play import play_episode
 
     try:
         env = envhub.make(env_id, **_parse_kwargs(kwargs or []))
@@ -86,8 +86,8 @@ def demo(
     episodes: int = typer.Option(50, help="Episodes per env and policy."),
 ) -> None:
     """Scripted demo: random vs expert play on the built-in grid envs, one episode shown."""
-    import envhub
-    from envs.play import play_episode
+    import rockroll.envhub as envhub
+    from rockroll.envs.play import play_episode
 
     cases = [
         ("FrozenLake-v0", {"is_slippery": False}),

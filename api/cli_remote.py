@@ -1,4 +1,4 @@
-"""``rockroll env|sandbox|session|job ...``: the control plane from the shell, over :class:`api.client.Client`.
+"""``rockroll env|sandbox|session|job ...``: the control plane from the shell, over :class:`rockroll.api.client.Client`.
 
 The server URL and token come from ``--url``/``--token`` or ``$ROCKROLL_URL``/``$ROCKROLL_TOKEN``.
 """
@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from api.cli_envs import _parse_kwargs
+from rockroll.api.cli_envs import _parse_kwargs
 
 __all__ = ["env_app", "sandbox_app", "session_app", "job_app"]
 
@@ -33,7 +33,7 @@ def _run(url: str, token: str, fn: Callable[[Any], Any]) -> Any:
     """Call ``fn(client)``; print API errors readably and exit 1."""
     import httpx
 
-    from api.client import ApiClientError, Client
+    from rockroll.api.client import ApiClientError, Client
 
     with Client(url, token or None, retries=1) as c:
         try:

@@ -14,7 +14,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     import uvicorn
 
-    from api.settings import Settings
+    from rockroll.api.settings import Settings
 
 __all__ = ["serve", "token_app"]
 
@@ -23,7 +23,7 @@ token_app = typer.Typer(help="Manage API bearer tokens (stored hashed in the ser
 
 
 def _settings(**overrides: object) -> Settings:
-    from api.settings import Settings
+    from rockroll.api.settings import Settings
 
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
@@ -43,7 +43,7 @@ def serve(
     """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui."""
     import uvicorn
 
-    from api.app import create_app
+    from rockroll.api.app import create_app
 
     try:
         settings = _settings(
@@ -101,8 +101,8 @@ def create(
     database_url: str = typer.Option(None, "--db", help="The server's database URL."),
 ) -> None:
     """Create a token and print it (shown once; only its hash is stored)."""
-    from api.auth import create_token
-    from api.db import Database
+    from rockroll.api.auth import create_token
+    from rockroll.api.db import Database
 
     settings = _settings(database_url=database_url)
     db = Database(settings.resolved_database_url())
@@ -120,8 +120,8 @@ def create(
 @token_app.command("list")
 def list_tokens(database_url: str = typer.Option(None, "--db", help="The server's database URL.")) -> None:
     """List tokens (ids and names; tokens themselves are not stored)."""
-    from api.auth import list_tokens as _list
-    from api.db import Database
+    from rockroll.api.auth import list_tokens as _list
+    from rockroll.api.db import Database
 
     db = Database(_settings(database_url=database_url).resolved_database_url())
     try:
@@ -137,8 +137,8 @@ def list_tokens(database_url: str = typer.Option(None, "--db", help="The server'
 @token_app.command("revoke")
 def revoke(token_id: str, database_url: str = typer.Option(None, "--db", help="The server's database URL.")) -> None:
     """Revoke a token by id."""
-    from api.auth import revoke_token
-    from api.db import Database
+    from rockroll.api.auth import revoke_token
+    from rockroll.api.db import Database
 
     db = Database(_settings(database_url=database_url).resolved_database_url())
     try:

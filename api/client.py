@@ -3,7 +3,7 @@
 ``Client(url, token)`` has one typed method per route; connection errors are retried with
 exponential backoff (``retries`` times), HTTP errors raise :class:`ApiClientError` carrying the
 server's ``code``, ``message`` and ``details``. :class:`RemoteEnv` is the text-env contract of
-:mod:`envs.core` over HTTP (a ``gymnasium.Env``), so agents and rollout code run unchanged
+:mod:`rockroll.envs.core` over HTTP (a ``gymnasium.Env``), so agents and rollout code run unchanged
 against a remote session.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from api.client_types import (
+from rockroll.api.client_types import (
     EnvInfo,
     ExecOutput,
     Health,
@@ -357,4 +357,4 @@ class AsyncClient(_Routes):
         return post(answer) if post is not None else answer
 
 
-from api.remote_env import RemoteEnv  # noqa: E402 - RemoteEnv uses Client
+from rockroll.api.remote_env import RemoteEnv  # noqa: E402 - RemoteEnv uses Client

@@ -1,4 +1,4 @@
-"""Typed shapes of the API's JSON answers, as returned by :class:`api.client.Client`."""
+"""Typed shapes of the API's JSON answers, as returned by :class:`rockroll.api.client.Client`."""
 
 from __future__ import annotations
 

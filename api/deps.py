@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
-from api.auth import DEV_PRINCIPAL, Principal, lookup_token
-from api.errors import ApiError
-from api.state import AppState
+from rockroll.api.auth import DEV_PRINCIPAL, Principal, lookup_token
+from rockroll.api.errors import ApiError
+from rockroll.api.state import AppState
 
 __all__ = ["get_state", "get_principal", "principal_for", "TOKEN_CACHE_S", "StateDep", "Who"]
 

@@ -15,9 +15,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from envhub.errors import RegistrationError, UnknownEnvError
-from envs.errors import ActionTypeError, EnvConfigError, EnvError, ResetNeeded, StateError
-from sandbox import errors as sb
+from rockroll.envhub.errors import RegistrationError, UnknownEnvError
+from rockroll.envs.errors import ActionTypeError, EnvConfigError, EnvError, ResetNeeded, StateError
+from rockroll.sandbox import errors as sb
 
 __all__ = ["ApiError", "install_error_handlers", "error_body", "to_api_error"]
 

@@ -9,9 +9,9 @@ queued again.
 What a job runs:
 
 * ``eval`` (built in): with a model-eval config (``engine``/``envs`` keys, the YAML of
-  ``rockroll eval``), :func:`agentrl.eval.run_eval_job` runs that engine on the envs, every
+  ``rockroll eval``), :func:`rockroll.agentrl.eval.run_eval_job` runs that engine on the envs, every
   session placed in a pooled sandbox; with ``{"env", "episodes", "policy"}`` it plays the
-  ``random`` (or ``expert``) policy of :func:`envs.play.play_episode` on one sandboxed session;
+  ``random`` (or ``expert``) policy of :func:`rockroll.envs.play.play_episode` on one sandboxed session;
 * ``train``: delegated to ``trainer.jobs:run_job(config, ctx)`` (the trainer issue provides it);
   without it the job fails with a message saying so.
 """
@@ -29,9 +29,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from api.auth import Principal
-from api.db import Database, JobRecord
-from api.errors import ApiError
+from rockroll.api.auth import Principal
+from rockroll.api.db import Database, JobRecord
+from rockroll.api.errors import ApiError
 
 __all__ = ["JobContext", "JobRunner", "JOB_KINDS", "TERMINAL_STATES", "Cancelled"]
 
@@ -236,7 +236,7 @@ def _is_model_eval(config: dict[str, Any]) -> bool:
 def check_eval_config(config: dict[str, Any]) -> None:
     """Reject an eval config that cannot run, before it is queued."""
     if _is_model_eval(config):
-        from agentrl.eval_config import EvalConfig, from_dict
+        from rockroll.agentrl.eval_config import EvalConfig, from_dict
 
         try:
             from_dict(EvalConfig, config)
@@ -259,11 +259,11 @@ def check_eval_config(config: dict[str, Any]) -> None:
 
 def run_eval(ctx: JobContext) -> dict[str, Any]:
     """Play ``episodes`` episodes with a simple policy in a sandbox; metrics under ``eval/<env>/``."""
-    from envs.play import play_episode
+    from rockroll.envs.play import play_episode
 
     cfg = ctx.config
     if _is_model_eval(cfg):
-        from agentrl.eval import run_eval_job
+        from rockroll.agentrl.eval import run_eval_job
 
         return run_eval_job(ctx)
     env_id, episodes = cfg["env"], int(cfg.get("episodes", 10))
@@ -295,7 +295,7 @@ def run_eval(ctx: JobContext) -> dict[str, Any]:
 def run_train(ctx: JobContext) -> dict[str, Any]:
     """Hand the job to ``trainer.jobs:run_job`` (provided by the trainer)."""
     try:
-        module = importlib.import_module("trainer.jobs")
+        module = importlib.import_module("rockroll.trainer.jobs")
     except ImportError as e:
         raise RuntimeError("train jobs need trainer.jobs:run_job(config, ctx), which is not installed") from e
     return module.run_job(ctx.config, ctx) or {}

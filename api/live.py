@@ -1,6 +1,6 @@
 """Env sessions opened through the API: who owns them, where they run, and the calls on them.
 
-The live :class:`~sandbox.session.RemoteSession` objects are kept in memory (the hot path: a step
+The live :class:`~rockroll.sandbox.session.RemoteSession` objects are kept in memory (the hot path: a step
 touches no database); each session is also recorded in ``api_sessions`` with its owner, env,
 sandbox and step count (written at open and at close). After a server restart a recorded session
 that was still open answers ``410 sandbox_lost``: its env state lived in the old connection.
@@ -17,12 +17,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.auth import Principal
-from api.db import Database, SessionRecord
-from api.errors import ApiError, to_api_error
-from api.metrics import Metrics
-from sandbox.errors import SandboxLost
-from sandbox.session import run_batch
+from rockroll.api.auth import Principal
+from rockroll.api.db import Database, SessionRecord
+from rockroll.api.errors import ApiError, to_api_error
+from rockroll.api.metrics import Metrics
+from rockroll.sandbox.errors import SandboxLost
+from rockroll.sandbox.session import run_batch
 
 __all__ = ["LiveSession", "SessionRegistry"]
 

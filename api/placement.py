@@ -1,10 +1,10 @@
 """The one adapter between the control plane and the sandbox layer.
 
-:class:`Placement` owns a :class:`sandbox.SandboxManager` and exposes what the routes need:
+:class:`Placement` owns a :class:`rockroll.sandbox.SandboxManager` and exposes what the routes need:
 placing env sessions on pooled sandboxes (least-loaded first, the manager's load balancer),
 user sandboxes (created leased, so no session is placed on them), ``exec``, files, restarts and
 counts for health and metrics. Sandboxes are started with the custom-env plugin hook
-(:mod:`api.sandbox_plugins`): each custom env gets a pool of its own whose sandboxes receive the
+(:mod:`rockroll.api.sandbox_plugins`): each custom env gets a pool of its own whose sandboxes receive the
 env's files through the file API before its first session, so custom code loads inside those
 sandboxes only, never in the control plane nor next to other envs' sessions.
 
@@ -18,9 +18,9 @@ import threading
 import time
 from typing import Any
 
-from api.sandbox_plugins import DEFAULT_PLUGIN_DIR, PLUGINS_ENV
-from sandbox.base import SandboxSpec
-from sandbox.errors import SandboxNotFound
+from rockroll.api.sandbox_plugins import DEFAULT_PLUGIN_DIR, PLUGINS_ENV
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.errors import SandboxNotFound
 
 __all__ = ["Placement", "SESSION_POOL"]
 
@@ -42,8 +42,8 @@ class Placement:
         pool_size: int,
         manager_name: str = "api",
     ) -> None:
-        from sandbox.manager import ManagerConfig, SandboxManager
-        from sandbox.pool import PoolConfig
+        from rockroll.sandbox.manager import ManagerConfig, SandboxManager
+        from rockroll.sandbox.pool import PoolConfig
 
         self._provisioned: set[tuple[str, int]] = set()
         self._pick_lock = threading.Lock()
@@ -80,7 +80,7 @@ class Placement:
     def spec(self, **fields: Any) -> SandboxSpec:
         """A sandbox spec whose server can load the API's custom envs (see module docstring)."""
         env = dict(fields.pop("env", {}) or {})
-        env.setdefault("ROCKROLL_ENV_MODULES", "api.sandbox_plugins")
+        env.setdefault("ROCKROLL_ENV_MODULES", "rockroll.api.sandbox_plugins")
         env.setdefault(PLUGINS_ENV, DEFAULT_PLUGIN_DIR)
         return SandboxSpec(env=tuple(sorted(env.items())), **fields)
 

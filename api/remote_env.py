@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 if TYPE_CHECKING:
-    from api.client import Client
+    from rockroll.api.client import Client
 
 __all__ = ["RemoteEnv", "register_gymnasium", "GYM_REMOTE_NAMESPACE"]
 
@@ -29,7 +29,7 @@ class RemoteEnv(gym.Env[str, str]):
     def __init__(
         self, client: Client, env: str, *, session_id: str | None = None, transport: str = "http", **kwargs: Any
     ) -> None:
-        from envs.core import TextSpace
+        from rockroll.envs.core import TextSpace
 
         if transport not in ("http", "ws"):
             raise ValueError(f"transport must be 'http' or 'ws', got {transport!r}")
@@ -51,7 +51,7 @@ class RemoteEnv(gym.Env[str, str]):
         self.closed = False
         self._socket = None
         if transport == "ws":
-            from api.session_socket import SessionSocket
+            from rockroll.api.session_socket import SessionSocket
 
             token = client._http.headers.get("authorization", "").removeprefix("Bearer ") or None
             self._socket = SessionSocket(client.url, token, self.session_id)
@@ -124,7 +124,7 @@ def _make_remote(env_name: str) -> Any:
 def register_gymnasium(env_ids: list[str] | None = None) -> None:
     """Register ``rockroll-remote/<id>`` for the built-in env ids (or ``env_ids``) with gymnasium."""
     if env_ids is None:
-        import envhub
+        import rockroll.envhub as envhub
 
         env_ids = [s.id for s in envhub.list_envs()]
     for env_id in env_ids:

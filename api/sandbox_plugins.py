@@ -41,8 +41,8 @@ def plugin_root() -> str:
 
 def load_manifests(root: str) -> int:
     """Register every manifest under ``root`` not registered yet; return how many were added."""
-    import envhub
-    from envhub.registry import _REGISTRY
+    import rockroll.envhub as envhub
+    from rockroll.envhub.registry import _REGISTRY
 
     added = 0
     for path in sorted(Path(root).glob("*/manifest.json")):
@@ -73,8 +73,8 @@ def install(root: str | None = None) -> None:
     root = root or plugin_root()
     if not root:
         return
-    import envhub.registry as registry
-    from envhub.errors import UnknownEnvError
+    import rockroll.envhub.registry as registry
+    from rockroll.envhub.errors import UnknownEnvError
 
     if getattr(registry.spec, "_rockroll_plugins", False):
         return

@@ -27,7 +27,7 @@ class _Body(BaseModel):
 
 
 class EnvCreate(_Body):
-    """A custom env to register (see :mod:`api.catalog` for the kinds)."""
+    """A custom env to register (see :mod:`rockroll.api.catalog` for the kinds)."""
 
     id: str = Field(..., max_length=128, pattern=_ID, description="Versioned id, e.g. 'Maze-v0'.")
     kind: Literal["entry_point", "image", "source"] = Field(..., description="How the env's code gets in.")

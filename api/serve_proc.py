@@ -16,7 +16,7 @@ from pathlib import Path
 __all__ = ["ServerProc", "scratch_dir", "create_token"]
 
 ROOT = Path(__file__).resolve().parents[1]
-ROCKROLL = [sys.executable, "-m", "api.cli"]
+ROCKROLL = [sys.executable, "-m", "rockroll.api.cli"]
 
 
 def scratch_dir(tag: str) -> Path:

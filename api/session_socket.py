@@ -1,11 +1,11 @@
-"""Client side of ``/v1/sessions/{id}/ws`` (see :mod:`api.routes.session_ws`): one socket per session."""
+"""Client side of ``/v1/sessions/{id}/ws`` (see :mod:`rockroll.api.routes.session_ws`): one socket per session."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from api.client import ApiClientError, SandboxLostError
+from rockroll.api.client import ApiClientError, SandboxLostError
 
 __all__ = ["SessionSocket"]
 

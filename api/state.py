@@ -8,12 +8,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.catalog import Catalog
-from api.db import Database
-from api.jobs import JobRunner
-from api.live import SessionRegistry
-from api.metrics import Metrics
-from api.settings import Settings
+from rockroll.api.catalog import Catalog
+from rockroll.api.db import Database
+from rockroll.api.jobs import JobRunner
+from rockroll.api.live import SessionRegistry
+from rockroll.api.metrics import Metrics
+from rockroll.api.settings import Settings
 
 __all__ = ["AppState", "build_state"]
 
@@ -44,7 +44,7 @@ class AppState:
 
 def build_state(settings: Settings) -> AppState:
     """Open the database (migrating it), the catalog and the sandbox manager."""
-    from api.placement import Placement
+    from rockroll.api.placement import Placement
 
     settings.check()
     db = Database(settings.resolved_database_url())

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-import envhub
-from envs.alfworld import plan
+import rockroll.envhub as envhub
+from rockroll.envs.alfworld import plan
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "default (1 room)": {},

@@ -6,7 +6,7 @@ Starts a real ``rockroll serve`` (process backend, one pooled sandbox) and plays
 random actions (auto-reset at episode end) in these modes:
 
 * ``in-process``: ``envhub.make`` envs stepped in this process (the floor);
-* ``sandbox direct``: :class:`~sandbox.session.RemoteSession` through a local ``SandboxManager``
+* ``sandbox direct``: :class:`~rockroll.sandbox.session.RemoteSession` through a local ``SandboxManager``
   (no HTTP API; the cost of the sandbox hop);
 * ``api step``: one HTTP request per step, N sessions stepped concurrently (AsyncClient);
 * ``api websocket``: one WebSocket per session (``/v1/sessions/{id}/ws``), N sessions concurrently;
@@ -88,7 +88,7 @@ def run_local(make: Callable[[], object], n: int, seconds: float) -> tuple[list[
 
 
 async def run_api_steps(url: str, token: str, n: int, seconds: float) -> tuple[list[float], int, float]:
-    from api.client import AsyncClient
+    from rockroll.api.client import AsyncClient
 
     async with AsyncClient(url, token, max_connections=n + 4) as c:
         infos = [await c.create_session(ENV) for _ in range(n)]
@@ -120,7 +120,7 @@ async def run_api_ws(url: str, token: str, n: int, seconds: float) -> tuple[list
 
     from websockets.asyncio.client import connect
 
-    from api.client import AsyncClient
+    from rockroll.api.client import AsyncClient
 
     async with AsyncClient(url, token) as c:
         infos = [await c.create_session(ENV) for _ in range(n)]
@@ -154,7 +154,7 @@ async def run_api_ws(url: str, token: str, n: int, seconds: float) -> tuple[list
 
 
 def run_api_batch(url: str, token: str, n: int, seconds: float) -> tuple[list[float], int, float]:
-    from api.client import Client
+    from rockroll.api.client import Client
 
     rng = np.random.default_rng(1)
     with Client(url, token) as c:
@@ -189,9 +189,9 @@ def main() -> None:
     args = p.parse_args()
     counts = [int(x) for x in args.sessions.split(",")]
 
-    import envhub
-    from api.serve_proc import ServerProc, create_token, scratch_dir
-    from sandbox.manager import SandboxManager
+    import rockroll.envhub as envhub
+    from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+    from rockroll.sandbox.manager import SandboxManager
 
     console = Console()
     modes = set(args.modes.split(","))
@@ -208,7 +208,7 @@ def main() -> None:
         pools=(),
         idle_ttl_s=None,
     ) as mgr:
-        from sandbox.base import SandboxSpec
+        from rockroll.sandbox.base import SandboxSpec
 
         spec = SandboxSpec(name="bench", max_sessions=max(counts) + 1)
         for n in counts if "direct" in modes else []:
@@ -223,7 +223,7 @@ def main() -> None:
         api_pid = [srv.proc.pid] if srv.proc else []
 
         def measured(mode: str, n: int, fn: Callable[[], tuple[list[float], int, float]]) -> None:
-            from api.client import Client
+            from rockroll.api.client import Client
 
             with Client(srv.url, token) as c:  # grow the pool first, so every sandbox is counted
                 for sid in [c.create_session(ENV)["id"] for _ in range(n)]:

@@ -2,9 +2,9 @@
 
     .venv/bin/python bench/chaos.py [--groups 32] [--group-size 8] [--sandboxes 16] [--json out.json]
 
-A :class:`~agentrl.scheduler.RolloutScheduler` plays ``groups x group_size`` FrozenLake episodes
+A :class:`~rockroll.agentrl.scheduler.RolloutScheduler` plays ``groups x group_size`` FrozenLake episodes
 (the ``random`` engine with a constant per-request latency stands in for a model) on env sessions
-placed by a :class:`~sandbox.manager.SandboxManager` on ``--sandboxes`` Docker sandboxes. While it
+placed by a :class:`~rockroll.sandbox.manager.SandboxManager` on ``--sandboxes`` Docker sandboxes. While it
 runs, a killer thread faults ``--kill-fraction`` of the sandboxes per wave, at random times, with
 these faults in turn:
 
@@ -122,7 +122,7 @@ def inject(manager: Any, sb: Any, kind: str) -> None:
         top = container.top(ps_args="-eo pid,args")
         pid_col = top["Titles"].index("PID")
         for proc in top["Processes"]:
-            if "sandbox.server" in " ".join(proc[pid_col + 1 :]):
+            if "rockroll.sandbox.server" in " ".join(proc[pid_col + 1 :]):
                 os.kill(int(proc[pid_col]), signal.SIGKILL)
     else:
         raise ValueError(f"unknown fault {kind!r}, expected one of {FAULTS}")
@@ -205,13 +205,13 @@ def count_containers(manager_name: str) -> int:
 
 def run_chaos(cfg: ChaosConfig) -> ChaosResult:
     """Run one chaos rollout (see the module docstring) and return its measurements."""
-    from agentrl.config import EpisodeConfig, RolloutConfig
-    from agentrl.engines.random_engine import RandomEngine
-    from agentrl.env_source import SandboxSource
-    from agentrl.latency import Latency
-    from agentrl.scheduler import RolloutScheduler
-    from sandbox.base import SandboxSpec
-    from sandbox.manager import SandboxManager
+    from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+    from rockroll.agentrl.engines.random_engine import RandomEngine
+    from rockroll.agentrl.env_source import SandboxSource
+    from rockroll.agentrl.latency import Latency
+    from rockroll.agentrl.scheduler import RolloutScheduler
+    from rockroll.sandbox.base import SandboxSpec
+    from rockroll.sandbox.manager import SandboxManager
 
     res = ChaosResult(config=asdict(cfg), groups_requested=cfg.groups)
     name = f"chaos{uuid.uuid4().hex[:6]}"

@@ -4,8 +4,8 @@
 
 A real ``rockroll serve`` (Docker backend by default) on a fixed 127.0.0.1 port gets state to keep:
 a token, a custom env (uploaded source), a user sandbox with a file in it, a finished eval job and
-a long one still running. A rollout (:class:`~agentrl.scheduler.RolloutScheduler`, ``random``
-engine, :class:`~agentrl.env_source.RemoteSource`: every episode plays a session over HTTP) runs
+a long one still running. A rollout (:class:`~rockroll.agentrl.scheduler.RolloutScheduler`, ``random``
+engine, :class:`~rockroll.agentrl.env_source.RemoteSource`: every episode plays a session over HTTP) runs
 against it; once ``--kill-after`` episodes have finished the server gets SIGKILL (no shutdown code
 runs) and is started again on the same port. The client retries connection errors; episodes whose
 sessions died with the server are retried on new sessions (``410 sandbox_lost`` is an infra
@@ -34,7 +34,7 @@ from typing import Any
 
 COUNTER = '''
 """A custom env for the restart check: count up to a target."""
-from envs.core import StepOutcome, TextEnv
+from rockroll.envs.core import StepOutcome, TextEnv
 
 
 class Counter(TextEnv):
@@ -106,12 +106,12 @@ def _containers(manager_name: str) -> list[str]:
 
 def _rollout(url: str, token: str, groups: int, group_size: int, finished: list[float]) -> Any:
     """Play one batch over the API; ``finished`` gets a timestamp per closed env."""
-    from agentrl.config import EpisodeConfig, RolloutConfig
-    from agentrl.engines.random_engine import RandomEngine
-    from agentrl.env_source import RemoteSource
-    from agentrl.latency import Latency
-    from agentrl.scheduler import RolloutScheduler
-    from api.client import Client
+    from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+    from rockroll.agentrl.engines.random_engine import RandomEngine
+    from rockroll.agentrl.env_source import RemoteSource
+    from rockroll.agentrl.latency import Latency
+    from rockroll.agentrl.scheduler import RolloutScheduler
+    from rockroll.api.client import Client
 
     class CountingSource(RemoteSource):
         def close(self, env: Any) -> None:
@@ -142,9 +142,9 @@ def _rollout(url: str, token: str, groups: int, group_size: int, finished: list[
 
 def run_restart(backend: str = "docker", groups: int = 16, group_size: int = 4, kill_after: int = 12) -> RestartResult:
     """SIGKILL and restart a real server during a rollout (see the module docstring)."""
-    from api.client import Client
-    from api.serve_proc import ServerProc, create_token, scratch_dir
-    from api.settings import Settings
+    from rockroll.api.client import Client
+    from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+    from rockroll.api.settings import Settings
 
     res = RestartResult(backend=backend, groups_requested=groups)
     d = scratch_dir("restart")

@@ -24,7 +24,7 @@ from rich.table import Table
 
 
 def _prompts(tok, n: int) -> list[list[int]]:
-    import envhub
+    import rockroll.envhub as envhub
 
     env = envhub.make("FrozenLake-v0")
     env.reset(seed=0)
@@ -39,7 +39,7 @@ def _prompts(tok, n: int) -> list[list[int]]:
 
 
 async def _one_round(engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int, int]:
-    from agentrl.engines import GenerationRequest, SamplingParams
+    from rockroll.agentrl.engines import GenerationRequest, SamplingParams
 
     reqs = [
         GenerationRequest(p, SamplingParams(max_new_tokens=new_tokens, temperature=1.0, seed=i))
@@ -65,8 +65,8 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from agentrl.engines.hf import HFEngine
-    from agentrl.tiny import build_tiny_model
+    from rockroll.agentrl.engines.hf import HFEngine
+    from rockroll.agentrl.tiny import build_tiny_model
 
     tmp = None
     model_dir = args.model

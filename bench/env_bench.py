@@ -17,7 +17,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-import envhub
+import rockroll.envhub as envhub
 
 TARGETS = {"FrozenLake-v0": 50_000, "Sokoban-v0": 20_000, "SimpleSokoban-v0": 20_000}
 

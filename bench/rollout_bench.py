@@ -7,7 +7,7 @@ Both modes use the same engine and the same envs:
 * engine: the ``random`` engine standing in for a model server, a constant ``--gen-ms`` per
   request (requests in flight overlap, as in a batching server);
 * envs: FrozenLake-v0 (random maps, up to ``--max-turns`` turns) wrapped in
-  :class:`agentrl.faults.FaultyEnv` with no faults but a **lognormal** step latency (median
+  :class:`rockroll.agentrl.faults.FaultyEnv` with no faults but a **lognormal** step latency (median
   ``--step-median-ms``, sigma ``--step-sigma``: long-tailed, p99 ≈ 10x-30x the median), stepped in a
   thread pool.
 
@@ -16,7 +16,7 @@ Modes:
 * ``sync``: the classic batch loop. Every turn, one batched generation call for all live episodes,
   then every live env is stepped (in parallel) and the loop waits for the slowest before the next
   turn; the batch ends when its slowest episode ends. ``groups x group_size`` episodes.
-* ``async``: :class:`agentrl.scheduler.RolloutScheduler`: every episode runs on its own (its
+* ``async``: :class:`rockroll.agentrl.scheduler.RolloutScheduler`: every episode runs on its own (its
   generation request goes out as soon as its env answered); measured without redundancy, and with
   ``--redundancy`` extra episodes per group and ``--extra-groups`` extra groups (the first
   finishers win, stragglers are cancelled). The speed-up printed is the latter over ``sync``.
@@ -32,14 +32,14 @@ import concurrent.futures as cf
 import time
 from typing import Any
 
-from agentrl.chat import PromptBuilder
-from agentrl.config import EpisodeConfig, RolloutConfig
-from agentrl.engines.base import GenerationRequest, SamplingParams
-from agentrl.engines.random_engine import RandomEngine
-from agentrl.env_source import LocalSource
-from agentrl.faults import register_fault_env
-from agentrl.latency import Latency
-from agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.chat import PromptBuilder
+from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
+from rockroll.agentrl.engines.random_engine import RandomEngine
+from rockroll.agentrl.env_source import LocalSource
+from rockroll.agentrl.faults import register_fault_env
+from rockroll.agentrl.latency import Latency
+from rockroll.agentrl.scheduler import RolloutScheduler
 
 ENV_ID = "BenchSlowFrozenLake-v0"
 

@@ -30,11 +30,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-import envhub
-from sandbox.base import SandboxSpec
-from sandbox.errors import SandboxError
-from sandbox.manager import SandboxManager
-from sandbox.pool import PoolConfig
+import rockroll.envhub as envhub
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.errors import SandboxError
+from rockroll.sandbox.manager import SandboxManager
+from rockroll.sandbox.pool import PoolConfig
 
 
 def _ms(xs: list[float], q: float) -> float:

@@ -5,7 +5,7 @@
 * **steps/s**: ``envhub.make(id)`` (so the ``MaxSteps`` wrapper is included) stepped with
   random ``"<answer>Up</answer>"``-style strings; episodes that end are reset, and the resets
   (each generating a room) are counted in the time.
-* **generation**: :func:`envs.sokoban.generate_room` called ``--rooms`` times per size; P50 and
+* **generation**: :func:`rockroll.envs.sokoban.generate_room` called ``--rooms`` times per size; P50 and
   P99 of the wall time of one call, in milliseconds.
 
 Prints a markdown table.
@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-import envhub
-from envs.sokoban import generate_room
+import rockroll.envhub as envhub
+from rockroll.envs.sokoban import generate_room
 
 ACTIONS = [f"<answer>{a}</answer>" for a in ("Up", "Down", "Left", "Right")]
 

@@ -19,7 +19,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from envs.swe import SWEEnv, generated_tasks
+from rockroll.envs.swe import SWEEnv, generated_tasks
 
 
 def _ms(values: list[float]) -> str:

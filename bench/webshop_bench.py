@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 
-import envhub
-from envs.webshop import WebShopOracle
-from envs.webshop.store import clear_shop_cache
+import rockroll.envhub as envhub
+from rockroll.envs.webshop import WebShopOracle
+from rockroll.envs.webshop.store import clear_shop_cache
 
 
 def _play(env, episodes: int, policy: str, seed0: int) -> tuple[int, float, float, float]:

@@ -1,18 +1,18 @@
-"""The envs that ship with rockroll, registered on ``import envhub``."""
+"""The envs that ship with rockroll, registered on ``import rockroll.envhub``."""
 
 from __future__ import annotations
 
-from envhub.registry import register
+from rockroll.envhub.registry import register
 
 __all__ = ["register_builtin_envs"]
 
-_SOKOBAN = "envs.sokoban:SokobanEnv"
+_SOKOBAN = "rockroll.envs.sokoban:SokobanEnv"
 
 
 def register_builtin_envs() -> None:
     register(
         "FrozenLake-v0",
-        "envs.frozenlake:FrozenLakeEnv",
+        "rockroll.envs.frozenlake:FrozenLakeEnv",
         max_steps=20,
         description="Cross a frozen lake to the goal without falling into a hole (random solvable maps).",
         tags=("grid", "toy"),
@@ -51,21 +51,21 @@ def register_builtin_envs() -> None:
     )
     register(
         "ALFWorld-v0",
-        "envs.alfworld:ALFWorldEnv",
+        "rockroll.envs.alfworld:ALFWorldEnv",
         max_steps=50,
         description="ALFWorld's six household task types in procedurally generated homes (TextWorld-style text).",
         tags=("text-game", "household"),
     )
     register(
         "WebShop-v0",
-        "envs.webshop:WebShopEnv",
+        "rockroll.envs.webshop:WebShopEnv",
         max_steps=15,
         description="Find and buy the product an instruction asks for in a text web shop (BM25 search).",
         tags=("web", "shopping"),
     )
     register(
         "SWE-v0",
-        "envs.swe:SWEEnv",
+        "rockroll.envs.swe:SWEEnv",
         max_steps=30,
         description="Fix an injected bug in a small Python repo through a sandboxed shell; hidden tests score the fix.",
         tags=("code", "sandbox", "slow"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.errors import EnvError
+from rockroll.envs.errors import EnvError
 
 __all__ = ["RegistryError", "UnknownEnvError", "RegistrationError"]
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import gymnasium as gym
 
-from envhub.errors import RegistrationError, UnknownEnvError
-from envs.errors import EnvConfigError
-from envs.wrappers import MaxSteps
+from rockroll.envhub.errors import RegistrationError, UnknownEnvError
+from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.wrappers import MaxSteps
 
 __all__ = ["EnvSpec", "register", "make", "spec", "list_envs", "deregister", "parse_env_id", "GYM_NAMESPACE"]
 
@@ -33,9 +33,9 @@ class EnvSpec:
 
     Attributes:
         id: versioned id, ``Name-vN``.
-        entry_point: ``"module:Class"`` or a callable returning a :class:`~envs.core.TextEnv`.
+        entry_point: ``"module:Class"`` or a callable returning a :class:`~rockroll.envs.core.TextEnv`.
         kwargs: default constructor kwargs (overridden by those given to ``make``).
-        max_steps: default step limit applied by :class:`~envs.wrappers.MaxSteps` (None: none).
+        max_steps: default step limit applied by :class:`~rockroll.envs.wrappers.MaxSteps` (None: none).
         description: one line for listings.
         tags: free-form labels (``"grid"``, ``"custom"``...).
         supports_fork: whether ``get_state``/``set_state`` round-trip mid-episode.
@@ -146,7 +146,7 @@ def make(env_id: str, **kwargs: Any) -> MaxSteps:
     """Build ``env_id`` with its spec's kwargs overridden by ``kwargs``.
 
     ``max_steps`` (spec default unless given) goes to the :class:`MaxSteps` wrapper; the rest to
-    the env's constructor. Unknown or invalid kwargs raise :class:`~envs.errors.EnvConfigError`.
+    the env's constructor. Unknown or invalid kwargs raise :class:`~rockroll.envs.errors.EnvConfigError`.
     """
     env_spec = spec(env_id)
     max_steps = kwargs.pop("max_steps", env_spec.max_steps)

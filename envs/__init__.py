@@ -1,8 +1,11 @@
-"""rockroll's text environments and the contract they share (see :mod:`envs.core`)."""
+"""rockroll's text environments and the contract they share (see :mod:`rockroll.envs.core`)."""
 
-from envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv, TextSpace, parse_answer
-from envs.errors import ActionTypeError, EnvConfigError, EnvError, ResetNeeded, StateError
-from envs.wrappers import MaxSteps
+if __name__ != "rockroll.envs":  # a second copy under another name would duplicate every class
+    raise ImportError(f"import rockroll.envs, not {__name__}: rockroll's packages live in the rockroll namespace")
+
+from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv, TextSpace, parse_answer
+from rockroll.envs.errors import ActionTypeError, EnvConfigError, EnvError, ResetNeeded, StateError
+from rockroll.envs.wrappers import MaxSteps
 
 __all__ = [
     "DEFAULT_FORMAT_PENALTY",

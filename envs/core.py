@@ -12,7 +12,7 @@ The agent's text is read through :func:`parse_answer`: the content of the last
 ``<answer>...</answer>`` block (case-insensitive, surrounding text ignored). A missing block or an
 action the env does not accept is a no-op that costs ``format_penalty`` and reports
 ``action_is_valid=False``. Every ``info`` carries ``action_is_valid``, ``action_is_effective`` and
-``success``; every ``info`` value is JSON-serialisable. Step limits are not the env's business: :class:`envs.wrappers.MaxSteps` owns
+``success``; every ``info`` value is JSON-serialisable. Step limits are not the env's business: :class:`rockroll.envs.wrappers.MaxSteps` owns
 ``truncated``.
 
 Instructions for the agent (rules and action format) come from the env through
@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 import gymnasium as gym
 import numpy as np
 
-from envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
+from rockroll.envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
 
 __all__ = ["TextEnv", "TextSpace", "StepOutcome", "parse_answer", "DEFAULT_FORMAT_PENALTY"]
 

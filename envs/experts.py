@@ -15,15 +15,15 @@ __all__ = ["expert_for", "has_expert", "EXPERTS", "EXPERT_FACTORIES"]
 
 #: env class name -> "module:function(env) -> str | None"
 EXPERTS: dict[str, str] = {
-    "FrozenLakeEnv": "envs.frozenlake.expert:next_action",
-    "SokobanEnv": "envs.sokoban.expert:next_action",
-    "ALFWorldEnv": "envs.alfworld.planner:next_action",
+    "FrozenLakeEnv": "rockroll.envs.frozenlake.expert:next_action",
+    "SokobanEnv": "rockroll.envs.sokoban.expert:next_action",
+    "ALFWorldEnv": "rockroll.envs.alfworld.planner:next_action",
 }
 #: env class name -> "module:factory(env) -> (() -> str | None)" for experts that keep state
 #: through an episode (call ``expert_for`` after each reset)
 EXPERT_FACTORIES: dict[str, str] = {
-    "WebShopEnv": "envs.webshop.oracle:expert",
-    "SWEEnv": "envs.swe.expert:expert",
+    "WebShopEnv": "rockroll.envs.webshop.oracle:expert",
+    "SWEEnv": "rockroll.envs.swe.expert:expert",
 }
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.experts import expert_for
+from rockroll.envs.experts import expert_for
 
 __all__ = ["EpisodeResult", "play_episode", "POLICIES"]
 
@@ -40,7 +40,7 @@ def play_episode(
     """Reset ``env`` with ``seed`` and play until it terminates or truncates.
 
     ``policy`` is ``"random"`` (uniform over ``action_candidates()``, seeded by ``seed``) or
-    ``"expert"`` (the env's privileged solver, see :mod:`envs.experts`).
+    ``"expert"`` (the env's privileged solver, see :mod:`rockroll.envs.experts`).
     """
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")

@@ -6,7 +6,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
+from rockroll.envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
 
 __all__ = ["MaxSteps"]
 
@@ -15,7 +15,7 @@ class MaxSteps(gym.Wrapper[str, str, str, str]):
     """Truncate an episode after ``max_steps`` calls to ``step`` (None: no limit).
 
     Every call counts, invalid actions included. Stepping after the episode ended raises
-    :class:`~envs.errors.ResetNeeded`. Other attributes (``system_prompt``, ``format_penalty``,
+    :class:`~rockroll.envs.errors.ResetNeeded`. Other attributes (``system_prompt``, ``format_penalty``,
     env-specific helpers) are forwarded to the wrapped env.
     """
 

@@ -2,7 +2,7 @@
 
 Usage (no HTTP needed)::
 
-    from sandbox import SandboxManager
+    from rockroll.sandbox import SandboxManager
     with SandboxManager() as m:                      # Docker if a daemon + image, else processes
         env = m.open_session("FrozenLake-v0")        # the text-env contract, plus fork()
         obs, info = env.reset(seed=0)
@@ -16,11 +16,14 @@ bubblewrap (read-only host filesystem, no network, new namespaces) or ``unshare`
 but has no CPU, memory or pids limits and leaves host files readable: use it for trusted code or
 where Docker is missing. Build the image with ``rockroll image build`` (works offline).
 
-``import sandbox`` stays light (the in-sandbox server imports this package inside images that have
+``import rockroll.sandbox`` stays light (the in-sandbox server imports this package inside images that have
 neither SQLAlchemy nor the Docker SDK); the manager and backends load on first use.
 """
 
 from __future__ import annotations
+
+if __name__ != "rockroll.sandbox":  # a second copy under another name would duplicate every class
+    raise ImportError(f"import rockroll.sandbox, not {__name__}: rockroll's packages live in the rockroll namespace")
 
 import importlib
 from typing import Any
@@ -38,19 +41,19 @@ __all__ = [
 ]
 
 _LAZY = {
-    "SandboxManager": "sandbox.manager",
-    "ManagerConfig": "sandbox.manager",
-    "PoolConfig": "sandbox.pool",
-    "SandboxSpec": "sandbox.base",
-    "ExecResult": "sandbox.base",
-    "Health": "sandbox.base",
-    "RemoteSession": "sandbox.session",
-    "ProcessBackend": "sandbox.process",
-    "DockerBackend": "sandbox.docker_backend",
+    "SandboxManager": "rockroll.sandbox.manager",
+    "ManagerConfig": "rockroll.sandbox.manager",
+    "PoolConfig": "rockroll.sandbox.pool",
+    "SandboxSpec": "rockroll.sandbox.base",
+    "ExecResult": "rockroll.sandbox.base",
+    "Health": "rockroll.sandbox.base",
+    "RemoteSession": "rockroll.sandbox.session",
+    "ProcessBackend": "rockroll.sandbox.process",
+    "DockerBackend": "rockroll.sandbox.docker_backend",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,9 @@
 """The sandbox backend contract: what Docker and process backends implement.
 
 A backend starts, stops and lists *sandboxes*; each sandbox runs one in-sandbox server
-(:mod:`sandbox.server`) listening on a unix socket the host can reach. Everything a sandbox does
+(:mod:`rockroll.sandbox.server`) listening on a unix socket the host can reach. Everything a sandbox does
 (env sessions, ``exec``, files, ``health``) goes through that socket with
-:class:`~sandbox.client.SandboxClient`, so backends only differ in how the server is started and
+:class:`~rockroll.sandbox.client.SandboxClient`, so backends only differ in how the server is started and
 isolated. The abstract methods are the lifecycle (``start``, ``stop``, ``is_alive``,
 ``list_managed``); ``wait_ready``, ``health``, ``exec`` and the file calls are shared.
 
@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.client import SandboxClient
-from sandbox.errors import SandboxError, SandboxLost, SandboxTimeout
+from rockroll.sandbox.client import SandboxClient
+from rockroll.sandbox.errors import SandboxError, SandboxLost, SandboxTimeout
 
 __all__ = ["SandboxSpec", "SandboxHandle", "ExecResult", "Health", "SandboxBackend", "DEFAULT_IMAGE"]
 

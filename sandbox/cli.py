@@ -1,6 +1,6 @@
 """``rockroll image ...``: build and inspect sandbox images.
 
-Mounted in :mod:`api.cli` with ``app.add_typer(image_app, name="image")``.
+Mounted in :mod:`rockroll.api.cli` with ``app.add_typer(image_app, name="image")``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 
 import typer
 
-from sandbox.base import DEFAULT_IMAGE
+from rockroll.sandbox.base import DEFAULT_IMAGE
 
 __all__ = ["image_app"]
 
@@ -29,8 +29,8 @@ def build(
     docker_host: str = typer.Option("", help="Docker daemon URL (default: DOCKER_HOST or the local socket)."),
 ) -> None:
     """Build the sandbox image: debootstrap base (offline) + host-built wheels + Dockerfile."""
-    from sandbox.errors import SandboxError
-    from sandbox.images import ImageBuildConfig, build_image
+    from rockroll.sandbox.errors import SandboxError
+    from rockroll.sandbox.images import ImageBuildConfig, build_image
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = ImageBuildConfig(
@@ -46,8 +46,8 @@ def build(
 @image_app.command("status")
 def status(tag: str = typer.Option(DEFAULT_IMAGE, help="Image tag.")) -> None:
     """Print whether the image exists and matches the current source tree (JSON)."""
-    from sandbox.errors import SandboxError
-    from sandbox.images import image_status
+    from rockroll.sandbox.errors import SandboxError
+    from rockroll.sandbox.images import image_status
 
     try:
         info = image_status(tag)

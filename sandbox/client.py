@@ -3,7 +3,7 @@
 Each call is ``POST /<op>`` with a JSON object of arguments; the answer is
 ``{"result": ...}`` or ``{"error": {"type", "message", "attrs"}}``. Every answer carries the
 server's boot id in ``X-Rockroll-Boot``: a client pinned to a boot id raises
-:class:`~sandbox.errors.SandboxLost` when a different server answers (the sandbox was replaced) or
+:class:`~rockroll.sandbox.errors.SandboxLost` when a different server answers (the sandbox was replaced) or
 when nobody answers at all. Server-side env errors come back as the same exception types a local
 env raises, so rollout code does not care where the env runs.
 
@@ -18,7 +18,7 @@ import json
 import socket
 from typing import Any
 
-from sandbox import errors as sb_errors
+from rockroll.sandbox import errors as sb_errors
 
 __all__ = ["SandboxClient", "MAX_RESPONSE_BYTES"]
 
@@ -112,8 +112,8 @@ class SandboxClient:
         max_output: int = 1_000_000,
         stdin: str | None = None,
     ) -> Any:
-        """Run ``cmd`` (argv list, or a shell string) and return an :class:`~sandbox.base.ExecResult`."""
-        from sandbox.base import ExecResult
+        """Run ``cmd`` (argv list, or a shell string) and return an :class:`~rockroll.sandbox.base.ExecResult`."""
+        from rockroll.sandbox.base import ExecResult
 
         res = self.call(
             "exec",
@@ -154,11 +154,11 @@ def _to_exception(err: dict[str, Any]) -> Exception:
 
 
 def _known_types() -> dict[str, type[Exception]]:
-    import envhub.errors
-    import envs.errors
+    from rockroll.envhub import errors as envhub_errors
+    from rockroll.envs import errors as envs_errors
 
     types: dict[str, type[Exception]] = {}
-    for mod in (envs.errors, envhub.errors, sb_errors):
+    for mod in (envs_errors, envhub_errors, sb_errors):
         for name in mod.__all__:
             types[name] = getattr(mod, name)
     for builtin in (ValueError, TypeError, KeyError):

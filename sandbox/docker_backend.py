@@ -36,9 +36,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
-from sandbox.errors import BackendUnavailable, ImageNotFound, SandboxStartError
-from sandbox.process import DEFAULT_STATE_DIR
+from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
+from rockroll.sandbox.errors import BackendUnavailable, ImageNotFound, SandboxStartError
+from rockroll.sandbox.process import DEFAULT_STATE_DIR
 
 __all__ = ["DockerBackend", "SANDBOX_UID", "CONTAINER_SOCKET_DIR"]
 

@@ -3,7 +3,7 @@
 Every error derives from :class:`SandboxError` and carries structured attributes, so the API
 layer can map them onto HTTP errors and rollout code can tell an infrastructure failure (retry
 it, never score it) from an agent's failure. Expected outcomes of a command (non-zero exit,
-timeout, out of memory) are not errors: they come back as :class:`~sandbox.base.ExecResult`.
+timeout, out of memory) are not errors: they come back as :class:`~rockroll.sandbox.base.ExecResult`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@
 3. **image**: ``sandbox/image/Dockerfile`` with ``BASE`` set, built with ``network_mode="none"``;
    inside, pip runs from its own wheel with ``--no-index``.
 
-Custom env images work the same way: any image whose command runs ``python -m sandbox.server
+Custom env images work the same way: any image whose command runs ``python -m rockroll.sandbox.server
 --socket /run/rockroll/s.sock --workspace /workspace`` (build ``FROM rockroll-sandbox:latest`` and
 add your env package, or pass ``extra_wheels``/``runtime_packages``).
 
@@ -35,8 +35,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.base import DEFAULT_IMAGE
-from sandbox.errors import BackendUnavailable, SandboxError
+from rockroll.sandbox.base import DEFAULT_IMAGE
+from rockroll.sandbox.errors import BackendUnavailable, SandboxError
 
 __all__ = [
     "ImageBuildConfig",

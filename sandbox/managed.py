@@ -3,9 +3,9 @@
 It keeps the sandbox's stable id across restarts (each restart bumps ``generation``), its state
 (``starting``, ``ready``, ``unhealthy``, ``restarting``, ``stopped``), its load, and offers the
 calls of the in-sandbox server: ``exec``, files, ``health`` and ``open_session``. Calls pinned to
-an incarnation raise :class:`~sandbox.errors.SandboxLost` once it is gone.
+an incarnation raise :class:`~rockroll.sandbox.errors.SandboxLost` once it is gone.
 
-Threat model: as :mod:`sandbox.base`; everything read back is untrusted data.
+Threat model: as :mod:`rockroll.sandbox.base`; everything read back is untrusted data.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from sandbox.base import ExecResult, Health, SandboxBackend, SandboxHandle, SandboxSpec
-from sandbox.client import SandboxClient
-from sandbox.errors import CapacityError, SandboxLost
+from rockroll.sandbox.base import ExecResult, Health, SandboxBackend, SandboxHandle, SandboxSpec
+from rockroll.sandbox.client import SandboxClient
+from rockroll.sandbox.errors import CapacityError, SandboxLost
 
 if TYPE_CHECKING:
-    from sandbox.session import RemoteSession
+    from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["ManagedSandbox", "STATES"]
 
@@ -27,7 +27,7 @@ STATES = ("starting", "ready", "unhealthy", "restarting", "stopped")
 
 
 class ManagedSandbox:
-    """A sandbox under a :class:`~sandbox.manager.SandboxManager` (see the module docstring)."""
+    """A sandbox under a :class:`~rockroll.sandbox.manager.SandboxManager` (see the module docstring)."""
 
     def __init__(self, sandbox_id: str, spec: SandboxSpec, backend: SandboxBackend, *, pool: str = "") -> None:
         self.id = sandbox_id
@@ -85,7 +85,7 @@ class ManagedSandbox:
             c.close()
 
     def exec(self, cmd: str | list[str], **kwargs: Any) -> ExecResult:
-        """Run a command in the workspace; see :meth:`sandbox.client.SandboxClient.exec`."""
+        """Run a command in the workspace; see :meth:`rockroll.sandbox.client.SandboxClient.exec`."""
         self.touch()
         c = self.client(float(kwargs.get("timeout_s", 30.0)) + 30.0)
         try:
@@ -141,13 +141,13 @@ class ManagedSandbox:
         except BaseException:
             self.session_closed()
             raise
-        from sandbox.session import RemoteSession
+        from rockroll.sandbox.session import RemoteSession
 
         return RemoteSession(self, info, c)
 
     def attach_session(self, info: dict[str, Any]) -> RemoteSession:
         """Wrap a session the server already opened (by ``fork``)."""
-        from sandbox.session import RemoteSession
+        from rockroll.sandbox.session import RemoteSession
 
         with self.lock:
             self.sessions += 1

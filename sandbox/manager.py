@@ -1,13 +1,13 @@
 """``SandboxManager``: create, pool, monitor, restart, reap and persist sandboxes.
 
 * create/get/list/delete/restart sandboxes, within ``max_sandboxes`` (else :class:`CapacityError`);
-* warm pools per spec (:mod:`sandbox.pool`), ``acquire``/``release``;
+* warm pools per spec (:mod:`rockroll.sandbox.pool`), ``acquire``/``release``;
 * ``open_session(env_id, **kwargs)`` places an env session on the least-loaded healthy sandbox
-  of the spec (starting one when all are full) and returns a :class:`~sandbox.session.RemoteSession`;
-* a health monitor (:mod:`sandbox.monitor`) replaces dead or unhealthy sandboxes under the same
+  of the spec (starting one when all are full) and returns a :class:`~rockroll.sandbox.session.RemoteSession`;
+* a health monitor (:mod:`rockroll.sandbox.monitor`) replaces dead or unhealthy sandboxes under the same
   id (sessions of the old incarnation raise :class:`SandboxLost`), reaps idle ones after
   ``idle_ttl_s`` and tops pools up;
-* records persist through SQLAlchemy (:mod:`sandbox.store`); a new manager with the same ``name``
+* records persist through SQLAlchemy (:mod:`rockroll.sandbox.store`); a new manager with the same ``name``
   reconciles on start: labelled containers/processes with a matching record are adopted, others
   removed, and records whose sandbox is gone are restarted, so nothing leaks.
 
@@ -24,14 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sandbox.base import SandboxBackend, SandboxSpec
-from sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
-from sandbox.managed import ManagedSandbox
-from sandbox.monitor import HealthMonitor
-from sandbox.pool import PoolConfig
-from sandbox.process import DEFAULT_STATE_DIR
-from sandbox.session import RemoteSession
-from sandbox.store import SandboxStore
+from rockroll.sandbox.base import SandboxBackend, SandboxSpec
+from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
+from rockroll.sandbox.managed import ManagedSandbox
+from rockroll.sandbox.monitor import HealthMonitor
+from rockroll.sandbox.pool import PoolConfig
+from rockroll.sandbox.process import DEFAULT_STATE_DIR
+from rockroll.sandbox.session import RemoteSession
+from rockroll.sandbox.store import SandboxStore
 
 __all__ = ["SandboxManager", "ManagerConfig", "make_backend"]
 
@@ -82,12 +82,12 @@ class ManagerConfig:
 
 def make_backend(config: ManagerConfig) -> SandboxBackend:
     """The backend ``config.backend`` names (``auto``: Docker if usable, else processes)."""
-    from sandbox.process import ProcessBackend
+    from rockroll.sandbox.process import ProcessBackend
 
     if config.backend == "process":
         return ProcessBackend(state_dir=config.state_dir)
-    from sandbox.docker_backend import DockerBackend
-    from sandbox.errors import BackendUnavailable
+    from rockroll.sandbox.docker_backend import DockerBackend
+    from rockroll.sandbox.errors import BackendUnavailable
 
     try:
         backend = DockerBackend(hosts=config.docker_hosts, state_dir=config.state_dir)
@@ -123,7 +123,7 @@ class SandboxManager:
         self._wake = threading.Event()
         self._closed = False
         self._workers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sandbox-worker")
-        from sandbox.reconcile import reconcile
+        from rockroll.sandbox.reconcile import reconcile
 
         reconcile(self)
         self.monitor = HealthMonitor(self)

@@ -17,11 +17,11 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from sandbox.errors import CapacityError, SandboxError
+from rockroll.sandbox.errors import CapacityError, SandboxError
 
 if TYPE_CHECKING:
-    from sandbox.managed import ManagedSandbox
-    from sandbox.manager import SandboxManager
+    from rockroll.sandbox.managed import ManagedSandbox
+    from rockroll.sandbox.manager import SandboxManager
 
 __all__ = ["HealthMonitor"]
 

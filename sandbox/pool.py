@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sandbox.base import SandboxSpec
+from rockroll.sandbox.base import SandboxSpec
 
 __all__ = ["PoolConfig"]
 

@@ -30,8 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
-from sandbox.errors import SandboxStartError
+from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
+from rockroll.sandbox.errors import SandboxStartError
 
 __all__ = ["ProcessBackend", "detect_isolation", "DEFAULT_STATE_DIR"]
 
@@ -108,7 +108,7 @@ class ProcessBackend(SandboxBackend):
         (d / "ws").mkdir(parents=True, mode=0o700)
         os.chmod(self.state_dir, 0o700)
         sock = str(d / "s.sock")
-        server = [self.python, "-m", "sandbox.server", "--socket", sock, "--workspace", str(d / "ws")]
+        server = [self.python, "-m", "rockroll.sandbox.server", "--socket", sock, "--workspace", str(d / "ws")]
         server += ["--max-sessions", str(spec.max_sessions)]
         for k, v in sorted(labels.items()):
             server += ["--label", f"{k}={v}"]
@@ -193,7 +193,7 @@ class ProcessBackend(SandboxBackend):
                 continue
             try:
                 raw = (entry / "cmdline").read_bytes()
-                if marker not in raw or b"sandbox.server" not in raw:
+                if marker not in raw or b"rockroll.sandbox.server" not in raw:
                     continue
                 ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):

@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from sandbox.base import SandboxSpec
-from sandbox.errors import SandboxError
-from sandbox.managed import ManagedSandbox
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.errors import SandboxError
+from rockroll.sandbox.managed import ManagedSandbox
 
 if TYPE_CHECKING:
-    from sandbox.manager import SandboxManager
+    from rockroll.sandbox.manager import SandboxManager
 
 __all__ = ["reconcile"]
 

@@ -1,12 +1,12 @@
 """``RemoteSession``: an env session in a sandbox that looks like a local text env.
 
-It follows the text-env contract of :mod:`envs.core` (``reset``, ``step``, ``close``,
+It follows the text-env contract of :mod:`rockroll.envs.core` (``reset``, ``step``, ``close``,
 ``get_state``/``set_state``, ``system_prompt``, ``action_candidates``) plus ``fork``, so rollout
 code runs the same against ``envhub.make(...)`` and ``SandboxManager.open_session(...)``. Env errors
 (``ResetNeeded``, ``EnvConfigError``...) come back as the same exception types.
 
 A session lives in one incarnation of its sandbox. When that sandbox dies or is replaced, every
-call raises :class:`~sandbox.errors.SandboxLost` (a typed, retryable infrastructure failure); open
+call raises :class:`~rockroll.sandbox.errors.SandboxLost` (a typed, retryable infrastructure failure); open
 a new session to go on.
 
 Threat model: observations and infos are untrusted strings/JSON from the sandbox.
@@ -17,11 +17,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from sandbox.client import SandboxClient, _to_exception
-from sandbox.errors import SandboxLost, SandboxTimeout, SessionNotFound
+from rockroll.sandbox.client import SandboxClient, _to_exception
+from rockroll.sandbox.errors import SandboxLost, SandboxTimeout, SessionNotFound
 
 if TYPE_CHECKING:
-    from sandbox.managed import ManagedSandbox
+    from rockroll.sandbox.managed import ManagedSandbox
 
 __all__ = ["RemoteSession", "run_batch"]
 

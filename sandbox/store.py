@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, delete, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from sandbox.models import Base, SandboxRecord
+from rockroll.sandbox.models import Base, SandboxRecord
 
 __all__ = ["SandboxStore"]
 

@@ -40,4 +40,4 @@ echo "setup-docker: daemon $(docker info --format '{{.ServerVersion}}' 2>/dev/nu
 
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
-"$PY" -m sandbox.cli build
+"$PY" -m rockroll.sandbox.cli build

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from trainer.batch import Batch
-    from trainer.config import AlgoConfig, OptimConfig
+    from rockroll.trainer.batch import Batch
+    from rockroll.trainer.config import AlgoConfig, OptimConfig
 
 __all__ = ["PolicyTrainer", "make_scheduler"]
 
@@ -72,7 +72,7 @@ class PolicyTrainer:
         """Token-aligned logprobs of the batch under ``model`` (default the policy), no grad, in micro-batches."""
         import torch
 
-        from trainer.batch import token_logprobs
+        from rockroll.trainer.batch import token_logprobs
 
         m = model if model is not None else self.model
         out = []
@@ -87,7 +87,7 @@ class PolicyTrainer:
         """Token-aligned critic values, no grad."""
         import torch
 
-        from trainer.batch import token_values
+        from rockroll.trainer.batch import token_values
 
         out = []
         with torch.no_grad():
@@ -125,9 +125,9 @@ class PolicyTrainer:
     def _minibatch(self, batch: Batch, rows: list[int]) -> dict[str, float] | None:
         import torch
 
-        from trainer.algos import aggregate_loss, kl_estimate, policy_loss, tis_weights, value_loss
-        from trainer.algos.aggregate import agg_denominator
-        from trainer.batch import token_logprobs, token_values
+        from rockroll.trainer.algos import aggregate_loss, kl_estimate, policy_loss, tis_weights, value_loss
+        from rockroll.trainer.algos.aggregate import agg_denominator
+        from rockroll.trainer.batch import token_logprobs, token_values
 
         a = self.algo
         mini = batch.select(rows)

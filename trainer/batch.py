@@ -1,4 +1,4 @@
-"""Collate :class:`agentrl.trajectory.TrainSample` rows into padded tensors, and compute token logprobs.
+"""Collate :class:`rockroll.agentrl.trajectory.TrainSample` rows into padded tensors, and compute token logprobs.
 
 Alignment: every per-token tensor is aligned to ``input_ids``: ``logprobs[:, t]`` is
 ``log p(input_ids[:, t] | input_ids[:, :t])`` (0 at ``t = 0``), which is how ``TrainSample``
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from agentrl.trajectory import TrainSample
+    from rockroll.agentrl.trajectory import TrainSample
 
 __all__ = ["Batch", "collate", "token_logprobs", "token_values"]
 
@@ -105,7 +105,7 @@ def token_logprobs(
     """Token-aligned logprobs (and entropies) of ``input_ids`` under ``model`` (grad follows the caller's mode)."""
     import torch
 
-    from trainer.algos.kl import entropy_from_logits
+    from rockroll.trainer.algos.kl import entropy_from_logits
 
     n, full = input_ids.shape
     length = _trim(input_ids, attention_mask)

@@ -14,7 +14,7 @@ def _print_config_help() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from trainer.config_io import describe_config
+    from rockroll.trainer.config_io import describe_config
 
     table = Table("key", "default", "help", title="rockroll train: config keys (YAML sections or key=value overrides)")
     for key, default, help_text in describe_config():
@@ -35,8 +35,8 @@ def train(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from trainer.config_io import load_config
-    from trainer.pipeline import run_training
+    from rockroll.trainer.config_io import load_config
+    from rockroll.trainer.pipeline import run_training
 
     try:
         cfg = load_config(config, list(overrides or []))
@@ -85,7 +85,7 @@ def plot(
     out: Path = typer.Option(None, "--out", help="output folder (default <run>/plots)"),
 ) -> None:
     """Write PNG curves of a run's metrics (one figure per namespace)."""
-    from trainer.plot import plot_run
+    from rockroll.trainer.plot import plot_run
 
     for p in plot_run(run, out):
         typer.echo(str(p))

@@ -2,7 +2,7 @@
 
 Every field has help text (the ``help`` metadata, shown by ``rockroll train --help-config``) and
 a default; ``__post_init__`` raises ``ValueError`` saying what to set instead. Loading,
-``key=value`` overrides and dumping live in :mod:`trainer.config_io`.
+``key=value`` overrides and dumping live in :mod:`rockroll.trainer.config_io`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""YAML <-> :class:`trainer.config.TrainConfig`, with ``key=value`` overrides.
+"""YAML <-> :class:`rockroll.trainer.config.TrainConfig`, with ``key=value`` overrides.
 
 Unknown keys are errors that name the closest known key; values are type-checked against the
 field's annotation (ints accepted for floats). ``a.b=value`` overrides parse ``value`` as YAML.
@@ -12,13 +12,13 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from trainer.config import TrainConfig
+from rockroll.trainer.config import TrainConfig
 
 __all__ = ["load_config", "config_from_dict", "config_to_dict", "apply_overrides", "save_config", "describe_config"]
 
 
 def _field_types(cls: type) -> dict[str, Any]:
-    import trainer.config as mod
+    import rockroll.trainer.config as mod
 
     hints = typing.get_type_hints(cls, vars(mod))
     return {fl.name: hints[fl.name] for fl in dataclasses.fields(cls)}

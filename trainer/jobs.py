@@ -1,8 +1,8 @@
 """The jobs API's ``train`` kind: ``api.jobs.run_train`` calls :func:`run_job` (``POST /v1/jobs``).
 
-The job config is a :class:`trainer.config.TrainConfig` as a mapping (the YAML's content),
+The job config is a :class:`rockroll.trainer.config.TrainConfig` as a mapping (the YAML's content),
 optionally with ``overrides: ["key=value", ...]`` or ``config_path: configs/x.yaml`` (the mapping's
-other keys then apply on top of that file). It runs :func:`trainer.pipeline.run_training`, the
+other keys then apply on top of that file). It runs :func:`rockroll.trainer.pipeline.run_training`, the
 same pipeline as ``rockroll train``, reporting progress and metrics after every step and stopping
 at the next step when the job is cancelled.
 """
@@ -18,7 +18,7 @@ def config_for_job(config: dict[str, Any]) -> Any:
     """The validated :class:`TrainConfig` of a job config mapping."""
     import yaml
 
-    from trainer.config_io import apply_overrides, config_from_dict
+    from rockroll.trainer.config_io import apply_overrides, config_from_dict
 
     data = dict(config)
     overrides = list(data.pop("overrides", []) or [])
@@ -36,8 +36,8 @@ def config_for_job(config: dict[str, Any]) -> Any:
 
 
 def run_job(config: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    """Run a training job with the API's :class:`api.jobs.JobContext`; return the final metrics."""
-    from trainer.pipeline import run_training
+    """Run a training job with the API's :class:`rockroll.api.jobs.JobContext`; return the final metrics."""
+    from rockroll.trainer.pipeline import run_training
 
     cfg = config_for_job(config)
     ctx.log(

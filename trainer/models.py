@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from trainer.config import ModelConfig
+    from rockroll.trainer.config import ModelConfig
 
 __all__ = ["ensure_model", "load_policy", "frozen_copy", "Critic", "resolve_device"]
 
@@ -30,14 +30,14 @@ def ensure_model(cfg: ModelConfig) -> Path:
         return path
     if not cfg.build_tiny:
         raise FileNotFoundError(f"no model at {path}; set model.path to a HF model directory or model.build_tiny: true")
-    from agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
 
     return build_tiny_model(path, TinyModelConfig(hidden_size=cfg.tiny_hidden_size, num_layers=cfg.tiny_layers))
 
 
 def load_policy(cfg: ModelConfig) -> tuple[Any, Any]:
     """``(model, tokenizer)`` in train mode on the configured device and dtype."""
-    from agentrl.tiny import load_model_and_tokenizer
+    from rockroll.agentrl.tiny import load_model_and_tokenizer
 
     path = ensure_model(cfg)
     model, tok = load_model_and_tokenizer(path, device=resolve_device(cfg.device), dtype=cfg.dtype)

@@ -1,8 +1,8 @@
 """Multi-turn rollout for the trainer through agentrl's scheduler and sample buffer.
 
 ``rollout.mode: multiturn``: one action per turn, the env answering each turn, whole episodes
-played by :class:`agentrl.scheduler.RolloutScheduler` (queue scheduling, sandboxes, failure
-boundaries) and buffered by :class:`agentrl.async_rollout.AsyncRollout` (background production,
+played by :class:`rockroll.agentrl.scheduler.RolloutScheduler` (queue scheduling, sandboxes, failure
+boundaries) and buffered by :class:`rockroll.agentrl.async_rollout.AsyncRollout` (background production,
 ``async_generation_ratio`` bounding staleness). Those are asyncio objects: they live on an event
 loop in a background thread (:class:`LoopThread`) and the synchronous controller calls into it.
 """
@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainer.config import TrainConfig
+    from rockroll.trainer.config import TrainConfig
 
 __all__ = ["LoopThread", "MultiTurnDriver"]
 
@@ -41,8 +41,8 @@ class MultiTurnDriver:
     """Training batches and greedy evaluation from agentrl's scheduler (see the module docstring)."""
 
     def __init__(self, cfg: TrainConfig, engine: Any, source: Any) -> None:
-        from agentrl.config import EpisodeConfig
-        from agentrl.config import RolloutConfig as SchedulerConfig
+        from rockroll.agentrl.config import EpisodeConfig
+        from rockroll.agentrl.config import RolloutConfig as SchedulerConfig
 
         r = cfg.rollout
         self.cfg, self.engine, self.source = cfg, engine, source
@@ -67,8 +67,8 @@ class MultiTurnDriver:
         self.producer = self.loop.run(self._start())
 
     async def _start(self) -> Any:
-        from agentrl.async_rollout import AsyncRollout
-        from agentrl.scheduler import RolloutScheduler
+        from rockroll.agentrl.async_rollout import AsyncRollout
+        from rockroll.agentrl.scheduler import RolloutScheduler
 
         self.scheduler = RolloutScheduler(self.engine, self.source, self.sched_cfg)
         producer = AsyncRollout(self.scheduler)
@@ -88,7 +88,7 @@ class MultiTurnDriver:
         """Greedy success over ``episodes`` episodes (a fresh scheduler: the same env seeds every time)."""
         from dataclasses import replace
 
-        from agentrl.scheduler import RolloutScheduler
+        from rockroll.agentrl.scheduler import RolloutScheduler
 
         cfg = replace(
             self.sched_cfg,

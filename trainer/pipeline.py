@@ -23,7 +23,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from trainer.config import TrainConfig
+from rockroll.trainer.config import TrainConfig
 
 __all__ = ["run_training", "ProgressCallback"]
 
@@ -41,11 +41,11 @@ def _seed_everything(seed: int) -> None:
 
 def _env_source(cfg: TrainConfig, stack: ExitStack, run_dir: Path) -> Any:
     """Where envs come from: in-process, or sessions in process/docker sandboxes (own manager, SQLite under the run dir)."""
-    from agentrl.env_source import LocalSource, SandboxSource
+    from rockroll.agentrl.env_source import LocalSource, SandboxSource
 
     if cfg.rollout.sandbox == "none":
         return LocalSource()
-    from sandbox.manager import SandboxManager
+    from rockroll.sandbox.manager import SandboxManager
 
     manager = SandboxManager(
         backend=cfg.rollout.sandbox, name=f"train-{cfg.name}", db_url=f"sqlite:///{run_dir.resolve()}/sandboxes.db"
@@ -56,7 +56,7 @@ def _env_source(cfg: TrainConfig, stack: ExitStack, run_dir: Path) -> Any:
 
 def _tasks(cfg: TrainConfig, step: int) -> list[Any]:
     """The episodes of ``step``: ``groups_per_step`` training seeds, ``group_size`` samples each."""
-    from trainer.plan_rollout import PlanTask
+    from rockroll.trainer.plan_rollout import PlanTask
 
     r = cfg.rollout
     rng = random.Random(cfg.seed * 1_000_003 + step)
@@ -113,17 +113,17 @@ def run_training(
     """
     import torch
 
-    from agentrl.engines.hf import HFEngine
-    from trainer import checkpoint as ckpt
-    from trainer.batch import collate
-    from trainer.config_io import config_to_dict, save_config
-    from trainer.evaluate import evaluate_plans
-    from trainer.metrics import MetricsLogger
-    from trainer.models import frozen_copy, load_policy
-    from trainer.plan_rollout import PlanRollout
-    from trainer.prepare import compute_advantages
-    from trainer.sft import build_demos, sft_train
-    from trainer.workers import make_workers
+    from rockroll.agentrl.engines.hf import HFEngine
+    from rockroll.trainer import checkpoint as ckpt
+    from rockroll.trainer.batch import collate
+    from rockroll.trainer.config_io import config_to_dict, save_config
+    from rockroll.trainer.evaluate import evaluate_plans
+    from rockroll.trainer.metrics import MetricsLogger
+    from rockroll.trainer.models import frozen_copy, load_policy
+    from rockroll.trainer.plan_rollout import PlanRollout
+    from rockroll.trainer.prepare import compute_advantages
+    from rockroll.trainer.sft import build_demos, sft_train
+    from rockroll.trainer.workers import make_workers
 
     multiturn = cfg.rollout.mode == "multiturn"
     if multiturn and cfg.sft.steps > 0:
@@ -155,7 +155,7 @@ def run_training(
         driver: Any = None  # multiturn: agentrl's scheduler + sample buffer, started once the weights are final
         stack.callback(rollout.close)
         if cfg.workers.use_ray:  # the rollout engine as a Ray actor (placed by workers.colocate)
-            from trainer.ray_workers import RayEngine
+            from rockroll.trainer.ray_workers import RayEngine
 
             engine: Any = RayEngine(cfg, {k: v.detach().cpu() for k, v in model.state_dict().items()}, tok)
         else:
@@ -199,7 +199,7 @@ def run_training(
             engine.update_weights(workers.policy_weights(), version)
             summary.update(state.get("summary", {}))
         if multiturn:
-            from trainer.multiturn import MultiTurnDriver
+            from rockroll.trainer.multiturn import MultiTurnDriver
 
             driver = MultiTurnDriver(cfg, engine, source)
             stack.callback(driver.close)

@@ -5,7 +5,7 @@ one per move, see TRAINING-NOTES). Scoring is strict: the answer must parse, hol
 ``max_actions`` moves, every move must be valid *and* change the state (no bumping into walls),
 and the episode must end in success exactly on the last move. Anything else scores 0.
 
-Envs come from an :class:`agentrl.env_source.EnvSource` (in-process, or sandbox sessions), so
+Envs come from an :class:`rockroll.agentrl.env_source.EnvSource` (in-process, or sandbox sessions), so
 the same code runs through real sandboxes. Expert plans (for SFT demos and for the path-length
 breakdown of success) are computed on a local copy of the env with the same seed.
 """
@@ -36,8 +36,8 @@ class PlanTask:
 
 @lru_cache(maxsize=100_000)
 def _expert_plan_cached(env_id: str, kwargs_json: str, seed: int, max_len: int) -> tuple[str, ...]:
-    import envhub
-    from envs.experts import expert_for
+    import rockroll.envhub as envhub
+    from rockroll.envs.experts import expert_for
 
     env = envhub.make(env_id, **json.loads(kwargs_json))
     env.reset(seed=seed)
@@ -62,7 +62,7 @@ def expert_plan(env_id: str, kwargs: dict[str, Any], seed: int, max_len: int = 2
 
 def score_plan(env: Any, text: str, max_actions: int) -> tuple[float, bool, int]:
     """Play the plan in ``text`` on a freshly reset ``env``; return ``(reward, success, moves played)``."""
-    from envs.core import parse_answer
+    from rockroll.envs.core import parse_answer
 
     answer = parse_answer(text)
     if answer is None:
@@ -104,7 +104,7 @@ class PlanRollout:
         max_actions: int = 8,
         env_workers: int = 8,
     ) -> None:
-        from agentrl.env_source import LocalSource
+        from rockroll.agentrl.env_source import LocalSource
 
         self.env_id, self.env_kwargs, self.tok = env_id, dict(env_kwargs), tokenizer
         self.source = source or LocalSource()
@@ -117,7 +117,7 @@ class PlanRollout:
     # ------------------------------------------------------------------ text
     def _local_env(self) -> Any:
         if self._local is None:
-            import envhub
+            import rockroll.envhub as envhub
 
             self._local = envhub.make(self.env_id, **self.env_kwargs)
         return self._local
@@ -171,8 +171,8 @@ class PlanRollout:
         sample_seed: int = 0,
     ) -> list[Any]:
         """Generate one plan per task (batched by the engine), play them, return :class:`Trajectory` objects."""
-        from agentrl.engines.base import GenerationRequest, SamplingParams
-        from agentrl.trajectory import Trajectory, Turn
+        from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
+        from rockroll.agentrl.trajectory import Trajectory, Turn
 
         reqs = [
             GenerationRequest(

@@ -15,7 +15,7 @@ def plot_run(run: str | Path, out_dir: str | Path | None = None, keys: list[str]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from trainer.metrics import read_metrics
+    from rockroll.trainer.metrics import read_metrics
 
     records = [r for r in read_metrics(run) if r.get("step", -1) >= 0]
     if not records:

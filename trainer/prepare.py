@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainer.batch import Batch
-    from trainer.config import AlgoConfig
+    from rockroll.trainer.batch import Batch
+    from rockroll.trainer.config import AlgoConfig
 
 __all__ = ["compute_advantages"]
 
@@ -21,7 +21,7 @@ def compute_advantages(batch: Batch, algo: AlgoConfig, max_new_tokens: int | Non
     """Fill ``batch.extras`` with ``advantages``/``loss_mask`` (``returns`` for GAE); return metrics."""
     import torch
 
-    from trainer import algos
+    from rockroll.trainer import algos
 
     ex = batch.extras
     mask = batch.response_mask.clone()

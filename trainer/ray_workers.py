@@ -3,14 +3,14 @@ and the rollout engine as a Ray actor, placed colocated or apart.
 
 * :class:`TrainWorker` (``@ray.remote``): one rank of the actor (and critic, for PPO with GAE);
   joins a ``torch.distributed`` group (gloo on CPU, nccl on CUDA) and runs
-  :class:`trainer.actor.PolicyTrainer` with ``rank``/``world``: every rank gets the whole batch and
+  :class:`rockroll.trainer.actor.PolicyTrainer` with ``rank``/``world``: every rank gets the whole batch and
   takes its rows of each minibatch, gradients are summed with ``all_reduce``.
 * :class:`RefWorker`: the frozen reference policy (only when ``algo.kl_coef > 0``).
 * critic worker (``workers.critic_placement: apart``, PPO with GAE): the critic in its own Ray actor
-  (:class:`trainer.critic.CriticTrainer`), updated concurrently with the actor on the same batch.
+  (:class:`rockroll.trainer.critic.CriticTrainer`), updated concurrently with the actor on the same batch.
   Under the deepspeed strategy with ZeRO-3 every rank sees the whole batch in forward passes and
   every rank is asked for the (collectively gathered) weights.
-* :class:`EngineWorker` / :class:`RayEngine`: the :class:`agentrl.engines.hf.HFEngine` inside a
+* :class:`EngineWorker` / :class:`RayEngine`: the :class:`rockroll.agentrl.engines.hf.HFEngine` inside a
   Ray actor, and an in-controller proxy with the engine interface (``generate_batch``,
   ``update_weights(state_dict, version)``).
 
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from trainer.batch import Batch
-    from trainer.config import TrainConfig
+    from rockroll.trainer.batch import Batch
+    from rockroll.trainer.config import TrainConfig
 
 __all__ = ["RayWorkers", "RayEngine", "role_options", "free_port"]
 
@@ -62,9 +62,9 @@ class _TrainWorkerImpl:
         import torch
         import torch.distributed as dist
 
-        from trainer.config_io import config_from_dict
-        from trainer.models import Critic, load_policy
-        from trainer.strategies import make_trainer
+        from rockroll.trainer.config_io import config_from_dict
+        from rockroll.trainer.models import Critic, load_policy
+        from rockroll.trainer.strategies import make_trainer
 
         cfg = config_from_dict(cfg_dict)
         torch.set_num_threads(cfg.torch_threads)
@@ -104,15 +104,15 @@ class _TrainWorkerImpl:
 
 
 class _CriticWorkerImpl:
-    """Body of the Ray critic worker (``workers.critic_placement: apart``): a :class:`trainer.critic.CriticTrainer`."""
+    """Body of the Ray critic worker (``workers.critic_placement: apart``): a :class:`rockroll.trainer.critic.CriticTrainer`."""
 
     def __init__(self, cfg_dict: dict, weights: dict) -> None:
         import torch
 
-        from trainer.config_io import config_from_dict
-        from trainer.critic import CriticTrainer
-        from trainer.models import Critic, load_policy
-        from trainer.workers import total_updates
+        from rockroll.trainer.config_io import config_from_dict
+        from rockroll.trainer.critic import CriticTrainer
+        from rockroll.trainer.models import Critic, load_policy
+        from rockroll.trainer.workers import total_updates
 
         cfg = config_from_dict(cfg_dict)
         torch.set_num_threads(cfg.torch_threads)
@@ -138,8 +138,8 @@ class _RefWorkerImpl:
     def __init__(self, cfg_dict: dict, weights: dict) -> None:
         import torch
 
-        from trainer.config_io import config_from_dict
-        from trainer.models import frozen_copy, load_policy
+        from rockroll.trainer.config_io import config_from_dict
+        from rockroll.trainer.models import frozen_copy, load_policy
 
         cfg = config_from_dict(cfg_dict)
         torch.set_num_threads(cfg.torch_threads)
@@ -151,7 +151,7 @@ class _RefWorkerImpl:
     def logprobs(self, batch: Batch) -> torch.Tensor:
         import torch
 
-        from trainer.batch import token_logprobs
+        from rockroll.trainer.batch import token_logprobs
 
         out = []
         with torch.no_grad():
@@ -171,9 +171,9 @@ class _EngineWorkerImpl:
     def __init__(self, cfg_dict: dict, weights: dict) -> None:
         import torch
 
-        from agentrl.engines.hf import HFEngine
-        from trainer.config_io import config_from_dict
-        from trainer.models import load_policy
+        from rockroll.agentrl.engines.hf import HFEngine
+        from rockroll.trainer.config_io import config_from_dict
+        from rockroll.trainer.models import load_policy
 
         cfg = config_from_dict(cfg_dict)
         torch.set_num_threads(cfg.torch_threads)
@@ -198,7 +198,7 @@ class RayEngine:
     name = "ray-hf"
 
     def __init__(self, cfg: TrainConfig, weights: dict, tokenizer: Any) -> None:
-        from trainer.config_io import config_to_dict
+        from rockroll.trainer.config_io import config_to_dict
 
         ray = _init_ray()
         self.tokenizer = tokenizer
@@ -225,12 +225,12 @@ class RayEngine:
 
 
 class RayWorkers:
-    """The worker group on Ray, with :class:`trainer.workers.LocalWorkers`' methods."""
+    """The worker group on Ray, with :class:`rockroll.trainer.workers.LocalWorkers`' methods."""
 
     def __init__(self, model: Any, cfg: TrainConfig, weights: dict | None = None) -> None:
         import ray as _ray
 
-        from trainer.config_io import config_to_dict
+        from rockroll.trainer.config_io import config_to_dict
 
         ray = _init_ray()
         w = weights if weights is not None else {k: v.detach().cpu() for k, v in model.state_dict().items()}

@@ -2,7 +2,7 @@
 
 From random initialisation GRPO gets no reward signal on a tiny model (TRAINING-NOTES); a short
 SFT phase on solver plans gives it a starting success rate that RL then improves. Demos come from
-:meth:`trainer.plan_rollout.PlanRollout.demo` on training seeds (held-out seeds are never used).
+:meth:`rockroll.trainer.plan_rollout.PlanRollout.demo` on training seeds (held-out seeds are never used).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ __all__ = ["build_demos", "sft_train"]
 
 def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
     """:class:`TrainSample` rows (response mask on the plan) for every seed the expert solves within the plan cap."""
-    from agentrl.trajectory import TrainSample
+    from rockroll.agentrl.trajectory import TrainSample
 
     out = []
     for seed in seeds:
@@ -54,7 +54,7 @@ def sft_train(
     """Train ``model`` for ``steps`` AdamW steps on random minibatches of ``demos``; return final metrics."""
     import torch
 
-    from trainer.batch import collate, token_logprobs
+    from rockroll.trainer.batch import collate, token_logprobs
 
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

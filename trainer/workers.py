@@ -1,6 +1,6 @@
 """The worker group the controller talks to: actor (train), reference, critic.
 
-:class:`LocalWorkers` runs them in this process; :class:`trainer.ray_workers.RayWorkers` runs
+:class:`LocalWorkers` runs them in this process; :class:`rockroll.trainer.ray_workers.RayWorkers` runs
 the actor as ``num_workers`` data-parallel Ray actors (torch.distributed) with the same methods.
 """
 
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from trainer.batch import Batch
-    from trainer.config import TrainConfig
+    from rockroll.trainer.batch import Batch
+    from rockroll.trainer.config import TrainConfig
 
 __all__ = ["LocalWorkers", "make_workers", "total_updates"]
 
@@ -28,8 +28,8 @@ class LocalWorkers:
     """Actor, reference and critic in this process, around one :class:`PolicyTrainer`."""
 
     def __init__(self, model: Any, cfg: TrainConfig) -> None:
-        from trainer.models import Critic, frozen_copy
-        from trainer.strategies import make_trainer
+        from rockroll.trainer.models import Critic, frozen_copy
+        from rockroll.trainer.strategies import make_trainer
 
         self.ref = frozen_copy(model) if cfg.algo.kl_coef > 0 else None
         critic = Critic(model) if cfg.algo.needs_critic else None
@@ -68,11 +68,11 @@ class LocalWorkers:
 def make_workers(model: Any, cfg: TrainConfig) -> Any:
     """Local workers, or Ray workers when ``workers.use_ray``."""
     if cfg.workers.strategy == "deepspeed":
-        from trainer.strategies import require_deepspeed
+        from rockroll.trainer.strategies import require_deepspeed
 
         require_deepspeed()  # fail in the controller, with the install hint, before any worker starts
     if cfg.workers.use_ray:
-        from trainer.ray_workers import RayWorkers
+        from rockroll.trainer.ray_workers import RayWorkers
 
         return RayWorkers(model, cfg)
     return LocalWorkers(model, cfg)

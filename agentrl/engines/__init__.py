@@ -1,7 +1,7 @@
-"""LLM engines behind one interface (see :mod:`agentrl.engines.base`).
+"""LLM engines behind one interface (see :mod:`rockroll.agentrl.engines.base`).
 
 :func:`make_engine` builds one by kind; each engine module is imported only when asked for, so
-``import agentrl.engines`` stays light (no torch, transformers, vllm or sglang).
+``import rockroll.agentrl.engines`` stays light (no torch, transformers, vllm or sglang).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 
 __all__ = [
     "ENGINE_KINDS",
@@ -23,11 +23,11 @@ __all__ = [
 
 #: engine kind -> "module:Class", imported lazily
 ENGINE_KINDS: dict[str, str] = {
-    "hf": "agentrl.engines.hf:HFEngine",
-    "openai": "agentrl.engines.openai_engine:OpenAIEngine",
-    "vllm": "agentrl.engines.vllm_engine:VLLMEngine",
-    "sglang": "agentrl.engines.sglang_engine:SGLangEngine",
-    "random": "agentrl.engines.random_engine:RandomEngine",
+    "hf": "rockroll.agentrl.engines.hf:HFEngine",
+    "openai": "rockroll.agentrl.engines.openai_engine:OpenAIEngine",
+    "vllm": "rockroll.agentrl.engines.vllm_engine:VLLMEngine",
+    "sglang": "rockroll.agentrl.engines.sglang_engine:SGLangEngine",
+    "random": "rockroll.agentrl.engines.random_engine:RandomEngine",
 }
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 
 __all__ = ["HFEngine"]
 
@@ -79,7 +79,7 @@ class _State:
 class HFEngine(LLMEngine):
     """Batched transformers engine (see the module docstring).
 
-    Give either ``model_path`` (loaded with :func:`agentrl.tiny.load_model_and_tokenizer`) or a
+    Give either ``model_path`` (loaded with :func:`rockroll.agentrl.tiny.load_model_and_tokenizer`) or a
     loaded ``model`` and ``tokenizer``.
     """
 
@@ -109,7 +109,7 @@ class HFEngine(LLMEngine):
         if model is None:
             if model_path is None:
                 raise ValueError("HFEngine needs model_path, or model and tokenizer")
-            from agentrl.tiny import load_model_and_tokenizer
+            from rockroll.agentrl.tiny import load_model_and_tokenizer
 
             model, tokenizer = load_model_and_tokenizer(model_path, device=device, dtype=dtype)
         elif tokenizer is None:

@@ -26,7 +26,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
+from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
 
 __all__ = ["OpenAIEngine"]
 
@@ -64,7 +64,7 @@ class OpenAIEngine(LLMEngine):
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         if isinstance(tokenizer, (str, Path)):
-            from agentrl.tiny import load_tokenizer
+            from rockroll.agentrl.tiny import load_tokenizer
 
             tokenizer = load_tokenizer(tokenizer)
         url = base_url.rstrip("/")

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
+from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
 
 __all__ = ["SGLangEngine"]
 
@@ -43,7 +43,7 @@ class SGLangEngine(LLMEngine):
         except ImportError as e:
             raise EngineError("the sglang engine needs SGLang: pip install sglang (on a CUDA machine)") from e
         if tokenizer is None:
-            from agentrl.tiny import load_tokenizer
+            from rockroll.agentrl.tiny import load_tokenizer
 
             tokenizer = load_tokenizer(model_path)
         self._engine = sglang.Engine(model_path=str(model_path), random_seed=seed, **engine_kwargs)

@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
+from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
 
 __all__ = ["VLLMEngine"]
 
@@ -42,7 +42,7 @@ class VLLMEngine(LLMEngine):
     Args:
         model_path: a Hugging Face model id or local directory.
         tokenizer: a tokenizer object; None: loaded from ``model_path`` (see
-            :func:`agentrl.tiny.load_tokenizer`).
+            :func:`rockroll.agentrl.tiny.load_tokenizer`).
         seed, dtype, gpu_memory_utilization, max_model_len, enforce_eager: passed to
             ``vllm.AsyncEngineArgs``; ``engine_kwargs``: any other ``AsyncEngineArgs`` field.
     """
@@ -66,7 +66,7 @@ class VLLMEngine(LLMEngine):
         except ImportError as e:
             raise EngineError("the vllm engine needs vLLM: pip install vllm (on a CUDA machine)") from e
         if tokenizer is None:
-            from agentrl.tiny import load_tokenizer
+            from rockroll.agentrl.tiny import load_tokenizer
 
             tokenizer = load_tokenizer(model_path)
         args = vllm.AsyncEngineArgs(

@@ -1,5 +1,5 @@
 """The API's routers, one per resource."""
 
-from api.routes import envs, health, jobs, sandboxes, session_ws, sessions, ui
+from rockroll.api.routes import envs, health, jobs, sandboxes, session_ws, sessions, ui
 
 __all__ = ["envs", "health", "jobs", "sandboxes", "session_ws", "sessions", "ui"]

@@ -8,11 +8,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from api.catalog import CustomEnv
-from api.deps import StateDep, Who
-from api.errors import ApiError, to_api_error
-from api.schemas import EnvCreate
-from api.state import AppState
+from rockroll.api.catalog import CustomEnv
+from rockroll.api.deps import StateDep, Who
+from rockroll.api.errors import ApiError, to_api_error
+from rockroll.api.schemas import EnvCreate
+from rockroll.api.state import AppState
 
 __all__ = ["router"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from api.deps import StateDep
+from rockroll.api.deps import StateDep
 
 __all__ = ["router"]
 

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
-from api.db import JobRecord
-from api.deps import StateDep, Who
-from api.schemas import JobCreate
+from rockroll.api.db import JobRecord
+from rockroll.api.deps import StateDep, Who
+from rockroll.api.schemas import JobCreate
 
 __all__ = ["router", "job_view"]
 

@@ -8,12 +8,12 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
-from api.auth import Principal
-from api.db import SandboxOwner
-from api.deps import StateDep, Who
-from api.errors import ApiError
-from api.schemas import ExecRequest, SandboxCreate
-from api.state import AppState
+from rockroll.api.auth import Principal
+from rockroll.api.db import SandboxOwner
+from rockroll.api.deps import StateDep, Who
+from rockroll.api.errors import ApiError
+from rockroll.api.schemas import ExecRequest, SandboxCreate
+from rockroll.api.state import AppState
 
 __all__ = ["router"]
 

@@ -21,10 +21,10 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 
-from api.deps import principal_for
-from api.errors import ApiError, error_body, to_api_error
-from api.live import LiveSession
-from api.state import AppState
+from rockroll.api.deps import principal_for
+from rockroll.api.errors import ApiError, error_body, to_api_error
+from rockroll.api.live import LiveSession
+from rockroll.api.state import AppState
 
 __all__ = ["router"]
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from api.deps import StateDep, Who
-from api.errors import ApiError
-from api.schemas import BatchStepRequest, ResetRequest, SessionCreate, StateBody, StepRequest
+from rockroll.api.deps import StateDep, Who
+from rockroll.api.errors import ApiError
+from rockroll.api.schemas import BatchStepRequest, ResetRequest, SessionCreate, StateBody, StepRequest
 
 __all__ = ["router"]
 

@@ -10,10 +10,10 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, RedirectResponse
 from sqlalchemy import select
 
-from api.db import SandboxOwner
-from api.deps import StateDep, Who
-from api.errors import ApiError
-from api.routes.jobs import job_view
+from rockroll.api.db import SandboxOwner
+from rockroll.api.deps import StateDep, Who
+from rockroll.api.errors import ApiError
+from rockroll.api.routes.jobs import job_view
 
 __all__ = ["router"]
 

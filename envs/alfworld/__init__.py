@@ -2,16 +2,16 @@
 
 * :class:`ALFWorldEnv`: the text env (ALFWorld's command grammar and feedback wording).
 * :func:`plan` / :func:`next_command`: a privileged planner that solves every generated task.
-* :class:`~envs.alfworld.original.ALFWorldOriginalEnv` (import ``envs.alfworld.original``): the
+* :class:`~rockroll.envs.alfworld.original.ALFWorldOriginalEnv` (import ``envs.alfworld.original``): the
   same contract over the original ``alfworld`` package and its data, when they are installed.
 """
 
-from envs.alfworld.catalog import TASK_ALIASES, TASK_TYPES
-from envs.alfworld.env import ALFWorldEnv
-from envs.alfworld.generator import GenConfig, generate
-from envs.alfworld.planner import next_action, next_command, plan
-from envs.alfworld.tasks import goal_satisfied
-from envs.alfworld.world import World
+from rockroll.envs.alfworld.catalog import TASK_ALIASES, TASK_TYPES
+from rockroll.envs.alfworld.env import ALFWorldEnv
+from rockroll.envs.alfworld.generator import GenConfig, generate
+from rockroll.envs.alfworld.planner import next_action, next_command, plan
+from rockroll.envs.alfworld.tasks import goal_satisfied
+from rockroll.envs.alfworld.world import World
 
 __all__ = [
     "ALFWorldEnv",

@@ -1,6 +1,6 @@
 """Static data of the ALFWorld-style households: rooms, receptacles, object types, tasks.
 
-Everything here is plain constants; :mod:`envs.alfworld.generator` draws households from it.
+Everything here is plain constants; :mod:`rockroll.envs.alfworld.generator` draws households from it.
 Names follow ALFWorld's (lower-case ALFRED class names: ``sinkbasin``, ``stoveburner``,
 ``desklamp``...).
 """

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 
-from envs.alfworld import text
-from envs.alfworld.catalog import CLEANERS, COOLERS, HEATERS, OBJECT_TYPES
-from envs.alfworld.world import Item, World
+from rockroll.envs.alfworld import text
+from rockroll.envs.alfworld.catalog import CLEANERS, COOLERS, HEATERS, OBJECT_TYPES
+from rockroll.envs.alfworld.world import Item, World
 
 __all__ = ["admissible", "normalize", "execute"]
 

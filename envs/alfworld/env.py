@@ -2,7 +2,7 @@
 
 The agent reads TextWorld-style feedback ("You arrive at countertop 1. On the countertop 1, you
 see a mug 1, and a apple 2.") and answers with one command of ALFWorld's grammar (see
-:mod:`envs.alfworld.commands`). ``info["admissible_commands"]`` lists the commands that do
+:mod:`rockroll.envs.alfworld.commands`). ``info["admissible_commands"]`` lists the commands that do
 something; any other answer is a no-op answered "Nothing happens." that costs
 ``format_penalty``. Reward 1 (and ``terminated``) when the goal holds, else 0.
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.alfworld import commands, text
-from envs.alfworld.catalog import TASK_ALIASES, TASK_TYPES
-from envs.alfworld.generator import MAX_ROOMS, GenConfig, generate
-from envs.alfworld.tasks import goal_satisfied, resolve_task_types
-from envs.alfworld.world import World
-from envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
-from envs.errors import EnvConfigError
+from rockroll.envs.alfworld import commands, text
+from rockroll.envs.alfworld.catalog import TASK_ALIASES, TASK_TYPES
+from rockroll.envs.alfworld.generator import MAX_ROOMS, GenConfig, generate
+from rockroll.envs.alfworld.tasks import goal_satisfied, resolve_task_types
+from rockroll.envs.alfworld.world import World
+from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
+from rockroll.envs.errors import EnvConfigError
 
 __all__ = ["ALFWorldEnv"]
 

@@ -7,7 +7,7 @@ order of each receptacle's contents; the goal phrasing.
 
 Every generated task is solvable: the task objects start outside every receptacle of the goal
 kind, openable receptacles can always be opened, and the appliance (sink, microwave, fridge) or
-light the task needs is in the household (the tests solve 500 seeds with :mod:`envs.alfworld.planner`).
+light the task needs is in the household (the tests solve 500 seeds with :mod:`rockroll.envs.alfworld.planner`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from envs.alfworld.catalog import (
+from rockroll.envs.alfworld.catalog import (
     LIGHT_HOSTS,
     OBJECT_TYPES,
     OPENABLE,
@@ -29,8 +29,8 @@ from envs.alfworld.catalog import (
     TASK_TYPES,
     RoomType,
 )
-from envs.alfworld.tasks import goal_text
-from envs.alfworld.world import Item, Receptacle, Task, World
+from rockroll.envs.alfworld.tasks import goal_text
+from rockroll.envs.alfworld.world import Item, Receptacle, Task, World
 
 __all__ = ["GenConfig", "generate", "MAX_ROOMS"]
 

@@ -16,12 +16,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from envs.alfworld.commands import normalize
-from envs.alfworld.env import ALFWorldEnv
-from envs.alfworld.tasks import resolve_task_types
-from envs.alfworld.text import NOTHING_HAPPENS
-from envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
-from envs.errors import EnvConfigError
+from rockroll.envs.alfworld.commands import normalize
+from rockroll.envs.alfworld.env import ALFWorldEnv
+from rockroll.envs.alfworld.tasks import resolve_task_types
+from rockroll.envs.alfworld.text import NOTHING_HAPPENS
+from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
+from rockroll.envs.errors import EnvConfigError
 
 __all__ = ["ALFWorldOriginalEnv", "alfworld_available", "find_game_files", "register_original", "SPLITS"]
 
@@ -174,11 +174,11 @@ class ALFWorldOriginalEnv(TextEnv[str]):
 
 def register_original(env_id: str = "ALFWorldOriginal-v0", **kwargs: Any) -> Any:
     """Register the original ALFWorld under ``env_id`` (max 50 steps, like ``ALFWorld-v0``)."""
-    from envhub.registry import register
+    from rockroll.envhub.registry import register
 
     return register(
         env_id,
-        "envs.alfworld.original:ALFWorldOriginalEnv",
+        "rockroll.envs.alfworld.original:ALFWorldOriginalEnv",
         kwargs=kwargs,
         max_steps=50,
         description="ALFWorld's own TextWorld games (needs the alfworld package and data).",

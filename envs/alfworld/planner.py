@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.alfworld import commands
-from envs.alfworld.catalog import TASK_APPLIANCES, TASK_PROPERTY
-from envs.alfworld.tasks import goal_satisfied, satisfies
-from envs.alfworld.world import Item, Receptacle, World
+from rockroll.envs.alfworld import commands
+from rockroll.envs.alfworld.catalog import TASK_APPLIANCES, TASK_PROPERTY
+from rockroll.envs.alfworld.tasks import goal_satisfied, satisfies
+from rockroll.envs.alfworld.world import Item, Receptacle, World
 
 __all__ = ["next_command", "plan", "next_action", "world_of"]
 

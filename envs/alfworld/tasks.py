@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from envs.alfworld.catalog import TASK_ALIASES, TASK_PROPERTY, TASK_TEMPLATES, TASK_TYPES
-from envs.alfworld.world import Item, World
+from rockroll.envs.alfworld.catalog import TASK_ALIASES, TASK_PROPERTY, TASK_TEMPLATES, TASK_TYPES
+from rockroll.envs.alfworld.world import Item, World
 
 __all__ = ["goal_text", "goal_satisfied", "satisfies", "resolve_task_types"]
 

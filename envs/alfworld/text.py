@@ -6,7 +6,7 @@ before the last entry even for two); an empty list reads "nothing".
 
 from __future__ import annotations
 
-from envs.alfworld.world import Item, Receptacle, World
+from rockroll.envs.alfworld.world import Item, Receptacle, World
 
 __all__ = [
     "WELCOME",

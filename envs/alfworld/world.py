@@ -1,8 +1,8 @@
 """The world state of an ALFWorld-style household: receptacles, objects, the agent, the task.
 
 A :class:`World` is plain data that round-trips through JSON (:meth:`World.to_dict` /
-:meth:`World.from_dict`); game rules live in :mod:`envs.alfworld.commands` and
-:mod:`envs.alfworld.tasks`.
+:meth:`World.from_dict`); game rules live in :mod:`rockroll.envs.alfworld.commands` and
+:mod:`rockroll.envs.alfworld.tasks`.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class Task:
     """The episode's goal.
 
     Attributes:
-        type: one of :data:`envs.alfworld.catalog.TASK_TYPES`.
+        type: one of :data:`rockroll.envs.alfworld.catalog.TASK_TYPES`.
         obj: the object type to handle.
         recep: the receptacle kind to put it in (None for the examine-in-light task).
         light: the light type to examine it under (only for that task).

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.core import StepOutcome, TextEnv
-from envs.errors import EnvConfigError
-from envs.frozenlake.maps import ACTIONS, generate_map, neighbours
+from rockroll.envs.core import StepOutcome, TextEnv
+from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.frozenlake.maps import ACTIONS, generate_map, neighbours
 
 __all__ = ["FrozenLakeEnv"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from envs.frozenlake.env import FrozenLakeEnv
-from envs.frozenlake.maps import shortest_path
+from rockroll.envs.frozenlake.env import FrozenLakeEnv
+from rockroll.envs.frozenlake.maps import shortest_path
 
 __all__ = ["next_action"]
 

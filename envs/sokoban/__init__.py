@@ -8,12 +8,12 @@
 * :func:`render_grid`, :func:`parse_grid`, :data:`VOCABS` -- text in and out.
 """
 
-from envs.sokoban.env import SokobanEnv
-from envs.sokoban.errors import GenerationError, SolverLimitError
-from envs.sokoban.game import ACTIONS, MoveResult, SokobanState, step_reward
-from envs.sokoban.generator import GeneratedRoom, generate_room, max_boxes
-from envs.sokoban.render import VOCABS, Vocab, parse_grid, render_grid
-from envs.sokoban.solver import solve
+from rockroll.envs.sokoban.env import SokobanEnv
+from rockroll.envs.sokoban.errors import GenerationError, SolverLimitError
+from rockroll.envs.sokoban.game import ACTIONS, MoveResult, SokobanState, step_reward
+from rockroll.envs.sokoban.generator import GeneratedRoom, generate_room, max_boxes
+from rockroll.envs.sokoban.render import VOCABS, Vocab, parse_grid, render_grid
+from rockroll.envs.sokoban.solver import solve
 
 __all__ = [
     "ACTIONS",

@@ -1,6 +1,6 @@
 """The Sokoban text environment: push every box onto a target.
 
-Each episode plays a room made by :func:`envs.sokoban.generator.generate_room` from the env's
+Each episode plays a room made by :func:`rockroll.envs.sokoban.generator.generate_room` from the env's
 ``np_random`` (so ``reset(seed=s)`` always gives the same room), or a hand-drawn room passed
 as ``reset(options={"grid": "..."})`` (drawn with the env's ``grid_vocab``).
 
@@ -8,18 +8,18 @@ The observation is the grid, one row per line. Actions are ``Up``, ``Down``, ``L
 ``Right`` inside ``<answer>...</answer>`` (case-insensitive). A move into a wall or into a box
 that cannot be pushed is legal but not effective. Rewards: -0.1 per move, +1 for pushing a box
 onto a target, -1 for pushing one off, +10 when every box is on a target (the episode then
-terminates with ``success=True``). Step limits belong to :class:`envs.wrappers.MaxSteps`.
+terminates with ``success=True``). Step limits belong to :class:`rockroll.envs.wrappers.MaxSteps`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
-from envs.errors import EnvConfigError, ResetNeeded
-from envs.sokoban.game import ACTIONS, SokobanState, step_reward
-from envs.sokoban.generator import check_room_params, generate_room
-from envs.sokoban.render import GridCanvas, Vocab, get_vocab, parse_grid, render_grid
+from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
+from rockroll.envs.errors import EnvConfigError, ResetNeeded
+from rockroll.envs.sokoban.game import ACTIONS, SokobanState, step_reward
+from rockroll.envs.sokoban.generator import check_room_params, generate_room
+from rockroll.envs.sokoban.render import GridCanvas, Vocab, get_vocab, parse_grid, render_grid
 
 __all__ = ["SokobanEnv"]
 
@@ -51,9 +51,9 @@ class SokobanEnv(TextEnv[int]):
 
     Args:
         dim_room: ``(rows, cols)`` of generated rooms, border walls included (4 to 20).
-        num_boxes: boxes per room (1 to :func:`~envs.sokoban.generator.max_boxes`).
+        num_boxes: boxes per room (1 to :func:`~rockroll.envs.sokoban.generator.max_boxes`).
         search_depth: pulls explored by the reverse-play generator (1 to 1000).
-        grid_vocab: symbol set, ``"default"`` or ``"alt"`` (see :mod:`envs.sokoban.render`).
+        grid_vocab: symbol set, ``"default"`` or ``"alt"`` (see :mod:`rockroll.envs.sokoban.render`).
         format_penalty: reward for an answer that is not one of the four actions.
         render_mode: None or ``"ansi"``.
     """

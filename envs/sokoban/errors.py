@@ -1,8 +1,8 @@
-"""Errors specific to the Sokoban package (all derive from :class:`envs.errors.EnvError`)."""
+"""Errors specific to the Sokoban package (all derive from :class:`rockroll.envs.errors.EnvError`)."""
 
 from __future__ import annotations
 
-from envs.errors import EnvError
+from rockroll.envs.errors import EnvError
 
 __all__ = ["GenerationError", "SolverLimitError"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from envs.sokoban.env import SokobanEnv
-from envs.sokoban.solver import solve
+from rockroll.envs.sokoban.env import SokobanEnv
+from rockroll.envs.sokoban.solver import solve
 
 __all__ = ["next_action"]
 

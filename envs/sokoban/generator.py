@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.errors import EnvConfigError
-from envs.sokoban.errors import GenerationError
-from envs.sokoban.game import SokobanState, direction_offsets
+from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.sokoban.errors import GenerationError
+from rockroll.envs.sokoban.game import SokobanState, direction_offsets
 
 __all__ = [
     "GeneratedRoom",
@@ -83,7 +83,7 @@ def max_boxes(dim_room: tuple[int, int]) -> int:
 
 
 def check_room_params(dim_room: object, num_boxes: object, search_depth: object, env: str = "SokobanEnv") -> None:
-    """Raise :class:`~envs.errors.EnvConfigError` (naming the parameter) for invalid settings."""
+    """Raise :class:`~rockroll.envs.errors.EnvConfigError` (naming the parameter) for invalid settings."""
     if (
         not isinstance(dim_room, (tuple, list))
         or len(dim_room) != 2

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envs.errors import EnvConfigError
-from envs.sokoban.game import SokobanState
+from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.sokoban.game import SokobanState
 
 __all__ = ["Vocab", "VOCABS", "get_vocab", "render_grid", "parse_grid", "GridCanvas"]
 
@@ -67,7 +67,7 @@ VOCABS: dict[str, Vocab] = {
 
 
 def get_vocab(name: str) -> Vocab:
-    """The vocab called ``name``; raises :class:`~envs.errors.EnvConfigError` for an unknown one."""
+    """The vocab called ``name``; raises :class:`~rockroll.envs.errors.EnvConfigError` for an unknown one."""
     if not isinstance(name, str) or name not in VOCABS:
         raise EnvConfigError(
             f"grid_vocab must be one of {sorted(VOCABS)}, got {name!r}", env="SokobanEnv", param="grid_vocab"
@@ -98,7 +98,7 @@ def parse_grid(text: str | list[str], vocab: Vocab | str = "default") -> Sokoban
 
     Rows must all have the same length, the border must be wall, and there must be exactly one
     player and as many boxes as targets. Raises ``ValueError`` (an
-    :class:`~envs.errors.EnvConfigError`) otherwise.
+    :class:`~rockroll.envs.errors.EnvConfigError`) otherwise.
     """
     v = get_vocab(vocab) if isinstance(vocab, str) else vocab
     rows = text.strip("\n").split("\n") if isinstance(text, str) else list(text)

@@ -13,9 +13,9 @@ demonstrations::
 
 from __future__ import annotations
 
-from envs.sokoban.errors import SolverLimitError
-from envs.sokoban.game import ACTIONS, SokobanState, direction_offsets
-from envs.sokoban.render import Vocab, parse_grid
+from rockroll.envs.sokoban.errors import SolverLimitError
+from rockroll.envs.sokoban.game import ACTIONS, SokobanState, direction_offsets
+from rockroll.envs.sokoban.render import Vocab, parse_grid
 
 __all__ = ["solve", "live_cells", "DEFAULT_MAX_STATES"]
 

@@ -1,16 +1,16 @@
 """SWE-v0: fix a bug in a small Python repository inside a sandbox.
 
-* :mod:`envs.swe.env`: the env (:class:`SWEEnv`), its actions and the reference-solution helper;
-* :mod:`envs.swe.tasks`: the task type, the shipped generated tasks, the SWE-bench-style loader,
+* :mod:`rockroll.envs.swe.env`: the env (:class:`SWEEnv`), its actions and the reference-solution helper;
+* :mod:`rockroll.envs.swe.tasks`: the task type, the shipped generated tasks, the SWE-bench-style loader,
   test-report parsing and grading;
-* :mod:`envs.swe.executor`: where commands run (sandbox backends, and a weaker local fallback);
-* :mod:`envs.swe.mutate` and :mod:`envs.swe.generate`: bug injection and task generation;
-* :mod:`envs.swe.runner`: the stand-alone test runner copied into each task as ``run_tests.py``.
+* :mod:`rockroll.envs.swe.executor`: where commands run (sandbox backends, and a weaker local fallback);
+* :mod:`rockroll.envs.swe.mutate` and :mod:`rockroll.envs.swe.generate`: bug injection and task generation;
+* :mod:`rockroll.envs.swe.runner`: the stand-alone test runner copied into each task as ``run_tests.py``.
 """
 
-from envs.swe.env import Bash, Edit, Submit, SWEEnv, SWEForkUnsupported, reference_actions
-from envs.swe.executor import CommandResult, Executor, ExecutorError, LocalExecutor, SandboxExecutor, make_executor
-from envs.swe.tasks import Grade, SWETask, TaskFileError, generated_tasks, grade, load_task_file, parse_test_report
+from rockroll.envs.swe.env import Bash, Edit, Submit, SWEEnv, SWEForkUnsupported, reference_actions
+from rockroll.envs.swe.executor import CommandResult, Executor, ExecutorError, LocalExecutor, SandboxExecutor, make_executor
+from rockroll.envs.swe.tasks import Grade, SWETask, TaskFileError, generated_tasks, grade, load_task_file, parse_test_report
 
 __all__ = [
     "SWEEnv",

@@ -1,8 +1,8 @@
 """SWE-v0: fix a bug in a small Python repository, working through a sandboxed shell.
 
-Each episode is one :class:`~envs.swe.tasks.SWETask`, chosen with the env's seeded RNG (or named
+Each episode is one :class:`~rockroll.envs.swe.tasks.SWETask`, chosen with the env's seeded RNG (or named
 with ``reset(options={"task_id": ...})``). The repository is written into a sandbox workspace
-(:mod:`envs.swe.executor`); the agent acts with three tools, one per step:
+(:mod:`rockroll.envs.swe.executor`); the agent acts with three tools, one per step:
 
 * ``<answer>bash: <command></answer>``: run a shell command in the repository root; the
   observation is its output (stdout, then stderr) and exit code, cut to ``max_output_chars``
@@ -14,7 +14,7 @@ Reward: 0 per step; on submit 1 when every fail-to-pass and pass-to-pass test pa
 (``partial_credit=True``: the fraction of fail-to-pass tests fixed, when nothing else broke).
 A malformed action costs ``format_penalty`` and says what was wrong. The episode's state lives in
 the sandbox's filesystem, so the env cannot be forked: ``get_state``/``set_state`` raise
-:class:`SWEForkUnsupported`. Infrastructure failures raise :class:`~envs.swe.executor.ExecutorError`.
+:class:`SWEForkUnsupported`. Infrastructure failures raise :class:`~rockroll.envs.swe.executor.ExecutorError`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
-from envs.errors import EnvConfigError, EnvError
-from envs.swe.executor import BACKENDS, CommandResult, ExecutorError, make_executor
-from envs.swe.tasks import SWETask, generated_tasks, grade, load_task_file, parse_test_report
+from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
+from rockroll.envs.errors import EnvConfigError, EnvError
+from rockroll.envs.swe.executor import BACKENDS, CommandResult, ExecutorError, make_executor
+from rockroll.envs.swe.tasks import SWETask, generated_tasks, grade, load_task_file, parse_test_report
 
 __all__ = ["SWEEnv", "Bash", "Edit", "Submit", "SWEForkUnsupported", "reference_actions"]
 
@@ -99,10 +99,10 @@ class SWEEnv(TextEnv[SWEAction]):
 
     Args:
         backend: ``auto`` (Docker when usable, else a process sandbox), ``docker``, ``process``,
-            or ``local`` (the weaker fallback of :class:`~envs.swe.executor.LocalExecutor`).
+            or ``local`` (the weaker fallback of :class:`~rockroll.envs.swe.executor.LocalExecutor`).
         partial_credit: reward the fraction of fail-to-pass tests fixed instead of 0/1.
         task_ids: only these tasks (ids of the generated set, or of ``task_file``).
-        task_file: a SWE-bench-style task file (see :mod:`envs.swe.tasks`) instead of the
+        task_file: a SWE-bench-style task file (see :mod:`rockroll.envs.swe.tasks`) instead of the
             generated tasks.
         max_output_chars: longest command output shown to the agent.
         command_timeout_s: wall-clock limit of one ``bash`` command.

@@ -4,7 +4,7 @@
 read workspace files, ``reset`` the workspace to a snapshot, ``close``. Implementations:
 
 * :class:`SandboxExecutor` (the normal one): one sandbox from :mod:`sandbox` per env, through
-  the backend contract (:class:`sandbox.base.SandboxBackend`: ``start``, ``wait_ready``, the
+  the backend contract (:class:`rockroll.sandbox.base.SandboxBackend`: ``start``, ``wait_ready``, the
   in-sandbox server's ``exec`` and file calls, ``stop``). ``backend="docker"`` uses a locked-down
   container (read-only root, no network, CPU/memory/pids limits); ``"process"`` a local server
   process under bubblewrap where available (host filesystem read-only, no network, but no
@@ -20,8 +20,8 @@ collected, or whose interpreter exits) stops its sandbox. After a hard crash, le
 ``<Backend>().list_managed("swe-env")`` and stopped with ``stop``.
 
 Threat model: the commands are untrusted agent text. They must never run on the host itself;
-isolation strength is that of the chosen backend (see :mod:`sandbox.docker_backend` and
-:mod:`sandbox.process`). Everything an executor reads back is treated as untrusted text.
+isolation strength is that of the chosen backend (see :mod:`rockroll.sandbox.docker_backend` and
+:mod:`rockroll.sandbox.process`). Everything an executor reads back is treated as untrusted text.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from envs.errors import EnvError
+from rockroll.envs.errors import EnvError
 
 __all__ = [
     "Executor",
@@ -95,14 +95,14 @@ class SandboxExecutor:
     """An :class:`Executor` over one sandbox of the :mod:`sandbox` package.
 
     Args:
-        backend: a started :class:`sandbox.base.SandboxBackend` (Docker or process).
-        spec: the sandbox's :class:`sandbox.base.SandboxSpec` (default: a small one).
+        backend: a started :class:`rockroll.sandbox.base.SandboxBackend` (Docker or process).
+        spec: the sandbox's :class:`rockroll.sandbox.base.SandboxSpec` (default: a small one).
         env: extra environment variables for every command.
     """
 
     def __init__(self, backend: Any, spec: Any = None, *, env: dict[str, str] | None = None) -> None:
-        from sandbox.base import SandboxSpec
-        from sandbox.errors import SandboxError
+        from rockroll.sandbox.base import SandboxSpec
+        from rockroll.sandbox.errors import SandboxError
 
         self.name = str(backend.name)
         self._backend = backend
@@ -126,7 +126,7 @@ class SandboxExecutor:
         return str(extra.get("isolation", self.name))
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        from sandbox.errors import SandboxPathError
+        from rockroll.sandbox.errors import SandboxPathError
 
         if self._client is None:
             raise ExecutorError("the sandbox executor is closed")
@@ -142,7 +142,7 @@ class SandboxExecutor:
         return CommandResult(res.exit_code, res.stdout, res.stderr, res.timed_out, res.truncated)
 
     def write_file(self, path: str, content: str) -> None:
-        """Write a workspace file; raises :class:`sandbox.errors.SandboxPathError` on a bad path."""
+        """Write a workspace file; raises :class:`rockroll.sandbox.errors.SandboxPathError` on a bad path."""
         self._call("write", self._client.write_file, path, content)
 
     def read_file(self, path: str) -> str:
@@ -277,9 +277,9 @@ def _docker_backend() -> Any:
     with _BACKENDS_LOCK:
         if "docker" not in _BACKENDS:
             try:
-                from sandbox.base import DEFAULT_IMAGE
-                from sandbox.docker_backend import DockerBackend
-                from sandbox.errors import BackendUnavailable
+                from rockroll.sandbox.base import DEFAULT_IMAGE
+                from rockroll.sandbox.docker_backend import DockerBackend
+                from rockroll.sandbox.errors import BackendUnavailable
 
                 try:
                     found = DockerBackend()
@@ -305,8 +305,8 @@ def make_executor(backend: str) -> Any:
         # isolation boundary already: commands run as children in a private directory there.
         return LocalExecutor()
     try:
-        from sandbox.errors import SandboxError
-        from sandbox.process import ProcessBackend
+        from rockroll.sandbox.errors import SandboxError
+        from rockroll.sandbox.process import ProcessBackend
     except ImportError as e:
         raise ExecutorError(
             f"the sandbox package is unusable ({e}); pass backend='local' for the weaker fallback"

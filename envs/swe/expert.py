@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envs.swe.env import reference_actions
+from rockroll.envs.swe.env import reference_actions
 
 __all__ = ["expert"]
 

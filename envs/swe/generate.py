@@ -5,7 +5,7 @@ in ``reference/`` or the mutation operators. For every reference module (``refer
 its tests ``reference/test_<m>.py``) it:
 
 1. checks the reference passes all its tests;
-2. builds every single-site mutant (:mod:`envs.swe.mutate`) and runs the tests on it in a fresh
+2. builds every single-site mutant (:mod:`rockroll.envs.swe.mutate`) and runs the tests on it in a fresh
    temporary directory with the stand-alone runner;
 3. keeps mutants that make at least one test fail, with no test timing out and the same test ids
    as the reference (the reference fix then makes all pass: it *is* the reference);
@@ -28,8 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from envs.swe.mutate import Mutation, apply_mutation, mutations
-from envs.swe.tasks import TASKS_PATH, runner_source
+from rockroll.envs.swe.mutate import Mutation, apply_mutation, mutations
+from rockroll.envs.swe.tasks import TASKS_PATH, runner_source
 
 __all__ = ["generate", "run_tests", "problem_statement", "REFERENCE_DIR"]
 
@@ -133,7 +133,7 @@ def generate(per_module: int = 12, log: Any = sys.stderr) -> dict[str, Any]:
         for n in names
     }
     tasks = [t for n in names for t in _module_tasks(n, per_module, log)]
-    return {"format": FORMAT, "generator": "envs.swe.generate", "modules": modules, "tasks": tasks}
+    return {"format": FORMAT, "generator": "rockroll.envs.swe.generate", "modules": modules, "tasks": tasks}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,7 +4,7 @@ It needs nothing but the standard library (the sandbox image may lack pytest) an
 pytest-style test files: module-level ``test_*`` functions using plain ``assert``. Before running,
 each ``assert`` is rewritten so a failure can say what was evaluated, what was expected and what
 came out (like pytest's assertion rewriting, much smaller). Output is one line per test in the
-format of pytest's ``-rA`` summary, which :func:`envs.swe.tasks.parse_test_report` reads::
+format of pytest's ``-rA`` summary, which :func:`rockroll.envs.swe.tasks.parse_test_report` reads::
 
     PASSED test_roman.py::test_to_roman_simple
     FAILED test_roman.py::test_to_roman_subtractive - to_roman(4) returned 'IIII', expected 'IV'

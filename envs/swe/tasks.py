@@ -31,8 +31,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from envs.errors import EnvConfigError
-from envs.swe.mutate import Mutation, apply_mutation
+from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.swe.mutate import Mutation, apply_mutation
 
 __all__ = [
     "SWETask",

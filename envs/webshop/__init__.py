@@ -1,16 +1,16 @@
 """WebShop: a text web shop where the agent finds and buys the product an instruction asks for.
 
-Modules: :mod:`~envs.webshop.catalog` (data model), :mod:`~envs.webshop.generator` (seeded
-catalogue), :mod:`~envs.webshop.loader` (original WebShop files), :mod:`~envs.webshop.search`
-(BM25), :mod:`~envs.webshop.store` (cached catalogue + index), :mod:`~envs.webshop.goals`,
-:mod:`~envs.webshop.reward`, :mod:`~envs.webshop.pages` / :mod:`~envs.webshop.render`
-(navigation and text), :mod:`~envs.webshop.env` (the env) and :mod:`~envs.webshop.oracle`.
+Modules: :mod:`~rockroll.envs.webshop.catalog` (data model), :mod:`~rockroll.envs.webshop.generator` (seeded
+catalogue), :mod:`~rockroll.envs.webshop.loader` (original WebShop files), :mod:`~rockroll.envs.webshop.search`
+(BM25), :mod:`~rockroll.envs.webshop.store` (cached catalogue + index), :mod:`~rockroll.envs.webshop.goals`,
+:mod:`~rockroll.envs.webshop.reward`, :mod:`~rockroll.envs.webshop.pages` / :mod:`~rockroll.envs.webshop.render`
+(navigation and text), :mod:`~rockroll.envs.webshop.env` (the env) and :mod:`~rockroll.envs.webshop.oracle`.
 """
 
-from envs.webshop.catalog import Catalog, Goal, Product, Review
-from envs.webshop.env import WebShopEnv
-from envs.webshop.oracle import WebShopOracle
-from envs.webshop.reward import RewardBreakdown, score_purchase
+from rockroll.envs.webshop.catalog import Catalog, Goal, Product, Review
+from rockroll.envs.webshop.env import WebShopEnv
+from rockroll.envs.webshop.oracle import WebShopOracle
+from rockroll.envs.webshop.reward import RewardBreakdown, score_purchase
 
 __all__ = [
     "Catalog",

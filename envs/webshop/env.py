@@ -4,7 +4,7 @@ After Yao et al., "WebShop: Towards Scalable Real-World Web Interaction with Gro
 Agents" (NeurIPS 2022). The shop's catalogue is fixed per env (generated from
 ``catalog_seed``, or read from the original WebShop files); the episode seed picks the goal.
 The agent searches (``search[query]`` on the search page), browses (``click[element]``) and
-ends the episode by clicking ``buy now``, scored by :mod:`envs.webshop.reward`. Every other
+ends the episode by clicking ``buy now``, scored by :mod:`rockroll.envs.webshop.reward`. Every other
 step gives 0; an unparsable or unavailable action gives ``format_penalty`` and shows the page
 again with a feedback line.
 
@@ -19,14 +19,14 @@ import os
 import re
 from typing import Any
 
-from envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
-from envs.errors import EnvConfigError
-from envs.webshop.catalog import Goal, Product
-from envs.webshop.goals import sample_goal
-from envs.webshop.pages import BUY, canonical, check_stack, clickables, copy_page, do_click, do_search, search_page
-from envs.webshop.render import render_page
-from envs.webshop.reward import score_purchase
-from envs.webshop.store import Shop, open_shop
+from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
+from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.webshop.catalog import Goal, Product
+from rockroll.envs.webshop.goals import sample_goal
+from rockroll.envs.webshop.pages import BUY, canonical, check_stack, clickables, copy_page, do_click, do_search, search_page
+from rockroll.envs.webshop.render import render_page
+from rockroll.envs.webshop.reward import score_purchase
+from rockroll.envs.webshop.store import Shop, open_shop
 
 __all__ = ["WebShopEnv", "Action", "goal_query"]
 
@@ -135,7 +135,7 @@ class WebShopEnv(TextEnv[Action]):
 
     @property
     def page(self) -> dict[str, Any]:
-        """A copy of the current page dict (see :mod:`envs.webshop.pages`)."""
+        """A copy of the current page dict (see :mod:`rockroll.envs.webshop.pages`)."""
         return copy_page(self._stack[-1])
 
     def product(self, asin: str) -> Product:

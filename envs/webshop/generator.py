@@ -1,6 +1,6 @@
 """Deterministic catalogue generation: ``generate_catalog(num_products, seed)``.
 
-Products are spread evenly over the product types of :mod:`envs.webshop.vocab`, each with a
+Products are spread evenly over the product types of :mod:`rockroll.envs.webshop.vocab`, each with a
 brand, a title, 3-6 attributes (mostly the type's own, some shared by its department), 1-3
 option dimensions with 2-6 values each, a price drawn log-uniformly from the type's range, a
 description, feature bullets and a few reviews. The same ``(num_products, seed)`` always gives
@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 import random
 
-from envs.webshop.catalog import Catalog, Product, Review
-from envs.webshop.text import is_plural, titlecase, with_article
-from envs.webshop.vocab import BRAND_HEADS, BRAND_TAILS, CATEGORIES, OPTION_POOLS, Category, TypeSpec
+from rockroll.envs.webshop.catalog import Catalog, Product, Review
+from rockroll.envs.webshop.text import is_plural, titlecase, with_article
+from rockroll.envs.webshop.vocab import BRAND_HEADS, BRAND_TAILS, CATEGORIES, OPTION_POOLS, Category, TypeSpec
 
 __all__ = ["generate_catalog", "ALL_TYPES"]
 

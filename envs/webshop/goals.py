@@ -12,8 +12,8 @@ import re
 
 import numpy as np
 
-from envs.webshop.catalog import Catalog, Goal, Product
-from envs.webshop.text import is_plural, join_words, with_article
+from rockroll.envs.webshop.catalog import Catalog, Goal, Product
+from rockroll.envs.webshop.text import is_plural, join_words, with_article
 
 __all__ = ["sample_goal", "build_goal", "price_ceiling", "phrase_instruction", "parse_price_upper"]
 

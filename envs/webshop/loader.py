@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from envs.errors import EnvConfigError
-from envs.webshop.catalog import Catalog, Goal, Product, Review
-from envs.webshop.goals import build_goal, parse_price_upper, price_ceiling
-from envs.webshop.text import normalize
+from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.webshop.catalog import Catalog, Goal, Product, Review
+from rockroll.envs.webshop.goals import build_goal, parse_price_upper, price_ceiling
+from rockroll.envs.webshop.text import normalize
 
 __all__ = ["load_products", "load_catalog_file"]
 

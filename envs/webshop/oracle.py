@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envs.webshop.catalog import Goal, Product
-from envs.webshop.env import WebShopEnv, goal_query
-from envs.webshop.pages import BACK, BUY, NEXT, PREV, item_options, num_pages, option_elements, page_asins
-from envs.webshop.reward import score_purchase
-from envs.webshop.text import normalize
+from rockroll.envs.webshop.catalog import Goal, Product
+from rockroll.envs.webshop.env import WebShopEnv, goal_query
+from rockroll.envs.webshop.pages import BACK, BUY, NEXT, PREV, item_options, num_pages, option_elements, page_asins
+from rockroll.envs.webshop.reward import score_purchase
+from rockroll.envs.webshop.text import normalize
 
 __all__ = ["WebShopOracle", "best_options", "expert"]
 

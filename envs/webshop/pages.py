@@ -20,9 +20,9 @@ import copy
 import math
 from typing import Any
 
-from envs.webshop.catalog import Product
-from envs.webshop.search import MAX_RESULTS
-from envs.webshop.store import Shop
+from rockroll.envs.webshop.catalog import Product
+from rockroll.envs.webshop.search import MAX_RESULTS
+from rockroll.envs.webshop.store import Shop
 
 __all__ = [
     "BACK",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.webshop.catalog import Goal, Product
-from envs.webshop.pages import (
+from rockroll.envs.webshop.catalog import Goal, Product
+from rockroll.envs.webshop.pages import (
     BACK,
     BUY,
     NEXT,
@@ -22,7 +22,7 @@ from envs.webshop.pages import (
     num_pages,
     page_asins,
 )
-from envs.webshop.store import Shop
+from rockroll.envs.webshop.store import Shop
 
 __all__ = ["render_page", "actions_line"]
 

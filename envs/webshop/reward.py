@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from envs.webshop.catalog import Goal, Product
-from envs.webshop.text import contains_phrase, normalize, tokenize
+from rockroll.envs.webshop.catalog import Goal, Product
+from rockroll.envs.webshop.text import contains_phrase, normalize, tokenize
 
 __all__ = ["RewardBreakdown", "type_reward", "attribute_matches", "option_matches", "score_purchase"]
 

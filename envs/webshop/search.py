@@ -1,7 +1,7 @@
 """Product search: a BM25 index (the ``bm25s`` library) over each product's text.
 
 A product's document is its title, type, category path, attributes, feature bullets and
-description, tokenised by :func:`envs.webshop.text.tokenize` (the same function reads queries).
+description, tokenised by :func:`rockroll.envs.webshop.text.tokenize` (the same function reads queries).
 Only products sharing at least one word with the query are returned, best first; ties keep
 catalogue order, so a query always gives the same list.
 """
@@ -13,8 +13,8 @@ import logging
 import bm25s
 import numpy as np
 
-from envs.webshop.catalog import Catalog, Product
-from envs.webshop.text import tokenize
+from rockroll.envs.webshop.catalog import Catalog, Product
+from rockroll.envs.webshop.text import tokenize
 
 __all__ = ["SearchEngine", "MAX_RESULTS"]
 

@@ -14,10 +14,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.webshop.catalog import Catalog
-from envs.webshop.generator import generate_catalog
-from envs.webshop.loader import load_catalog_file
-from envs.webshop.search import SearchEngine
+from rockroll.envs.webshop.catalog import Catalog
+from rockroll.envs.webshop.generator import generate_catalog
+from rockroll.envs.webshop.loader import load_catalog_file
+from rockroll.envs.webshop.search import SearchEngine
 
 __all__ = ["Shop", "open_shop", "clear_shop_cache", "CACHE_SIZE"]
 

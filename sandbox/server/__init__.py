@@ -4,6 +4,6 @@ Run it as ``python -m sandbox.server --socket PATH --workspace DIR``. It depends
 standard library and rockroll's envs (numpy, gymnasium), so sandbox images stay small.
 """
 
-from sandbox.server.app import SandboxServer, serve
+from rockroll.sandbox.server.app import SandboxServer, serve
 
 __all__ = ["SandboxServer", "serve"]

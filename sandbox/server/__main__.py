@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from sandbox.server.app import serve
+from rockroll.sandbox.server.app import serve
 
 
 def main(argv: list[str] | None = None) -> None:

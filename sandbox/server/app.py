@@ -1,7 +1,7 @@
 """The in-sandbox HTTP server: routes ``POST /<op>`` calls to sessions, commands and files.
 
 Built on the standard library's ``http.server`` with a threading unix-socket server (HTTP/1.1
-keep-alive, one thread per connection). The protocol is described in :mod:`sandbox.client`.
+keep-alive, one thread per connection). The protocol is described in :mod:`rockroll.sandbox.client`.
 
 Threat model: the socket is reachable only by whoever can reach the socket file (the host's
 manager; the server chmods the socket 0666 but its directory is private to the manager on the host
@@ -22,9 +22,9 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from sandbox.server.execs import run_command
-from sandbox.server.files import Workspace
-from sandbox.server.sessions import SessionStore
+from rockroll.sandbox.server.execs import run_command
+from rockroll.sandbox.server.files import Workspace
+from rockroll.sandbox.server.sessions import SessionStore
 
 __all__ = ["SandboxServer", "serve", "make_httpd", "MAX_REQUEST_BYTES"]
 

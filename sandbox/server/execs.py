@@ -129,7 +129,7 @@ def run_command(
     stdin: str | None = None,
     resolve: Any = None,
 ) -> dict[str, Any]:
-    """Run one command and return the fields of an :class:`~sandbox.base.ExecResult`."""
+    """Run one command and return the fields of an :class:`~rockroll.sandbox.base.ExecResult`."""
     if isinstance(cmd, str):
         argv = ["/bin/sh", "-c", cmd]
     elif isinstance(cmd, list) and cmd and all(isinstance(a, str) for a in cmd):

@@ -16,7 +16,7 @@ import os
 import stat
 from typing import Any
 
-from sandbox.errors import SandboxPathError
+from rockroll.sandbox.errors import SandboxPathError
 
 __all__ = ["Workspace"]
 

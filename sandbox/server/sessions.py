@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.errors import CapacityError, SessionNotFound
+from rockroll.sandbox.errors import CapacityError, SessionNotFound
 
 __all__ = ["SessionStore"]
 
@@ -49,7 +49,7 @@ class SessionStore:
     def preload(self) -> None:
         """Import envhub and the ``ROCKROLL_ENV_MODULES`` (run in a thread at server start)."""
         try:
-            for name in ["envhub"] + [m for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
+            for name in ["rockroll.envhub"] + [m for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
                 try:
                     importlib.import_module(name.strip())
                 except Exception as e:  # noqa: BLE001 - reported in health and on env.make
@@ -84,7 +84,7 @@ class SessionStore:
             raise CapacityError(len(self._sessions), self.max_sessions, "sessions")
 
     def make(self, env_id: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-        import envhub
+        import rockroll.envhub as envhub
 
         self._wait_loaded()
         self._reserve_check()
@@ -132,7 +132,7 @@ class SessionStore:
             return str(s.env.render())
 
     def fork(self, session_id: str) -> dict[str, Any]:
-        import envhub
+        import rockroll.envhub as envhub
 
         s = self._get(session_id)
         self._reserve_check()

@@ -16,9 +16,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from agentrl.engines import EngineError, GenerationRequest, SamplingParams, make_engine  # noqa: E402
-from agentrl.engines.hf import HFEngine  # noqa: E402
-from agentrl.tiny import build_tiny_model  # noqa: E402
+from rockroll.agentrl.engines import EngineError, GenerationRequest, SamplingParams, make_engine  # noqa: E402
+from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
+from rockroll.agentrl.tiny import build_tiny_model  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -37,7 +37,7 @@ def engine(tiny_path: Path):
 
 def _prompts(tok, n: int) -> list[list[int]]:
     """Chat prompts of different lengths (so left-padding matters) built from env observations."""
-    import envhub
+    import rockroll.envhub as envhub
 
     env = envhub.make("FrozenLake-v0")
     out = []
@@ -259,7 +259,7 @@ def server_url(tiny_path: Path):
 
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "api.cli", "serve-model", str(tiny_path), "--port", str(port), "--model-name", "tiny"]
+    cmd = [sys.executable, "-m", "rockroll.api.cli", "serve-model", str(tiny_path), "--port", str(port), "--model-name", "tiny"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -286,7 +286,7 @@ def server_url(tiny_path: Path):
 
 
 def test_openai_engine_matches_hf_engine_in_greedy_mode(engine, server_url: str, tiny_path: Path) -> None:
-    from agentrl.engines.openai_engine import OpenAIEngine
+    from rockroll.agentrl.engines.openai_engine import OpenAIEngine
 
     remote = make_engine("openai", base_url=server_url, tokenizer=tiny_path)
     assert isinstance(remote, OpenAIEngine)
@@ -335,7 +335,7 @@ def test_server_endpoints(server_url: str, engine) -> None:
 
 
 def test_openai_engine_falls_back_to_retokenising_text(engine) -> None:
-    from agentrl.engines.openai_engine import OpenAIEngine
+    from rockroll.agentrl.engines.openai_engine import OpenAIEngine
 
     tok = engine.tokenizer
     remote = OpenAIEngine("http://127.0.0.1:1", tok, model="m")
@@ -351,7 +351,7 @@ def test_openai_engine_falls_back_to_retokenising_text(engine) -> None:
 
 
 def test_openai_engine_reports_a_dead_server(engine) -> None:
-    from agentrl.engines.openai_engine import OpenAIEngine
+    from rockroll.agentrl.engines.openai_engine import OpenAIEngine
 
     remote = OpenAIEngine(f"http://127.0.0.1:{_free_port()}", engine.tokenizer, model="m", max_retries=0, timeout_s=2)
     with pytest.raises(EngineError):
@@ -360,7 +360,7 @@ def test_openai_engine_reports_a_dead_server(engine) -> None:
 
 # ------------------------------------------------------------------------------ factory
 def test_factory(tiny_path: Path) -> None:
-    from agentrl.engines.random_engine import RandomEngine
+    from rockroll.agentrl.engines.random_engine import RandomEngine
 
     assert isinstance(make_engine("random"), RandomEngine)
     hf = make_engine("hf", model_path=tiny_path, max_batch_size=3)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agentrl.eval import open_source, run_eval, run_eval_job
-from agentrl.eval_config import EvalConfig, EvalEnvConfig, SourceConfig, from_dict, load_eval_config
+from rockroll.agentrl.eval import open_source, run_eval, run_eval_job
+from rockroll.agentrl.eval_config import EvalConfig, EvalEnvConfig, SourceConfig, from_dict, load_eval_config
 
 YAML = """
 name: smoke
@@ -91,7 +91,7 @@ def test_eval_reuses_warm_sandboxes() -> None:
 
 
 def test_eval_with_the_tiny_model(tmp_path: Path) -> None:
-    from agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
 
     model = build_tiny_model(tmp_path / "tiny", TinyModelConfig(episodes_per_env=3))
     cfg = from_dict(EvalConfig, {
@@ -106,7 +106,7 @@ def test_eval_with_the_tiny_model(tmp_path: Path) -> None:
 def test_cli_eval(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from api.cli import app
+    from rockroll.api.cli import app
 
     path = tmp_path / "eval.yaml"
     path.write_text(YAML)
@@ -122,7 +122,7 @@ def test_cli_eval(tmp_path: Path) -> None:
 
 
 def test_job_adapter_reports_progress_and_metrics() -> None:
-    import envhub
+    import rockroll.envhub as envhub
 
     reports: list[dict[str, Any]] = []
     ctx = SimpleNamespace(

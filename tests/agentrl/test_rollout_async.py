@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from agentrl.async_rollout import AsyncRollout
-from agentrl.config import EpisodeConfig, RolloutConfig
-from agentrl.engines.random_engine import RandomEngine
-from agentrl.env_source import LocalSource
-from agentrl.latency import Latency
-from agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.async_rollout import AsyncRollout
+from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+from rockroll.agentrl.engines.random_engine import RandomEngine
+from rockroll.agentrl.env_source import LocalSource
+from rockroll.agentrl.latency import Latency
+from rockroll.agentrl.scheduler import RolloutScheduler
 
 
 def _scheduler(ratio: int) -> RolloutScheduler:

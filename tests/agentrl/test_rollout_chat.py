@@ -7,17 +7,17 @@ import math
 
 import pytest
 
-from agentrl.char_tokenizer import CharTokenizer
-from agentrl.chat import ContextExceeded, PromptBuilder
-from agentrl.engines.base import GenerationRequest, SamplingParams
-from agentrl.engines.random_engine import RandomEngine
-from agentrl.latency import Latency
+from rockroll.agentrl.char_tokenizer import CharTokenizer
+from rockroll.agentrl.chat import ContextExceeded, PromptBuilder
+from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
+from rockroll.agentrl.engines.random_engine import RandomEngine
+from rockroll.agentrl.latency import Latency
 
 
 @pytest.fixture(scope="module")
 def bpe_tokenizer():
     """The tiny model's byte-level BPE tokenizer (built locally, a few seconds)."""
-    from agentrl.tiny import build_tokenizer, corpus_texts
+    from rockroll.agentrl.tiny import build_tokenizer, corpus_texts
 
     return build_tokenizer(corpus_texts(episodes=3))
 

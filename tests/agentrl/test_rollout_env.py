@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-import envhub
-from agentrl.config import EpisodeConfig, RolloutConfig
-from agentrl.engines.random_engine import RandomEngine
-from agentrl.env_manager import EnvManager, EpisodeSpec
-from agentrl.env_source import EnvSource, LocalSource, RemoteSource, SandboxSource
-from agentrl.scheduler import RolloutScheduler
-from agentrl.trajectory import Trajectory
+import rockroll.envhub as envhub
+from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+from rockroll.agentrl.engines.random_engine import RandomEngine
+from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.env_source import EnvSource, LocalSource, RemoteSource, SandboxSource
+from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.trajectory import Trajectory
 
 ENVS = ["FrozenLake-v0", "Sokoban-v0"]
 EPISODE = EpisodeConfig(max_turns=4, max_tokens_per_turn=12, step_timeout_s=60, max_retries=1)
@@ -31,7 +31,7 @@ EPISODE = EpisodeConfig(max_turns=4, max_tokens_per_turn=12, step_timeout_s=60, 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
 
     out = tmp_path_factory.mktemp("tiny")
     return str(build_tiny_model(out, TinyModelConfig(episodes_per_env=3)))
@@ -39,7 +39,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def hf_engine(tiny_model: str) -> Any:
-    from agentrl.engines.hf import HFEngine
+    from rockroll.agentrl.engines.hf import HFEngine
 
     engine = HFEngine(tiny_model, max_batch_size=16, num_threads=1, seed=0)
     yield engine
@@ -48,7 +48,7 @@ def hf_engine(tiny_model: str) -> Any:
 
 @pytest.fixture(scope="module")
 def random_engine(tiny_model: str) -> RandomEngine:
-    from agentrl.tiny import load_tokenizer
+    from rockroll.agentrl.tiny import load_tokenizer
 
     return RandomEngine(load_tokenizer(tiny_model), invalid_prob=0.2, seed=0)
 
@@ -116,7 +116,7 @@ def test_tiny_model_plays_in_process(hf_engine: Any) -> None:
 
 @pytest.fixture
 def sandbox_manager() -> Any:
-    from sandbox.manager import SandboxManager
+    from rockroll.sandbox.manager import SandboxManager
 
     state = tempfile.mkdtemp(prefix="rr-", dir="/tmp")
     db = tempfile.mkdtemp(prefix="rr-db-")
@@ -154,8 +154,8 @@ def test_tiny_model_plays_through_sandbox_sessions(hf_engine: Any, sandbox_manag
 
 
 def test_tiny_model_plays_through_remote_env(hf_engine: Any) -> None:
-    from api.client import Client
-    from api.serve_proc import ServerProc, scratch_dir
+    from rockroll.api.client import Client
+    from rockroll.api.serve_proc import ServerProc, scratch_dir
 
     proc = ServerProc(scratch_dir("rollout"), dev=True)
     try:
@@ -185,8 +185,8 @@ def test_random_engine_plays_through_docker_sandboxes_and_survives_a_killed_cont
 
     import docker
 
-    from agentrl.latency import Latency
-    from sandbox.base import SandboxSpec
+    from rockroll.agentrl.latency import Latency
+    from rockroll.sandbox.base import SandboxSpec
 
     manager = make_manager(backend="docker", default_spec=SandboxSpec(image=docker_image, max_sessions=4))
     source = SandboxSource(manager)
@@ -231,7 +231,7 @@ def test_tiny_model_plays_through_docker_sandboxes(  # noqa: F811
     docker_image: str,  # noqa: F811
     hf_engine: Any,
 ) -> None:
-    from sandbox.base import SandboxSpec
+    from rockroll.sandbox.base import SandboxSpec
 
     manager = make_manager(backend="docker", default_spec=SandboxSpec(image=docker_image, max_sessions=4))
     source = SandboxSource(manager)

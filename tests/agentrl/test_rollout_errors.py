@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from agentrl.config import EpisodeConfig, RolloutConfig
-from agentrl.engines.base import EngineError, GenerationRequest, GenerationResult
-from agentrl.engines.random_engine import RandomEngine
-from agentrl.env_source import LocalSource, SandboxSource
-from agentrl.errors import FatalRolloutError, classify
-from agentrl.faults import register_fault_env
-from agentrl.scheduler import RolloutBatch, RolloutScheduler
+from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult
+from rockroll.agentrl.engines.random_engine import RandomEngine
+from rockroll.agentrl.env_source import LocalSource, SandboxSource
+from rockroll.agentrl.errors import FatalRolloutError, classify
+from rockroll.agentrl.faults import register_fault_env
+from rockroll.agentrl.scheduler import RolloutBatch, RolloutScheduler
 
 FAST = EpisodeConfig(max_turns=5, max_tokens_per_turn=32, step_timeout_s=0.5, start_timeout_s=5, max_retries=1)
 
@@ -129,11 +129,11 @@ def test_config_errors_are_raised_not_retried() -> None:
     with pytest.raises(FatalRolloutError, match="Did you mean"):
         _run(RandomEngine(), source, config)
     assert source.open_count == 0
-    from envhub.errors import UnknownEnvError
+    from rockroll.envhub.errors import UnknownEnvError
 
     assert classify(UnknownEnvError("x", [])) == "fatal" and classify(TimeoutError()) == "infra"
-    from api.client import ApiClientError, SandboxLostError
-    from sandbox.errors import SandboxLost
+    from rockroll.api.client import ApiClientError, SandboxLostError
+    from rockroll.sandbox.errors import SandboxLost
 
     assert classify(SandboxLost("sb-1")) == "infra"
     assert classify(SandboxLostError(410, "sandbox_lost", "gone")) == "infra"
@@ -157,15 +157,15 @@ def test_running_out_of_context_is_an_agent_failure() -> None:
 @pytest.fixture
 def fault_manager() -> Any:
     """A process-backend manager whose sandbox servers register the fault envs at start-up."""
-    from sandbox.base import SandboxSpec
-    from sandbox.manager import SandboxManager
+    from rockroll.sandbox.base import SandboxSpec
+    from rockroll.sandbox.manager import SandboxManager
 
     fault_envs = {
         # every 2nd episode a sandbox server starts dies or hangs (9+ episodes on <= 6 sandboxes)
         "TestSbExit-v0": {"mode": "exit", "fault_every": 2, "fault_at_step": 2},
         "TestSbHang-v0": {"mode": "hang", "fault_every": 2, "hang_s": 2.0, "fault_at_step": 1},
     }
-    env = (("ROCKROLL_ENV_MODULES", "agentrl.fault_envs"), ("ROCKROLL_FAULT_ENVS", json.dumps(fault_envs)))
+    env = (("ROCKROLL_ENV_MODULES", "rockroll.agentrl.fault_envs"), ("ROCKROLL_FAULT_ENVS", json.dumps(fault_envs)))
     state = tempfile.mkdtemp(prefix="rr-", dir="/tmp")
     db = tempfile.mkdtemp(prefix="rr-db-")
     m = SandboxManager(

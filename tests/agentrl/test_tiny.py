@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import envhub  # noqa: E402
-from agentrl.tiny import (  # noqa: E402
+import rockroll.envhub as envhub  # noqa: E402
+from rockroll.agentrl.tiny import (  # noqa: E402
     CHAT_TEMPLATE,
     TINY_MARKER,
     TinyModelConfig,
@@ -143,7 +143,7 @@ def test_config_rejects_bad_shapes(kwargs: dict) -> None:
 def test_cli_build_tiny(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from api.cli import app
+    from rockroll.api.cli import app
 
     out = tmp_path / "cli_model"
     result = CliRunner().invoke(app, ["model", "build-tiny", str(out), "--hidden-size", "64", "--vocab-size", "400"])

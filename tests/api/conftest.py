@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.serve_proc import ServerProc, create_token, scratch_dir
-from api.settings import Settings
+from rockroll.api.app import create_app
+from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.api.settings import Settings
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
+from rockroll.api.app import create_app
 from tests.api.conftest import make_settings
 
 
@@ -100,7 +100,7 @@ def test_bad_base64_upload(dev_client: TestClient) -> None:
 
 def test_failing_custom_env_is_rejected_with_its_error(dev_client: TestClient) -> None:
     src = (
-        b"from envs.frozenlake import FrozenLakeEnv\nclass Broken(FrozenLakeEnv):\n"
+        b"from rockroll.envs.frozenlake import FrozenLakeEnv\nclass Broken(FrozenLakeEnv):\n"
         b"    def _reset(self, options):\n        raise RuntimeError('broken on purpose')\n"
     )
     r = dev_client.post(
@@ -162,16 +162,16 @@ def test_train_job_is_handed_to_the_trainer(dev_client: TestClient) -> None:
         job = dev_client.get(f"/v1/jobs/{job['id']}").json()
     assert job["state"] == "failed"
     try:
-        import trainer.jobs  # noqa: F401
+        import rockroll.trainer.jobs  # noqa: F401
     except ImportError:
-        assert "trainer.jobs" in job["error"]
+        assert "rockroll.trainer.jobs" in job["error"]
     else:
         assert "nonsense_key" in job["error"]
 
 
 def test_auth_required_without_dev_mode(data_dir) -> None:
-    from api.auth import create_token
-    from api.db import Database
+    from rockroll.api.auth import create_token
+    from rockroll.api.db import Database
 
     db = Database(f"sqlite:///{data_dir}/rockroll.db")
     db.migrate()

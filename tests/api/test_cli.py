@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app
-from api.serve_proc import ServerProc
+from rockroll.api.cli import app
+from rockroll.api.serve_proc import ServerProc
 
 
 @pytest.fixture()

@@ -9,7 +9,7 @@ import zipfile
 from fastapi.testclient import TestClient
 
 WHEEL_MODULE = b'''
-from envs.frozenlake import FrozenLakeEnv
+from rockroll.envs.frozenlake import FrozenLakeEnv
 
 
 class WheelLake(FrozenLakeEnv):
@@ -55,7 +55,7 @@ def test_wheel_upload_is_validated_and_playable(dev_client: TestClient) -> None:
 def test_entry_point_already_in_the_image(dev_client: TestClient) -> None:
     r = dev_client.post(
         "/v1/envs",
-        json={"id": "TinyLake-v3", "kind": "entry_point", "entry_point": "envs.frozenlake:FrozenLakeEnv",
+        json={"id": "TinyLake-v3", "kind": "entry_point", "entry_point": "rockroll.envs.frozenlake:FrozenLakeEnv",
               "kwargs": {"is_slippery": False}, "max_steps": 5},
     )  # fmt: skip
     assert r.status_code == 201, r.text

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.client import ApiClientError, Client
-from api.serve_proc import ServerProc
+from rockroll.api.client import ApiClientError, Client
+from rockroll.api.serve_proc import ServerProc
 
 
 def _status(fn, *args, **kwargs) -> int:

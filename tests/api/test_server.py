@@ -8,15 +8,15 @@ import time
 import gymnasium as gym
 import pytest
 
-from api.client import ApiClientError, AsyncClient, Client, SandboxLostError
-from api.remote_env import RemoteEnv
-from api.serve_proc import ServerProc, create_token, scratch_dir
-from envs.play import play_episode
+from rockroll.api.client import ApiClientError, AsyncClient, Client, SandboxLostError
+from rockroll.api.remote_env import RemoteEnv
+from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.envs.play import play_episode
 
 CUSTOM_SOURCE = textwrap.dedent(
     '''
     """A custom env uploaded as a single module: count up to a target."""
-    from envs.core import StepOutcome, TextEnv
+    from rockroll.envs.core import StepOutcome, TextEnv
 
 
     class Counter(TextEnv):
@@ -215,7 +215,7 @@ def test_client_retries_until_server_is_up() -> None:
 
 
 def test_websocket_transport(server: ServerProc) -> None:
-    from api.session_socket import SessionSocket
+    from rockroll.api.session_socket import SessionSocket
 
     with Client(server.url, server.tokens["alice"]) as c:
         with RemoteEnv(c, "FrozenLake-v0", transport="ws", is_slippery=False) as env:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from api.auth import create_token, hash_token, list_tokens, lookup_token, revoke_token
-from api.db import Database
-from api.settings import Settings, is_loopback
+from rockroll.api.auth import create_token, hash_token, list_tokens, lookup_token, revoke_token
+from rockroll.api.db import Database
+from rockroll.api.settings import Settings, is_loopback
 
 
 def test_defaults() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from api.client import Client
-from api.serve_proc import ServerProc
+from rockroll.api.client import Client
+from rockroll.api.serve_proc import ServerProc
 from tests.api.webdriver import Chromium, chromium_available
 
 
@@ -32,7 +32,7 @@ def _kill_sandbox_server(sandbox_id: str) -> int:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"sandbox.server" in cmd and f"rockroll.sandbox={sandbox_id}".encode() in cmd:
+        if b"rockroll.sandbox.server" in cmd and f"rockroll.sandbox={sandbox_id}".encode() in cmd:
             os.kill(int(proc.name), signal.SIGKILL)
             killed += 1
     return killed

@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-import envhub
-from envhub import RegistrationError, UnknownEnvError
-from envs.errors import EnvConfigError
+import rockroll.envhub as envhub
+from rockroll.envhub import RegistrationError, UnknownEnvError
+from rockroll.envs.errors import EnvConfigError
 
 
 def test_make_builds_a_wrapped_env_with_the_spec_step_limit() -> None:
@@ -18,8 +18,8 @@ def test_make_builds_a_wrapped_env_with_the_spec_step_limit() -> None:
 
 
 def test_unversioned_id_takes_the_newest_version() -> None:
-    envhub.register("Toy-v0", "envs.frozenlake:FrozenLakeEnv", kwargs={"size": 3})
-    envhub.register("Toy-v2", "envs.frozenlake:FrozenLakeEnv", kwargs={"size": 5})
+    envhub.register("Toy-v0", "rockroll.envs.frozenlake:FrozenLakeEnv", kwargs={"size": 3})
+    envhub.register("Toy-v2", "rockroll.envs.frozenlake:FrozenLakeEnv", kwargs={"size": 5})
     try:
         assert envhub.spec("Toy").id == "Toy-v2"
         assert envhub.make("Toy").unwrapped.size == 5
@@ -41,17 +41,17 @@ def test_unknown_id_suggests_close_matches() -> None:
 @pytest.mark.parametrize("bad_id", ["", "1abc-v0", "a b-v0", "Name-vx"])
 def test_malformed_ids_are_rejected(bad_id: str) -> None:
     with pytest.raises(RegistrationError):
-        envhub.register(bad_id, "envs.frozenlake:FrozenLakeEnv")
+        envhub.register(bad_id, "rockroll.envs.frozenlake:FrozenLakeEnv")
 
 
 def test_register_needs_version_and_unique_id_and_good_entry_point() -> None:
     with pytest.raises(RegistrationError, match="version"):
-        envhub.register("NoVersion", "envs.frozenlake:FrozenLakeEnv")
+        envhub.register("NoVersion", "rockroll.envs.frozenlake:FrozenLakeEnv")
     with pytest.raises(RegistrationError, match="already registered"):
-        envhub.register("FrozenLake-v0", "envs.frozenlake:FrozenLakeEnv")
+        envhub.register("FrozenLake-v0", "rockroll.envs.frozenlake:FrozenLakeEnv")
     with pytest.raises(RegistrationError, match="module:Class"):
         envhub.register("Bad-v0", "not an entry point")
-    envhub.register("Missing-v0", "envs.nothing_here:Env")
+    envhub.register("Missing-v0", "rockroll.envs.nothing_here:Env")
     try:
         with pytest.raises(RegistrationError, match="cannot load"):
             envhub.make("Missing-v0")
@@ -60,7 +60,7 @@ def test_register_needs_version_and_unique_id_and_good_entry_point() -> None:
 
 
 def test_entry_points_are_lazy() -> None:
-    envhub.register("Lazy-v0", "envs.not_yet_written:Env")  # no import at registration
+    envhub.register("Lazy-v0", "rockroll.envs.not_yet_written:Env")  # no import at registration
     envhub.deregister("Lazy-v0")
 
 

@@ -9,12 +9,12 @@ import types
 import numpy as np
 import pytest
 
-import envhub
-from envs.alfworld import TASK_TYPES, ALFWorldEnv, World, goal_satisfied, next_command, plan
-from envs.alfworld import original as original_mod
-from envs.alfworld.commands import admissible, execute, normalize
-from envs.alfworld.world import Item, Receptacle, Task
-from envs.errors import EnvConfigError, StateError
+import rockroll.envhub as envhub
+from rockroll.envs.alfworld import TASK_TYPES, ALFWorldEnv, World, goal_satisfied, next_command, plan
+from rockroll.envs.alfworld import original as original_mod
+from rockroll.envs.alfworld.commands import admissible, execute, normalize
+from rockroll.envs.alfworld.world import Item, Receptacle, Task
+from rockroll.envs.errors import EnvConfigError, StateError
 
 
 def _answer(cmd: str) -> str:

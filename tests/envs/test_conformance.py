@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-import envhub
-from envs.errors import ActionTypeError, EnvError, ResetNeeded
+import rockroll.envhub as envhub
+from rockroll.envs.errors import ActionTypeError, EnvError, ResetNeeded
 
 ENV_IDS = [s.id for s in envhub.list_envs() if "slow" not in s.tags]
 STEPS = 12

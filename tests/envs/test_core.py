@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envs import MaxSteps, StepOutcome, TextEnv, parse_answer
-from envs.errors import EnvConfigError, ResetNeeded, StateError
+from rockroll.envs import MaxSteps, StepOutcome, TextEnv, parse_answer
+from rockroll.envs.errors import EnvConfigError, ResetNeeded, StateError
 
 
 class Counter(TextEnv[int]):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-import envhub
-from envs.experts import expert_for, has_expert
-from envs.play import play_episode
+import rockroll.envhub as envhub
+from rockroll.envs.experts import expert_for, has_expert
+from rockroll.envs.play import play_episode
 
 # ids whose expert must win every episode (no randomness the expert cannot control)
 DETERMINISTIC = [

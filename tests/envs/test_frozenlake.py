@@ -7,10 +7,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-import envhub
-from envs.errors import EnvConfigError
-from envs.frozenlake import FrozenLakeEnv, generate_map, shortest_path
-from envs.play import play_episode
+import rockroll.envhub as envhub
+from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.frozenlake import FrozenLakeEnv, generate_map, shortest_path
+from rockroll.envs.play import play_episode
 
 
 @pytest.mark.parametrize("size", [4, 8])

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-import envhub
-from envs.errors import EnvConfigError, EnvError, StateError
-from envs.sokoban import (
+import rockroll.envhub as envhub
+from rockroll.envs.errors import EnvConfigError, EnvError, StateError
+from rockroll.envs.sokoban import (
     ACTIONS,
     VOCABS,
     GenerationError,
@@ -23,7 +23,7 @@ from envs.sokoban import (
     solve,
     step_reward,
 )
-from envs.sokoban import generator as generator_module
+from rockroll.envs.sokoban import generator as generator_module
 
 SOKOBAN_IDS = ["Sokoban-v0", "SimpleSokoban-v0", "LargerSokoban-v0", "SokobanDifferentGridVocab-v0"]
 

@@ -16,22 +16,22 @@ from pathlib import Path
 
 import pytest
 
-import envhub
-from envs.errors import EnvConfigError, EnvError
-from envs.swe import SWEEnv, generated_tasks, grade, load_task_file, parse_test_report
-from envs.swe.env import Bash, Edit, Submit
-from envs.swe.executor import ExecutorError, LocalExecutor
-from envs.swe.generate import _module_tasks, problem_statement, run_tests
-from envs.swe.mutate import Mutation, apply_mutation, mutations
-from envs.swe.tasks import SWETask, TaskFileError, runner_source
+import rockroll.envhub as envhub
+from rockroll.envs.errors import EnvConfigError, EnvError
+from rockroll.envs.swe import SWEEnv, generated_tasks, grade, load_task_file, parse_test_report
+from rockroll.envs.swe.env import Bash, Edit, Submit
+from rockroll.envs.swe.executor import ExecutorError, LocalExecutor
+from rockroll.envs.swe.generate import _module_tasks, problem_statement, run_tests
+from rockroll.envs.swe.mutate import Mutation, apply_mutation, mutations
+from rockroll.envs.swe.tasks import SWETask, TaskFileError, runner_source
 
 REQUIRED_INFO = {"action_is_valid", "action_is_effective", "success"}
 
 
 def _docker_problem() -> str | None:
     try:
-        from sandbox.base import DEFAULT_IMAGE
-        from sandbox.docker_backend import DockerBackend
+        from rockroll.sandbox.base import DEFAULT_IMAGE
+        from rockroll.sandbox.docker_backend import DockerBackend
 
         return None if DockerBackend().has_image(DEFAULT_IMAGE) else f"image {DEFAULT_IMAGE} is not built"
     except Exception as e:  # noqa: BLE001 - any reason means: no Docker here

@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import envhub
-from envs.errors import EnvConfigError, ResetNeeded, StateError
-from envs.webshop import Goal, Product, WebShopEnv, WebShopOracle, score_purchase
-from envs.webshop.generator import generate_catalog
-from envs.webshop.goals import parse_price_upper
-from envs.webshop.loader import load_catalog_file
-from envs.webshop.oracle import best_options
-from envs.webshop.store import open_shop
+import rockroll.envhub as envhub
+from rockroll.envs.errors import EnvConfigError, ResetNeeded, StateError
+from rockroll.envs.webshop import Goal, Product, WebShopEnv, WebShopOracle, score_purchase
+from rockroll.envs.webshop.generator import generate_catalog
+from rockroll.envs.webshop.goals import parse_price_upper
+from rockroll.envs.webshop.loader import load_catalog_file
+from rockroll.envs.webshop.oracle import best_options
+from rockroll.envs.webshop.store import open_shop
 
 
 def answer(action: str) -> str:

@@ -20,11 +20,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from agentrl.config import EpisodeConfig
-from agentrl.engines.random_engine import RandomEngine
-from agentrl.env_manager import EnvManager, EpisodeSpec
-from agentrl.env_source import LocalSource
-from sandbox.manager import SandboxManager
+from rockroll.agentrl.config import EpisodeConfig
+from rockroll.agentrl.engines.random_engine import RandomEngine
+from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.env_source import LocalSource
+from rockroll.sandbox.manager import SandboxManager
 
 
 def test_open_skips_a_sandbox_that_died_since_its_last_probe(make_manager: Callable[..., SandboxManager]) -> None:

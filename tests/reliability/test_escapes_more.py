@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.base import SandboxSpec
-from sandbox.manager import SandboxManager
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.manager import SandboxManager
 from tests.sandbox.conftest import leftovers
 
 pytestmark = pytest.mark.docker
@@ -65,7 +65,7 @@ def _host_addresses() -> list[str]:
 
 
 def test_control_plane_port_is_unreachable(manager: SandboxManager) -> None:
-    from api.serve_proc import ServerProc, scratch_dir
+    from rockroll.api.serve_proc import ServerProc, scratch_dir
 
     srv = ServerProc(scratch_dir("esc"), extra=["--pool-size", "0"])
     try:

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import envhub
-from envs.core import parse_answer
-from envs.errors import EnvConfigError
+import rockroll.envhub as envhub
+from rockroll.envs.core import parse_answer
+from rockroll.envs.errors import EnvConfigError
 
 PLAYABLE = ["FrozenLake-v0", "Sokoban-v0", "LargerSokoban-v0", "WebShop-v0", "ALFWorld-v0"]
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from sandbox.base import SandboxSpec
-from sandbox.manager import SandboxManager
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.manager import SandboxManager
 
 
 def test_burst_of_opens_waits_for_the_starting_sandbox(make_manager: Callable[..., SandboxManager]) -> None:

@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
-from sandbox.client import SandboxClient
-from sandbox.manager import SandboxManager
-from sandbox.server.app import SandboxServer, make_httpd
+from rockroll.sandbox.client import SandboxClient
+from rockroll.sandbox.manager import SandboxManager
+from rockroll.sandbox.server.app import SandboxServer, make_httpd
 
 REQUIRE_DOCKER = os.environ.get("ROCKROLL_REQUIRE_DOCKER") == "1"
 
 
 def docker_problem() -> str | None:
     """Why Docker tests cannot run here, or None."""
-    from sandbox.docker_backend import DockerBackend
-    from sandbox.errors import BackendUnavailable
+    from rockroll.sandbox.docker_backend import DockerBackend
+    from rockroll.sandbox.errors import BackendUnavailable
 
     try:
         DockerBackend()
@@ -45,7 +45,7 @@ def docker_image() -> str:
         if REQUIRE_DOCKER:
             pytest.fail(f"ROCKROLL_REQUIRE_DOCKER=1 but Docker is unusable: {problem}")
         pytest.skip(f"no Docker daemon: {problem}")
-    from sandbox.images import build_image
+    from rockroll.sandbox.images import build_image
 
     return build_image()
 

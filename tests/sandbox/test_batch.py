@@ -6,10 +6,10 @@ import os
 import signal
 from typing import Any
 
-import envhub
-from envs.errors import ResetNeeded
-from sandbox.errors import SandboxLost
-from sandbox.session import run_batch
+import rockroll.envhub as envhub
+from rockroll.envs.errors import ResetNeeded
+from rockroll.sandbox.errors import SandboxLost
+from rockroll.sandbox.session import run_batch
 
 MOVES = ["<answer>Down</answer>", "<answer>Right</answer>", "junk", "<answer>Up</answer>", "<answer>Left</answer>"]
 

@@ -10,7 +10,7 @@ from typing import Any
 import docker
 import pytest
 
-from sandbox.base import SandboxSpec
+from rockroll.sandbox.base import SandboxSpec
 
 PLUGINS = os.path.join(os.path.dirname(__file__), "plugins")
 ECHO_ENV = (("ROCKROLL_ENV_MODULES", "rr_echo_env"),)

@@ -7,9 +7,9 @@ from typing import Any
 import docker
 import pytest
 
-import envhub
-from sandbox.base import SandboxSpec
-from sandbox.errors import ImageNotFound, SandboxLost
+import rockroll.envhub as envhub
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.errors import ImageNotFound, SandboxLost
 from tests.sandbox.conftest import leftovers, trajectory
 
 pytestmark = pytest.mark.docker
@@ -103,8 +103,8 @@ def test_unknown_image_is_a_typed_error(make_manager: Any, docker_image: str) ->
 
 
 def test_bad_input_through_a_docker_sandbox(dm: Any) -> None:
-    from envhub.errors import UnknownEnvError
-    from sandbox.errors import SandboxPathError
+    from rockroll.envhub.errors import UnknownEnvError
+    from rockroll.sandbox.errors import SandboxPathError
 
     sb = dm.create()
     with pytest.raises(UnknownEnvError):

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from sandbox.base import SandboxSpec
-from sandbox.errors import SandboxPathError
-from sandbox.manager import SandboxManager
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.errors import SandboxPathError
+from rockroll.sandbox.manager import SandboxManager
 from tests.sandbox.conftest import leftovers
 
 pytestmark = pytest.mark.docker

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-import envhub
-from envs.experts import expert_for
-from sandbox.base import SandboxSpec
+import rockroll.envhub as envhub
+from rockroll.envs.experts import expert_for
+from rockroll.sandbox.base import SandboxSpec
 
 CASES = [("WebShop-v0", {}, 2), ("ALFWorld-v0", {}, 2), ("SWE-v0", {"backend": "local"}, 1)]
 

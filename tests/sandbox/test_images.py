@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from sandbox.cli import image_app
-from sandbox.images import DOCKERFILE, ImageBuildConfig, source_hash
+from rockroll.sandbox.cli import image_app
+from rockroll.sandbox.images import DOCKERFILE, ImageBuildConfig, source_hash
 
 
 def test_dockerfile_is_shipped_and_defaults_to_python_slim() -> None:

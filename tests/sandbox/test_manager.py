@@ -11,13 +11,13 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-import envhub
-from envhub.errors import UnknownEnvError
-from envs.errors import ResetNeeded
-from sandbox.base import SandboxSpec
-from sandbox.errors import CapacityError, SandboxLost, SandboxNotFound
-from sandbox.models import SandboxRecord
-from sandbox.pool import PoolConfig
+import rockroll.envhub as envhub
+from rockroll.envhub.errors import UnknownEnvError
+from rockroll.envs.errors import ResetNeeded
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.errors import CapacityError, SandboxLost, SandboxNotFound
+from rockroll.sandbox.models import SandboxRecord
+from rockroll.sandbox.pool import PoolConfig
 from tests.sandbox.conftest import leftovers, trajectory
 
 

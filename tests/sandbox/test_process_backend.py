@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from sandbox.base import SandboxSpec
-from sandbox.errors import BackendUnavailable
-from sandbox.manager import ManagerConfig, SandboxManager, make_backend
-from sandbox.pool import PoolConfig
-from sandbox.process import ProcessBackend, detect_isolation
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.errors import BackendUnavailable
+from rockroll.sandbox.manager import ManagerConfig, SandboxManager, make_backend
+from rockroll.sandbox.pool import PoolConfig
+from rockroll.sandbox.process import ProcessBackend, detect_isolation
 
 LABELS = {"rockroll.manager": "ptest", "rockroll.sandbox": "sb-p1"}
 

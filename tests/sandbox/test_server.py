@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-import envhub
-from envhub.errors import UnknownEnvError
-from envs.errors import EnvConfigError, ResetNeeded
-from sandbox.client import SandboxClient
-from sandbox.errors import CapacityError, RemoteError, SandboxLost, SandboxPathError, SessionNotFound
+import rockroll.envhub as envhub
+from rockroll.envhub.errors import UnknownEnvError
+from rockroll.envs.errors import EnvConfigError, ResetNeeded
+from rockroll.sandbox.client import SandboxClient
+from rockroll.sandbox.errors import CapacityError, RemoteError, SandboxLost, SandboxPathError, SessionNotFound
 
 
 def test_health_reports_load(server: SandboxClient) -> None:

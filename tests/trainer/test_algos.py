@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainer import algos  # noqa: E402
+from rockroll.trainer import algos  # noqa: E402
 
 torch.set_num_threads(1)
 

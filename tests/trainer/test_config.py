@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config import TrainConfig
-from trainer.config_io import (
+from rockroll.trainer.config import TrainConfig
+from rockroll.trainer.config_io import (
     apply_overrides,
     config_from_dict,
     config_to_dict,
@@ -77,7 +77,7 @@ def test_examples_exist() -> None:
 def test_deepspeed_strategy_is_an_optional_extra() -> None:
     import importlib.util
 
-    from trainer.workers import make_workers
+    from rockroll.trainer.workers import make_workers
 
     if importlib.util.find_spec("deepspeed") is not None:
         pytest.skip("deepspeed is installed")

@@ -12,7 +12,7 @@ from tests.trainer.conftest import random_samples  # noqa: E402
 
 
 def test_apart_needs_ray() -> None:
-    from trainer.config_io import config_from_dict
+    from rockroll.trainer.config_io import config_from_dict
 
     with pytest.raises(ValueError, match="use_ray"):
         config_from_dict({"workers": {"critic_placement": "apart"}})
@@ -20,12 +20,12 @@ def test_apart_needs_ray() -> None:
 
 @pytest.mark.slow
 def test_separate_critic_matches_colocated(tiny_model_dir) -> None:
-    from trainer.batch import collate
-    from trainer.config_io import config_from_dict
-    from trainer.models import load_policy
-    from trainer.prepare import compute_advantages
-    from trainer.ray_workers import RayWorkers
-    from trainer.workers import LocalWorkers
+    from rockroll.trainer.batch import collate
+    from rockroll.trainer.config_io import config_from_dict
+    from rockroll.trainer.models import load_policy
+    from rockroll.trainer.prepare import compute_advantages
+    from rockroll.trainer.ray_workers import RayWorkers
+    from rockroll.trainer.workers import LocalWorkers
 
     torch.set_num_threads(1)
     base = {

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from trainer.jobs import config_for_job, run_job  # noqa: E402
+from rockroll.trainer.jobs import config_for_job, run_job  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -72,8 +72,8 @@ def test_post_v1_jobs_train_runs_the_pipeline(tiny_model_dir, tmp_path) -> None:
 
     from fastapi.testclient import TestClient
 
-    from api.app import create_app
-    from api.serve_proc import scratch_dir
+    from rockroll.api.app import create_app
+    from rockroll.api.serve_proc import scratch_dir
     from tests.api.conftest import make_settings
 
     data = scratch_dir("trainjob")

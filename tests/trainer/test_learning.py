@@ -16,9 +16,9 @@ torch = pytest.importorskip("torch")
 
 @pytest.mark.slow
 def test_grpo_raises_success(small_model_dir, tmp_path) -> None:
-    from trainer.config_io import config_from_dict
-    from trainer.metrics import read_metrics
-    from trainer.pipeline import run_training
+    from rockroll.trainer.config_io import config_from_dict
+    from rockroll.trainer.metrics import read_metrics
+    from rockroll.trainer.pipeline import run_training
 
     torch.set_num_threads(1)
     cfg = config_from_dict(

@@ -15,7 +15,7 @@ VOLATILE = ("time/", "system/tokens_per_s", "sft/tokens_per_s", "sft/time")
 
 
 def _cfg(tiny_model_dir: Path, run_dir: Path, name: str, **over):
-    from trainer.config_io import config_from_dict
+    from rockroll.trainer.config_io import config_from_dict
 
     data = {
         "name": name,
@@ -41,11 +41,11 @@ def _stable(records: list[dict]) -> list[dict]:
 
 @pytest.mark.slow
 def test_pipeline_smoke_metrics_checkpoint_plot(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from trainer.checkpoint import load_latest
-    from trainer.metrics import read_metrics
-    from trainer.models import load_policy
-    from trainer.pipeline import run_training
-    from trainer.plot import plot_run
+    from rockroll.trainer.checkpoint import load_latest
+    from rockroll.trainer.metrics import read_metrics
+    from rockroll.trainer.models import load_policy
+    from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.plot import plot_run
 
     cfg = _cfg(tiny_model_dir, tmp_path, "smoke")
     seen = []
@@ -78,8 +78,8 @@ def test_pipeline_smoke_metrics_checkpoint_plot(tiny_model_dir: Path, tmp_path: 
 
 @pytest.mark.slow
 def test_killed_and_resumed_run_matches_uninterrupted(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from trainer.metrics import read_metrics
-    from trainer.pipeline import run_training
+    from rockroll.trainer.metrics import read_metrics
+    from rockroll.trainer.pipeline import run_training
 
     full = run_training(_cfg(tiny_model_dir, tmp_path, "full"))
 
@@ -108,7 +108,7 @@ def test_killed_and_resumed_run_matches_uninterrupted(tiny_model_dir: Path, tmp_
 def test_cli_train_and_plot(tiny_model_dir: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from api.cli import app
+    from rockroll.api.cli import app
 
     cfg_path = Path(__file__).resolve().parents[2] / "configs" / "frozenlake_tiny.yaml"
     args = [
@@ -130,8 +130,8 @@ def test_cli_train_and_plot(tiny_model_dir: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_multiturn_mode_through_agentrl_scheduler(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from trainer.metrics import read_metrics
-    from trainer.pipeline import run_training
+    from rockroll.trainer.metrics import read_metrics
+    from rockroll.trainer.pipeline import run_training
 
     cfg = _cfg(
         tiny_model_dir, tmp_path, "mt", total_steps=2,

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-import envhub
-from trainer.plan_rollout import PlanRollout, PlanTask, expert_plan, score_plan
+import rockroll.envhub as envhub
+from rockroll.trainer.plan_rollout import PlanRollout, PlanTask, expert_plan, score_plan
 
 FL = ("FrozenLake-v0", {"is_slippery": False})
 
@@ -38,7 +38,7 @@ class ExpertEngine:
         self.tok, self.plans = tok, plans
 
     async def generate_batch(self, reqs):
-        from agentrl.engines.base import GenerationResult
+        from rockroll.agentrl.engines.base import GenerationResult
 
         out = []
         for r in reqs:
@@ -57,9 +57,9 @@ def _play(rollout: PlanRollout, tok, seeds: list[int]):
 
 @pytest.mark.slow
 def test_expert_plans_win_in_process_and_in_process_sandboxes(tiny_model_dir, tmp_path) -> None:
-    from agentrl.env_source import SandboxSource
-    from agentrl.tiny import load_tokenizer
-    from sandbox.manager import SandboxManager
+    from rockroll.agentrl.env_source import SandboxSource
+    from rockroll.agentrl.tiny import load_tokenizer
+    from rockroll.sandbox.manager import SandboxManager
 
     tok = load_tokenizer(tiny_model_dir)
     seeds = list(range(12))

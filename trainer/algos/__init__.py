@@ -3,7 +3,7 @@
 Importing this package is light: torch is imported inside the functions.
 """
 
-from trainer.algos.advantages import (
+from rockroll.trainer.algos.advantages import (
     compute_gae,
     discounted_returns,
     group_advantages,
@@ -11,9 +11,9 @@ from trainer.algos.advantages import (
     rloo_advantages,
     token_returns,
 )
-from trainer.algos.aggregate import LOSS_AGG_MODES, aggregate_loss
-from trainer.algos.kl import KL_ESTIMATORS, entropy_from_logits, kl_estimate, kl_penalized_rewards
-from trainer.algos.losses import (
+from rockroll.trainer.algos.aggregate import LOSS_AGG_MODES, aggregate_loss
+from rockroll.trainer.algos.kl import KL_ESTIMATORS, entropy_from_logits, kl_estimate, kl_penalized_rewards
+from rockroll.trainer.algos.losses import (
     PG_VARIANTS,
     cispo_loss,
     gspo_loss,
@@ -23,7 +23,7 @@ from trainer.algos.losses import (
     topr_loss,
     value_loss,
 )
-from trainer.algos.normalize import (
+from rockroll.trainer.algos.normalize import (
     clip_advantages,
     difficulty_mask,
     masked_mean,

@@ -94,7 +94,7 @@ def reinforce_pp_advantages(
     token_rewards: torch.Tensor, mask: torch.Tensor, *, gamma: float = 1.0, eps: float = 1e-8
 ) -> torch.Tensor:
     """REINFORCE++: discounted token returns, then whitened (mean/std) over all response tokens of the batch."""
-    from trainer.algos.normalize import masked_whiten
+    from rockroll.trainer.algos.normalize import masked_whiten
 
     returns = token_returns(token_rewards, mask, gamma)
     return masked_whiten(returns, mask, eps=eps) * mask

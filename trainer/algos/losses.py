@@ -3,7 +3,7 @@
 Every policy loss takes token-aligned ``logprobs`` (current policy, with grad), ``old_logprobs``
 (the policy that produced the batch, no grad), ``advantages`` ([N, T] or [N], broadcast) and the
 response ``mask``, and returns ``(loss [N, T], stats)``; reduce the loss with
-:func:`trainer.algos.aggregate.aggregate_loss`. Variants:
+:func:`rockroll.trainer.algos.aggregate.aggregate_loss`. Variants:
 
 * ``ppo``: clipped surrogate with asymmetric range ``[1 - clip_low, 1 + clip_high]`` and the dual
   clip (for negative advantages the loss is capped at ``-A * dual_clip``).
@@ -35,7 +35,7 @@ def _expand(adv: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 def _stats(
     ratio: torch.Tensor, clipped: torch.Tensor, mask: torch.Tensor, logprobs: torch.Tensor, old: torch.Tensor
 ) -> dict[str, float]:
-    from trainer.algos.normalize import masked_mean
+    from rockroll.trainer.algos.normalize import masked_mean
 
     m = mask.float()
     return {

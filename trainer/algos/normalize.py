@@ -60,7 +60,7 @@ def shape_rewards(
     ``normalize``: ``"none"``, ``"batch"`` (``(r - mean) / (std + eps)`` over the batch) or
     ``"group"`` (the same within each group; needs ``group_ids``).
     """
-    from trainer.algos.advantages import group_advantages
+    from rockroll.trainer.algos.advantages import group_advantages
 
     r = rewards.float()
     if clip is not None:
@@ -83,7 +83,7 @@ def difficulty_mask(rewards: torch.Tensor, group_ids: Sequence[str], *, tol: flo
     """1.0 for rows whose group has reward spread > ``tol``, else 0.0 (all-correct or all-wrong groups)."""
     import torch
 
-    from trainer.algos.advantages import group_index
+    from rockroll.trainer.algos.advantages import group_index
 
     keep = torch.zeros(rewards.shape[0], dtype=torch.float32)
     for idx in group_index(group_ids):

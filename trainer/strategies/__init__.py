@@ -1,9 +1,9 @@
 """Training strategies: how the update's backward, optimizer step and weight gathering run.
 
-* ``torch`` (default): :class:`trainer.actor.PolicyTrainer` with AdamW and an explicit gradient
+* ``torch`` (default): :class:`rockroll.trainer.actor.PolicyTrainer` with AdamW and an explicit gradient
   ``all_reduce`` across data-parallel workers.
 * ``deepspeed`` (optional extra, ``pip install 'rockroll[gpu]'``):
-  :class:`trainer.strategies.deepspeed.DeepSpeedTrainer`, the same update run through DeepSpeed
+  :class:`rockroll.trainer.strategies.deepspeed.DeepSpeedTrainer`, the same update run through DeepSpeed
   engines (ZeRO stage 0-3, bf16/fp16, clipping and accumulation from ``optim``).
 
 :func:`make_trainer` picks one from ``workers.strategy``; deepspeed is imported only then.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainer.config import TrainConfig
+    from rockroll.trainer.config import TrainConfig
 
 __all__ = ["make_trainer", "require_deepspeed", "DEEPSPEED_MISSING"]
 
@@ -35,14 +35,14 @@ def require_deepspeed() -> Any:
 
 def make_trainer(model: Any, cfg: TrainConfig, *, critic: Any = None, rank: int = 0, world: int = 1) -> Any:
     """The policy trainer of ``workers.strategy`` for ``model`` (and ``critic``) on rank ``rank`` of ``world``."""
-    from trainer.workers import total_updates
+    from rockroll.trainer.workers import total_updates
 
     kwargs = dict(total_updates=total_updates(cfg), critic=critic, rank=rank, world=world, seed=cfg.seed)
     if cfg.workers.strategy == "deepspeed":
         require_deepspeed()
-        from trainer.strategies.deepspeed import DeepSpeedTrainer
+        from rockroll.trainer.strategies.deepspeed import DeepSpeedTrainer
 
         return DeepSpeedTrainer(model, cfg.algo, cfg.optim, workers=cfg.workers, dtype=cfg.model.dtype, **kwargs)
-    from trainer.actor import PolicyTrainer
+    from rockroll.trainer.actor import PolicyTrainer
 
     return PolicyTrainer(model, cfg.algo, cfg.optim, **kwargs)

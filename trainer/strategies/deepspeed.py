@@ -1,4 +1,4 @@
-"""The DeepSpeed strategy: :class:`trainer.actor.PolicyTrainer`'s update run through DeepSpeed engines.
+"""The DeepSpeed strategy: :class:`rockroll.trainer.actor.PolicyTrainer`'s update run through DeepSpeed engines.
 
 Only DeepSpeed's public API is used: ``deepspeed.init_distributed``, ``deepspeed.initialize``
 (``model``, ``model_parameters``, ``optimizer``, ``lr_scheduler``, ``config``),
@@ -14,7 +14,7 @@ Mapping from the rockroll config (:func:`ds_config`):
   ``train_micro_batch_size_per_gpu``; the micro-batches of one minibatch on one rank ->
   ``gradient_accumulation_steps``;
 * the optimizer is torch AdamW (``optim.lr``, ``betas``, ``weight_decay``) and the schedule
-  :func:`trainer.actor.make_scheduler`, both handed to ``deepspeed.initialize`` as callables;
+  :func:`rockroll.trainer.actor.make_scheduler`, both handed to ``deepspeed.initialize`` as callables;
 * ``workers.deepspeed_config`` is merged over the result (escape hatch for any other key).
 
 The update math is unchanged. DeepSpeed *averages* gradients over data-parallel ranks and divides
@@ -36,13 +36,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.actor import PolicyTrainer, make_scheduler
-from trainer.strategies import require_deepspeed
+from rockroll.trainer.actor import PolicyTrainer, make_scheduler
+from rockroll.trainer.strategies import require_deepspeed
 
 if TYPE_CHECKING:
     import torch
 
-    from trainer.config import AlgoConfig, OptimConfig, WorkersConfig
+    from rockroll.trainer.config import AlgoConfig, OptimConfig, WorkersConfig
 
 __all__ = ["DeepSpeedTrainer", "ds_config", "init_distributed"]
 
@@ -86,7 +86,7 @@ def init_distributed(backend: str, rank: int, world: int) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
     os.environ.setdefault("LOCAL_RANK", "0")
     if not dist.is_initialized():
-        from trainer.ray_workers import free_port
+        from rockroll.trainer.ray_workers import free_port
 
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(free_port()))

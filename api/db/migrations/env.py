@@ -1,11 +1,11 @@
-"""Alembic environment: runs on the connection handed over by :meth:`api.db.Database.migrate`."""
+"""Alembic environment: runs on the connection handed over by :meth:`rockroll.api.db.Database.migrate`."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from api.db.engine import VERSION_TABLE
-from api.db.models import Base
+from rockroll.api.db.engine import VERSION_TABLE
+from rockroll.api.db.models import Base
 
 config = context.config
 connection = config.attributes.get("connection")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import envhub
-from envs.core import StepOutcome, TextEnv
+import rockroll.envhub as envhub
+from rockroll.envs.core import StepOutcome, TextEnv
 
 
 class EchoEnv(TextEnv[str]):
