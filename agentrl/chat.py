@@ -25,12 +25,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from rockroll.envs.errors import RockrollError
+
 __all__ = ["PromptBuilder", "ContextExceeded", "HistoryMode"]
 
 HistoryMode = Literal["full", "last_k"]
 
 
-class ContextExceeded(Exception):
+class ContextExceeded(RockrollError):
     """The next prompt plus a full response would not fit in the context budget (the agent's doing)."""
 
     def __init__(self, needed: int, budget: int) -> None:

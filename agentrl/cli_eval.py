@@ -21,6 +21,7 @@ eval_app = typer.Typer(
 @eval_app.callback(invoke_without_command=True)
 def eval_cmd(
     config: Path = typer.Argument(..., exists=True, dir_okay=False, help="YAML eval config (see agentrl.eval_config)."),
+    overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. concurrency=4 seed=7."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (overrides output_dir of the config)."),
     episodes: int | None = typer.Option(None, min=1, help="Episodes per env (overrides every entry)."),
     progress: bool = typer.Option(True, help="Show a progress bar on stderr."),
@@ -30,7 +31,7 @@ def eval_cmd(
     from rockroll.agentrl.eval_config import load_eval_config
 
     try:
-        cfg = load_eval_config(config)
+        cfg = load_eval_config(config, overrides or [])
     except (ValueError, TypeError) as e:
         typer.echo(f"error: invalid eval config {config}: {e}", err=True)
         raise typer.Exit(2) from e

@@ -33,6 +33,8 @@ from rockroll.agentrl.engines.base import GenerationRequest, LLMEngine, Sampling
 from rockroll.agentrl.env_source import EnvSource
 from rockroll.agentrl.errors import InfraFailure, boundary
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
+from rockroll.envs.core import TextEnvProtocol
+from rockroll.sandbox.retry import Backoff, await_until
 
 __all__ = ["EnvManager", "EpisodeSpec", "GenerationGate", "RewardFn"]
 
@@ -153,7 +155,7 @@ class EnvManager:
     def _submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         return asyncio.wrap_future(self.executor.submit(fn, *args))
 
-    def _release(self, env: Any) -> None:
+    def _release(self, env: TextEnvProtocol) -> None:
         """Close ``env`` in the background (never blocks the event loop, survives cancellation)."""
         try:
             fut = self.executor.submit(self.source.close, env)
@@ -165,10 +167,7 @@ class EnvManager:
 
     async def drain(self, timeout_s: float = 30.0) -> bool:
         """Wait until every env given back is closed; False when some did not close in time."""
-        deadline = time.monotonic() + timeout_s
-        while (self.pending_opens or self.pending_closes) and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        return not (self.pending_opens or self.pending_closes)
+        return await await_until(lambda: not (self.pending_opens or self.pending_closes), timeout_s)
 
     def shutdown(self) -> None:
         """Stop the private thread pool (waits for running env calls)."""
@@ -182,29 +181,25 @@ class EnvManager:
         cfg = self.config
         start = time.monotonic()
         deadline = start + cfg.episode_timeout_s
-        failures = 0
-        while True:
+        # a fresh env per attempt: a step is never replayed on the env that failed
+        async for attempt in Backoff(attempts=cfg.max_retries + 1, deadline=deadline):
             traj = Trajectory(ep.episode_id, ep.group_id, ep.env_id, ep.seed, env_tag=ep.env_tag)
+            traj.infra_retries = attempt
             try:
                 await self._attempt(ep, traj, deadline)
-                traj.infra_retries = failures
                 break
             except InfraFailure as f:
-                failures += 1
                 self.failures[f.stage] += 1
-                retry = f.stage != "reward" and failures <= cfg.max_retries and time.monotonic() < deadline
-                if not retry:
-                    traj.failure = FailureTag("infra", f.stage, f.error, f.message, retries=failures - 1)
-                    traj.infra_retries = failures - 1
+                traj.failure = FailureTag("infra", f.stage, f.error, f.message, retries=attempt)
+                if f.stage == "reward":  # a broken reward function fails the same way on a replay
                     break
-                await asyncio.sleep(min(0.05 * 2 ** (failures - 1), 1.0, max(0.0, deadline - time.monotonic())))
         traj.wall_time_s = time.monotonic() - start
         return traj
 
     def _left(self, deadline: float, stage_timeout: float) -> float:
         return min(stage_timeout, deadline - time.monotonic())
 
-    async def _open(self, ep: EpisodeSpec, deadline: float) -> Any:
+    async def _open(self, ep: EpisodeSpec, deadline: float) -> TextEnvProtocol:
         fut = self.open_executor.submit(self.source.open, ep.env_id, ep.env_kwargs)
         self.pending_opens.add(fut)
         ticket = _OpenTicket()
@@ -257,7 +252,13 @@ class EnvManager:
             raise InfraFailure("reward", e) from e
 
     async def _play(
-        self, ep: EpisodeSpec, traj: Trajectory, env: Any, builder: PromptBuilder, prompt: list[int], deadline: float
+        self,
+        ep: EpisodeSpec,
+        traj: Trajectory,
+        env: TextEnvProtocol,
+        builder: PromptBuilder,
+        prompt: list[int],
+        deadline: float,
     ) -> None:
         cfg = self.config
         params = SamplingParams(max_new_tokens=cfg.max_tokens_per_turn, temperature=cfg.temperature, top_p=cfg.top_p)

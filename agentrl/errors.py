@@ -22,13 +22,17 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Literal, TypeVar
 
-__all__ = ["InfraFailure", "FatalRolloutError", "classify", "boundary", "Stage"]
+from rockroll.envhub.errors import RegistrationError, UnknownEnvError
+from rockroll.envs.errors import ActionTypeError, EnvConfigError, RockrollError
+from rockroll.sandbox.errors import StatusError
+
+__all__ = ["RockrollError", "InfraFailure", "FatalRolloutError", "classify", "boundary", "Stage"]
 
 Stage = Literal["sandbox_start", "env_reset", "env_step", "generation", "reward"]
 T = TypeVar("T")
 
 
-class FatalRolloutError(RuntimeError):
+class FatalRolloutError(RockrollError, RuntimeError):
     """A configuration error found during rollout (see the module docstring); fix the config."""
 
     def __init__(self, stage: str, cause: BaseException) -> None:
@@ -37,7 +41,7 @@ class FatalRolloutError(RuntimeError):
         self.cause = cause
 
 
-class InfraFailure(Exception):
+class InfraFailure(RockrollError):
     """An infrastructure failure in one stage of one episode (retry or mask, never score)."""
 
     def __init__(self, stage: str, cause: BaseException | None, message: str = "") -> None:
@@ -49,16 +53,15 @@ class InfraFailure(Exception):
 
 
 def classify(exc: BaseException) -> Literal["infra", "fatal"]:
-    """Whether ``exc`` (raised by an env, sandbox, API client or engine) is infra or fatal."""
-    from rockroll.envhub.errors import RegistrationError, UnknownEnvError
-    from rockroll.envs.errors import ActionTypeError, EnvConfigError
+    """Whether ``exc`` (raised by an env, sandbox, API client or engine) is infra or fatal.
 
+    API client errors are recognised through their sandbox-layer base,
+    :class:`~rockroll.sandbox.errors.StatusError`, so this layer needs no import of the API.
+    """
     if isinstance(exc, (UnknownEnvError, RegistrationError, EnvConfigError, ActionTypeError)):
         return "fatal"
-    status = getattr(exc, "status", None)
-    code = getattr(exc, "code", None)
-    if type(exc).__name__ in ("ApiClientError", "SandboxLostError") and isinstance(status, int):
-        if 400 <= status < 500 and status not in (408, 409, 410, 429) and code != "sandbox_lost":
+    if isinstance(exc, StatusError) and isinstance(exc.status, int):
+        if 400 <= exc.status < 500 and exc.status not in (408, 409, 410, 429) and exc.code != "sandbox_lost":
             return "fatal"
     return "infra"
 
@@ -81,7 +84,7 @@ async def boundary(stage: str, awaitable: Awaitable[T], timeout_s: float | None)
         raise
     except (InfraFailure, FatalRolloutError):
         raise
-    except (asyncio.TimeoutError, TimeoutError) as e:
+    except TimeoutError as e:  # asyncio.TimeoutError is TimeoutError since Python 3.11
         raise InfraFailure(stage, e, f"no answer within {timeout_s:.3g}s") from e
     except Exception as e:  # noqa: BLE001 - the boundary's job is to catch everything
         if classify(e) == "fatal":

@@ -4,7 +4,9 @@
 it to a job context). Episodes run concurrently (``concurrency``) through the same env managers as
 training rollout, so infra failures are retried or masked the same way: masked episodes are counted
 in the report and never scored. With ``source.kind: sandbox`` a local SandboxManager with a warm
-pool hosts the sessions; sandboxes are reused across episodes (several sessions per sandbox).
+pool hosts the sessions; sandboxes are reused across episodes (several sessions per sandbox). Source
+kinds are a registry (:func:`rockroll.agentrl.env_source.open_source`, re-exported here); ``remote``
+comes from :mod:`rockroll.api.remote_source`.
 
 Report per env id and per registry tag: episodes, masked, success rate, valid-action rate (valid
 actions / actions), mean turns, mean final reward, agent failures (context exhausted).
@@ -15,22 +17,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import rockroll.envhub as envhub
 from rockroll.agentrl.engines.base import LLMEngine
 from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
-from rockroll.agentrl.env_source import CallableSource, EnvSource, LocalSource, RemoteSource, SandboxSource
-from rockroll.agentrl.eval_config import EngineConfig, EvalConfig, SourceConfig, from_dict, load_eval_config
+from rockroll.agentrl.env_source import CallableSource, EnvSource, open_source
+from rockroll.agentrl.eval_config import EngineConfig, EvalConfig, from_dict, load_eval_config
 from rockroll.agentrl.trajectory import Trajectory
+from rockroll.envhub import UnknownEnvError
 
 __all__ = ["EvalReport", "run_eval", "run_eval_job", "evaluate", "build_engine", "open_source", "summarize"]
 
@@ -110,9 +110,6 @@ def _row(trajs: list[Trajectory]) -> dict[str, float]:
 
 
 def _tags(env_id: str) -> tuple[str, ...]:
-    import rockroll.envhub as envhub
-    from rockroll.envhub.errors import UnknownEnvError
-
     try:
         return envhub.spec(env_id).tags
     except UnknownEnvError:
@@ -138,8 +135,6 @@ def summarize(
 
 def expand_envs(config: EvalConfig) -> list[tuple[str, int, dict[str, Any]]]:
     """``(env_id, episodes, kwargs)`` for every env the config names (tags expanded)."""
-    import rockroll.envhub as envhub
-
     out: list[tuple[str, int, dict[str, Any]]] = []
     for entry in config.envs:
         if entry.env:
@@ -157,33 +152,6 @@ def build_engine(config: EngineConfig) -> LLMEngine:
     from rockroll.agentrl.engines import make_engine
 
     return make_engine(config.kind, **config.args)
-
-
-@contextlib.contextmanager
-def open_source(config: SourceConfig) -> Iterator[EnvSource]:
-    """The env source ``config`` describes; sandboxes and clients it made are closed on exit."""
-    if config.kind == "local":
-        yield LocalSource()
-    elif config.kind == "sandbox":
-        from rockroll.sandbox.manager import SandboxManager
-        from rockroll.sandbox.pool import PoolConfig
-
-        records = tempfile.mkdtemp(prefix="rockroll-eval-")  # this manager's records die with it
-        manager = SandboxManager(
-            backend=config.backend, name=f"eval-{os.getpid()}-{uuid.uuid4().hex[:6]}", max_sandboxes=config.max_sandboxes,
-            pools=(PoolConfig(min_idle=1, max_total=config.max_sandboxes),), idle_ttl_s=None,
-            db_url=f"sqlite:///{records}/sandboxes.db",
-        )  # fmt: skip
-        try:
-            yield SandboxSource(manager)
-        finally:
-            manager.close()
-            shutil.rmtree(records, ignore_errors=True)
-    else:
-        from rockroll.api.client import Client
-
-        with Client(config.url, os.environ.get(config.token_env) or None) as client:
-            yield RemoteSource(client)
 
 
 async def evaluate(
@@ -265,7 +233,14 @@ def run_eval(
             asyncio.run(engine.close())
     per_env, per_tag, overall = summarize(trajs)
     report = EvalReport(
-        config.name, engine.name, source_name, per_env, per_tag, overall, time.monotonic() - started, asdict(config)
+        config.name,
+        engine.name,
+        source_name,
+        per_env,
+        per_tag,
+        overall,
+        time.monotonic() - started,
+        config.model_dump(mode="json"),
     )
     if config.output_dir:
         report.write(config.output_dir)

@@ -1,4 +1,4 @@
-"""Typed configuration of ``rockroll eval``; the YAML file maps 1:1 onto these dataclasses.
+"""Typed configuration of ``rockroll eval`` and of eval jobs; the YAML file maps 1:1 onto these models.
 
 Example::
 
@@ -13,166 +13,106 @@ Example::
     concurrency: 16
     output_dir: eval-out
 
-Unknown keys are errors (with the accepted keys listed), and every ``__post_init__`` says what to
-change when a value is invalid.
+Loaded by the one config loader (:mod:`rockroll.agentrl.config_loader`): unknown keys, wrong types
+and bad choices raise :class:`~rockroll.agentrl.config_loader.ConfigError` naming the dotted key
+(``envs.0.episodes``) and what it accepts; ``key=value`` overrides work as for ``rockroll train``.
+The choices of ``engine.kind``, ``source.kind`` and ``source.backend`` are their registries' names.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
 
 from rockroll.agentrl.config import EpisodeConfig
+from rockroll.agentrl.config_loader import ConfigModel, OneOf, load_config, parse_config
+from rockroll.agentrl.engines import ENGINE_KINDS
+from rockroll.agentrl.env_source import ENTRY_POINT_GROUP, SOURCE_KINDS
+from rockroll.sandbox.backends import backend_names
 
 __all__ = ["EngineConfig", "SourceConfig", "EvalEnvConfig", "EvalConfig", "from_dict", "load_eval_config"]
 
-T = TypeVar("T")
-SOURCE_KINDS = ("local", "sandbox", "remote")
+
+def source_kinds() -> tuple[str, ...]:
+    """Registered env-source kinds, plus those an entry point will register when first asked for."""
+    return tuple(dict.fromkeys([*SOURCE_KINDS, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))]))
 
 
-@dataclass
-class EngineConfig:
-    """Which LLM engine plays.
+class EngineConfig(ConfigModel):
+    """Which LLM engine plays."""
 
-    Attributes:
-        kind: ``random``, ``hf``, ``openai``, ``vllm`` or ``sglang`` (see ``agentrl.engines``).
-        args: keyword arguments of the engine (e.g. ``model_path`` for hf, ``base_url`` and
-            ``tokenizer`` for openai, ``actions`` and ``latency`` for random).
-    """
-
-    kind: str = "random"
-    args: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        from rockroll.agentrl.engines import ENGINE_KINDS
-
-        if self.kind not in ENGINE_KINDS:
-            raise ValueError(f"engine.kind must be one of {', '.join(sorted(ENGINE_KINDS))}, got {self.kind!r}")
-        if not isinstance(self.args, dict):
-            raise ValueError("engine.args must be a mapping of keyword arguments, e.g. {model_path: /tmp/tiny}")
+    kind: Annotated[str, OneOf(ENGINE_KINDS)] = Field("random", description="engine kind (rockroll.agentrl.engines)")
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keyword arguments of the engine, e.g. model_path for hf; base_url and tokenizer for openai; "
+        "actions and latency for random",
+    )
 
 
-@dataclass
-class SourceConfig:
-    """Where the envs run.
+class SourceConfig(ConfigModel):
+    """Where the envs run."""
 
-    Attributes:
-        kind: ``local`` (in this process), ``sandbox`` (sessions in a local SandboxManager, warm
-            sandboxes reused) or ``remote`` (sessions of a ``rockroll serve`` control plane).
-        backend: sandbox backend (``process``, ``docker`` or ``auto``) for ``sandbox``.
-        max_sandboxes: most sandboxes the local manager starts.
-        url: control-plane URL for ``remote``.
-        token_env: environment variable holding the API token for ``remote``.
-    """
-
-    kind: str = "local"
-    backend: str = "process"
-    max_sandboxes: int = 2
-    url: str = "http://127.0.0.1:8080"
-    token_env: str = "ROCKROLL_TOKEN"
-
-    def __post_init__(self) -> None:
-        if self.kind not in SOURCE_KINDS:
-            raise ValueError(f"source.kind must be one of {', '.join(SOURCE_KINDS)}, got {self.kind!r}")
-        if self.backend not in ("process", "docker", "auto"):
-            raise ValueError(f"source.backend must be process, docker or auto, got {self.backend!r}")
-        if self.max_sandboxes < 1:
-            raise ValueError(f"source.max_sandboxes must be >= 1, got {self.max_sandboxes}")
+    kind: Annotated[str, OneOf(source_kinds)] = Field(
+        "local",
+        description="local: in this process; sandbox: sessions in a local SandboxManager (warm sandboxes reused); "
+        "remote: sessions of a `rockroll serve` control plane",
+    )
+    backend: Annotated[str, OneOf(backend_names)] = Field("process", description="sandbox backend (kind sandbox)")
+    max_sandboxes: int = Field(2, ge=1, description="most sandboxes the local manager starts (kind sandbox)")
+    url: str = Field("http://127.0.0.1:8080", description="control-plane URL (kind remote)")
+    token_env: str = Field("ROCKROLL_TOKEN", description="environment variable holding the API token (kind remote)")
 
 
-@dataclass
-class EvalEnvConfig:
-    """One entry of ``envs``: an env id or a tag (all envs with that tag), N episodes each.
+class EvalEnvConfig(ConfigModel):
+    """One entry of ``envs``: an env id or a tag (all envs with that tag), N episodes each."""
 
-    Attributes:
-        env: env id (``FrozenLake-v0``); give exactly one of ``env`` and ``tag``.
-        tag: registry tag (``grid``); expands to every env carrying it.
-        episodes: episodes per env, on seeds ``seed, seed+1, ...``.
-        kwargs: env constructor kwargs.
-    """
+    env: str = Field("", description="env id (FrozenLake-v0); give exactly one of env and tag")
+    tag: str = Field("", description="registry tag (grid); expands to every env carrying it")
+    episodes: int = Field(10, ge=1, description="episodes per env, on seeds seed, seed+1, ...")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor kwargs")
 
-    env: str = ""
-    tag: str = ""
-    episodes: int = 10
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> EvalEnvConfig:
         if bool(self.env) == bool(self.tag):
             raise ValueError(
                 f"each envs entry needs exactly one of 'env' or 'tag', got env={self.env!r} tag={self.tag!r}"
             )
-        if self.episodes < 1:
-            raise ValueError(f"episodes must be >= 1, got {self.episodes} (for {self.env or self.tag})")
+        return self
 
 
-@dataclass
-class EvalConfig:
-    """A whole evaluation.
+class EvalConfig(ConfigModel):
+    """A whole evaluation (``rockroll eval CONFIG``, or an ``eval`` job with ``engine``/``envs`` keys)."""
 
-    Attributes:
-        name: label of the report.
-        engine: the model.
-        source: where envs run.
-        envs: what to play.
-        episode: how episodes are played (turns, tokens, temperature, timeouts, retries).
-        seed: first env seed of every env.
-        concurrency: episodes played at once.
-        output_dir: where ``report.json`` and ``report.md`` go (None: not written).
-    """
+    name: str = Field("eval", description="label of the report")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="the model")
+    source: SourceConfig = Field(default_factory=SourceConfig, description="where envs run")
+    envs: list[EvalEnvConfig] = Field(
+        default_factory=lambda: [EvalEnvConfig(env="FrozenLake-v0")],
+        description="what to play: [{env: ID, episodes: N}, {tag: TAG, episodes: N}, ...]",
+    )
+    episode: EpisodeConfig = Field(
+        default_factory=lambda: EpisodeConfig(temperature=0.0),
+        description="how episodes are played (turns, tokens, temperature, timeouts, retries)",
+    )
+    seed: int = Field(1000, ge=0, description="first env seed of every env")
+    concurrency: int = Field(16, ge=1, description="episodes played at once")
+    output_dir: str | None = Field(None, description="where report.json and report.md go (null: not written)")
 
-    name: str = "eval"
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    source: SourceConfig = field(default_factory=SourceConfig)
-    envs: list[EvalEnvConfig] = field(default_factory=lambda: [EvalEnvConfig(env="FrozenLake-v0")])
-    episode: EpisodeConfig = field(default_factory=lambda: EpisodeConfig(temperature=0.0))
-    seed: int = 1000
-    concurrency: int = 16
-    output_dir: str | None = None
-
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> EvalConfig:
         if not self.envs:
             raise ValueError("envs must list at least one entry, e.g. [{env: FrozenLake-v0, episodes: 10}]")
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        return self
 
 
-_NESTED: dict[str, Any] = {"engine": EngineConfig, "source": SourceConfig, "episode": EpisodeConfig}
+def from_dict(cls: type[Any], data: Any) -> Any:
+    """Validate ``data`` into ``cls`` (:func:`~rockroll.agentrl.config_loader.parse_config`)."""
+    return parse_config(cls, data)
 
 
-def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
-    """Build dataclass ``cls`` from ``data``; unknown keys raise ValueError listing the known ones."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{where or cls.__name__} must be a mapping, got {type(data).__name__}")
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) {', '.join(unknown)} in {where or 'the config'}; known: {', '.join(sorted(names))}"
-        )
-    values = dict(data)
-    for key, sub in _NESTED.items():
-        if key in values and key in names and isinstance(values[key], dict):
-            values[key] = from_dict(sub, values[key], key)
-    if cls is EvalConfig and "envs" in values:
-        if not isinstance(values["envs"], list):
-            raise ValueError("envs must be a list of {env: ID, episodes: N} or {tag: TAG, episodes: N}")
-        values["envs"] = [
-            e if isinstance(e, EvalEnvConfig) else from_dict(EvalEnvConfig, e, f"envs[{i}]")
-            for i, e in enumerate(values["envs"])
-        ]
-    return cls(**values)
-
-
-def load_eval_config(path: str | Path) -> EvalConfig:
-    """Read a YAML file into an :class:`EvalConfig` (ValueError on bad content)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ValueError(f"{path} is not valid YAML: {e}") from e
-    return from_dict(EvalConfig, data)
+def load_eval_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> EvalConfig:
+    """Read a YAML file (plus ``key=value`` overrides) into an :class:`EvalConfig` (ConfigError on bad content)."""
+    return load_config(EvalConfig, path, overrides)

@@ -1,4 +1,4 @@
-"""Imported by the in-sandbox server (``ROCKROLL_ENV_MODULES=agentrl.fault_envs``): registers the
+"""Imported by the in-sandbox server (``ROCKROLL_ENV_MODULES=rockroll.agentrl.fault_envs``): registers the
 fault-injection envs listed in ``$ROCKROLL_FAULT_ENVS`` (JSON ``{env_id: FaultyEnv kwargs}``).
 
 Only for tests and benches of the rollout error model; see :mod:`rockroll.agentrl.faults`.

@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import rockroll.envhub as envhub
 from rockroll.agentrl.latency import Latency
 
 __all__ = ["FaultyEnv", "register_fault_env", "register_from_environ", "FAULT_MODES", "FAULT_ENVS_VAR"]
@@ -67,8 +68,6 @@ class FaultyEnv(gym.Wrapper[str, str, str, str]):
         fault_seed: int | None = None,
         fault_every: int = 0,
     ) -> None:
-        import rockroll.envhub as envhub
-
         if mode not in FAULT_MODES:
             raise ValueError(f"mode must be one of {', '.join(FAULT_MODES)}, got {mode!r}")
         if not 0.0 <= fault_prob <= 1.0 or fault_at_step < 0 or hang_s < 0 or fault_every < 0:
@@ -139,8 +138,6 @@ class FaultyEnv(gym.Wrapper[str, str, str, str]):
 
 def register_fault_env(env_id: str, **kwargs: Any) -> Any:
     """Register (or replace) ``env_id`` as a :class:`FaultyEnv` with ``kwargs``; return its spec."""
-    import rockroll.envhub as envhub
-
     return envhub.register(
         env_id,
         "rockroll.agentrl.faults:FaultyEnv",
@@ -154,7 +151,7 @@ def register_fault_env(env_id: str, **kwargs: Any) -> Any:
 def register_from_environ(var: str = FAULT_ENVS_VAR) -> list[str]:
     """Register the fault envs that ``$ROCKROLL_FAULT_ENVS`` lists as JSON ``{env_id: kwargs}``.
 
-    For sandboxes: start them with ``ROCKROLL_ENV_MODULES=agentrl.fault_envs`` and this variable,
+    For sandboxes: start them with ``ROCKROLL_ENV_MODULES=rockroll.agentrl.fault_envs`` and this variable,
     and the in-sandbox server registers the envs at start-up (before it serves any ``env.make``).
     """
     import json

@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from rockroll.agentrl.config import RolloutConfig
+from rockroll.agentrl.config import SchedulerConfig
 from rockroll.agentrl.engines.base import LLMEngine
 from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec, GenerationGate, RewardFn
 from rockroll.agentrl.env_source import EnvSource
@@ -104,7 +104,7 @@ class RolloutScheduler:
     """
 
     def __init__(
-        self, engine: LLMEngine, source: EnvSource, config: RolloutConfig, *, reward_fn: RewardFn | None = None
+        self, engine: LLMEngine, source: EnvSource, config: SchedulerConfig, *, reward_fn: RewardFn | None = None
     ) -> None:
         self.engine = engine
         self.source = source

@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import rockroll.envhub as envhub
+
 __all__ = [
     "TinyModelConfig",
     "CHAT_TEMPLATE",
@@ -86,8 +88,6 @@ def corpus_texts(env_ids: tuple[str, ...] = DEFAULT_ENVS, episodes: int = 40, se
     template and ``<answer>`` blocks appear around the observations.
     """
     import numpy as np
-
-    import rockroll.envhub as envhub
 
     rng = np.random.default_rng(seed)
     texts: list[str] = []

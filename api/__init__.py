@@ -1,7 +1,7 @@
 """The control plane: HTTP env API, client SDK and the ``rockroll`` command line.
 
-``import rockroll.api`` stays light (the in-sandbox server imports :mod:`rockroll.api.sandbox_plugins` inside images
-without FastAPI or SQLAlchemy); the names below load on first use.
+``import rockroll.api`` stays light (no FastAPI, SQLAlchemy or httpx until asked for); the names below
+load on first use.
 """
 
 from __future__ import annotations

@@ -9,17 +9,18 @@ Custom envs are registered through ``POST /v1/envs`` in one of three kinds:
 
 The control plane never imports custom env code itself: :meth:`CustomEnv.files` is what the
 placement writes into each sandbox of the env's own pool (a manifest plus the upload), and
-:mod:`rockroll.api.sandbox_plugins` registers it there.
+:mod:`rockroll.sandbox.server.plugins` registers it there.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
@@ -53,16 +54,28 @@ class CustomEnv:
     created_at: float = field(default_factory=time.time)
 
     def public(self) -> dict[str, Any]:
-        """The JSON view of this env (without the source bytes)."""
+        """The JSON view of this env (without the source bytes), keys in the order of :func:`builtin_view`."""
         name, version = envhub.parse_env_id(self.env_id)
-        d = asdict(self)
-        d.pop("source")
-        d.update(id=self.env_id, name=name, version=version or 0, builtin=False, source_bytes=len(self.source or b""))
-        d.pop("env_id")
-        return d
+        return {
+            "id": self.env_id,
+            "name": name,
+            "version": version or 0,
+            "kind": self.kind,
+            "builtin": False,
+            "owner": self.owner,
+            "entry_point": self.entry_point,
+            "kwargs": copy.deepcopy(self.kwargs),
+            "max_steps": self.max_steps,
+            "description": self.description,
+            "tags": list(self.tags),
+            "image": self.image,
+            "source_name": self.source_name,
+            "source_bytes": len(self.source or b""),
+            "created_at": self.created_at,
+        }
 
     def manifest(self) -> dict[str, Any]:
-        """What :mod:`rockroll.api.sandbox_plugins` needs to register this env inside a sandbox."""
+        """What :mod:`rockroll.sandbox.server.plugins` needs to register this env inside a sandbox."""
         paths = []
         if self.kind == "source":
             paths = [self.source_name] if self.source_name.endswith(".whl") else ["."]

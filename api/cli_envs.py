@@ -10,6 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+import rockroll.envhub as envhub
+from rockroll.envs.play import POLICIES, play_episode
+
 __all__ = ["envs_app", "play", "demo"]
 
 envs_app = typer.Typer(help="Browse the env registry.", no_args_is_help=True)
@@ -33,8 +36,6 @@ def _parse_kwargs(items: list[str]) -> dict:
 @envs_app.command("list")
 def list_envs(tag: str | None = typer.Option(None, help="Only envs with this tag.")) -> None:  # noqa: UP007
     """List registered envs."""
-    import rockroll.envhub as envhub
-
     table = Table("id", "max_steps", "tags", "description")
     for s in envhub.list_envs(tag):
         table.add_row(s.id, str(s.max_steps), ", ".join(s.tags), s.description)
@@ -44,8 +45,6 @@ def list_envs(tag: str | None = typer.Option(None, help="Only envs with this tag
 @envs_app.command("show")
 def show_env(env_id: str, kwargs: list[str] = typer.Argument(None, help="key=value constructor args")) -> None:
     """Show an env's spec, system prompt and first observation."""
-    import rockroll.envhub as envhub
-
     try:
         spec = envhub.spec(env_id)
         env = envhub.make(env_id, **_parse_kwargs(kwargs or []))
@@ -64,9 +63,6 @@ def play(
     seed: int = typer.Option(0, help="Episode seed."),
 ) -> None:
     """Play one episode and print every step."""
-    import rockroll.envhub as envhub
-    from rockroll.envs.play import play_episode
-
     try:
         env = envhub.make(env_id, **_parse_kwargs(kwargs or []))
         obs, _ = env.reset(seed=seed)
@@ -86,9 +82,6 @@ def demo(
     episodes: int = typer.Option(50, help="Episodes per env and policy."),
 ) -> None:
     """Scripted demo: random vs expert play on the built-in grid envs, one episode shown."""
-    import rockroll.envhub as envhub
-    from rockroll.envs.play import play_episode
-
     cases = [
         ("FrozenLake-v0", {"is_slippery": False}),
         ("FrozenLake-v0", {}),
@@ -104,7 +97,7 @@ def demo(
     table = Table("env", "kwargs", "policy", "success", "mean return", "mean steps", "steps/s")
     for env_id, kw in cases:
         env = envhub.make(env_id, **kw)
-        for policy in ("random", "expert"):
+        for policy in POLICIES:
             t0 = time.perf_counter()
             results = [play_episode(env, policy, seed) for seed in range(episodes)]
             dt = time.perf_counter() - t0

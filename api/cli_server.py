@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rockroll.sandbox.backends import backend_names
+
 if TYPE_CHECKING:
     import uvicorn
 
@@ -31,7 +33,7 @@ def _settings(**overrides: object) -> Settings:
 def serve(
     host: str = typer.Option(None, help="Address to bind (default 127.0.0.1)."),
     port: int = typer.Option(None, help="Port (default 8080; 0 picks a free one)."),
-    backend: str = typer.Option(None, help="auto | docker | process."),
+    backend: str = typer.Option(None, help=f"Sandbox backend: {' | '.join(backend_names())}."),
     database_url: str = typer.Option(None, "--db", help="SQLAlchemy URL (default sqlite:///~/.rockroll/rockroll.db)."),
     dev: bool = typer.Option(None, "--dev/--no-dev", help="No tokens needed (loopback binds only)."),
     pool_size: int = typer.Option(None, help="Warm sandboxes kept for sessions."),

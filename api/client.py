@@ -1,64 +1,61 @@
-"""Python SDK of the control plane (httpx): :class:`Client`, :class:`AsyncClient` and :class:`RemoteEnv`.
+"""Python SDK of the control plane (httpx): :class:`Client` and :class:`AsyncClient`.
 
-``Client(url, token)`` has one typed method per route; connection errors are retried with
-exponential backoff (``retries`` times), HTTP errors raise :class:`ApiClientError` carrying the
-server's ``code``, ``message`` and ``details``. :class:`RemoteEnv` is the text-env contract of
-:mod:`rockroll.envs.core` over HTTP (a ``gymnasium.Env``), so agents and rollout code run unchanged
-against a remote session.
+``Client(url, token)`` has one typed method per route (the types are the routes' response models,
+:mod:`rockroll.api.responses`); ``Client.env(...)`` opens a :class:`~rockroll.api.remote_env.RemoteEnv`,
+the text-env contract over HTTP. :class:`AsyncClient` has the same methods as coroutines: both run the
+route table of :class:`_Routes` and differ only in how a request is awaited. HTTP errors raise
+:class:`ApiClientError` carrying the server's ``code``, ``message`` and ``details``.
+
+Retries (the policy of :mod:`rockroll.sandbox.retry`): a connection error before the request was sent is
+retried by the httpx transport (``retries`` times); a connection that drops after sending is resent only
+for an idempotent method (:data:`IDEMPOTENT_METHODS`: reads and ``PUT`` of a whole value). A ``POST``
+(step, reset, fork, create...) whose connection drops raises its ``httpx.TransportError``: the server
+may have applied it, and sending it again could apply it twice.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from rockroll.api.client_errors import ApiClientError, SandboxLostError, error_for
 from rockroll.api.client_types import (
     EnvInfo,
     ExecOutput,
+    FileWritten,
     Health,
     JobInfo,
+    Overview,
     ResetResult,
     SandboxInfo,
     SessionInfo,
+    SessionOpened,
     StepResult,
 )
+from rockroll.api.job_state import TERMINAL_STATES
+from rockroll.api.remote_env import RemoteEnv
+from rockroll.sandbox.retry import Backoff, aretry_call, retry_call
 
-__all__ = ["Client", "AsyncClient", "ApiClientError", "SandboxLostError", "RemoteEnv"]
+__all__ = ["Client", "AsyncClient", "ApiClientError", "SandboxLostError", "RemoteEnv", "IDEMPOTENT_METHODS"]
 
-_RETRYABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
-
-
-class ApiClientError(Exception):
-    """An error answer of the API."""
-
-    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{status} {code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details or {}
-
-
-class SandboxLostError(ApiClientError):
-    """The session's sandbox died (``sandbox_lost``): open a new session."""
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT"})
+"""Methods resent after a dropped connection (a resend changes nothing on the server)."""
+# the connection dropped after the request was (maybe) sent; connect errors are the transport's
+_DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 def _raise_for(resp: httpx.Response) -> None:
     if resp.status_code < 400:
         return
     try:
-        err = resp.json()["error"]
-        code, message, details = err["code"], err["message"], err.get("details") or {}
-    except (ValueError, KeyError, TypeError):
-        code, message, details = "http_error", resp.text[:500], {}
-    cls = SandboxLostError if code == "sandbox_lost" else ApiClientError
-    raise cls(resp.status_code, code, message, details)
+        body = resp.json()
+    except ValueError:
+        body = None
+    raise error_for(resp.status_code, body, resp.text)
 
 
 def _decode(resp: httpx.Response) -> Any:
@@ -99,6 +96,16 @@ class _Routes:
     an awaitable of the same type.
     """
 
+    def __init__(self, url: str, token: str | None, retries: int) -> None:
+        self.url = url.rstrip("/")
+        self.token: str | None = (token if token is not None else os.environ.get("ROCKROLL_TOKEN", "")) or None
+        self.retries = retries
+        self._auth = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def _retry(self, method: str) -> dict[str, Any]:
+        """How a request is retried beyond the transport's connect retries (see the module docstring)."""
+        return {"retry_on": _DROPPED if method.upper() in IDEMPOTENT_METHODS else (), "attempts": self.retries + 1}
+
     def _call(self, method: str, path: str, post: Any = None, **kwargs: Any) -> Any:
         raise NotImplementedError
 
@@ -111,7 +118,7 @@ class _Routes:
         """Prometheus text."""
         return self._call("GET", "/metrics", post=_text)
 
-    def overview(self) -> dict[str, Any]:
+    def overview(self) -> Overview:
         """Everything the /ui page shows."""
         return self._call("GET", "/v1/overview")
 
@@ -170,13 +177,13 @@ class _Routes:
         """A file's bytes from the sandbox workspace."""
         return self._call("GET", f"/v1/sandboxes/{sandbox_id}/files", post=lambda a: a or b"", params={"path": path})
 
-    def write_file(self, sandbox_id: str, path: str, data: bytes | str) -> dict[str, Any]:
+    def write_file(self, sandbox_id: str, path: str, data: bytes | str) -> FileWritten:
         """Write bytes to the sandbox workspace."""
         raw = data.encode() if isinstance(data, str) else data
         return self._call("PUT", f"/v1/sandboxes/{sandbox_id}/files", params={"path": path}, content=raw)
 
     # ---------------------------------------------------------- sessions
-    def create_session(self, env: str, kwargs: dict[str, Any] | None = None) -> SessionInfo:
+    def create_session(self, env: str, kwargs: dict[str, Any] | None = None) -> SessionOpened:
         """Open a session; returns ``{id, sandbox_id, env, system_prompt}``."""
         return self._call("POST", "/v1/sessions", json={"env": env, "kwargs": kwargs or {}})
 
@@ -209,7 +216,7 @@ class _Routes:
         """Legal actions now, as answer text."""
         return self._call("GET", f"/v1/sessions/{session_id}/actions", post=_key("actions"))
 
-    def fork(self, session_id: str) -> SessionInfo:
+    def fork(self, session_id: str) -> SessionOpened:
         """A new session continuing from this one."""
         return self._call("POST", f"/v1/sessions/{session_id}/fork")
 
@@ -247,13 +254,12 @@ class _Routes:
         return self._call("POST", f"/v1/jobs/{job_id}/cancel")
 
 
-def _headers(token: str | None) -> dict[str, str]:
-    token = token if token is not None else os.environ.get("ROCKROLL_TOKEN", "")
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
 class Client(_Routes):
-    """Synchronous client. ``Client(url, token)``; ``token`` defaults to ``$ROCKROLL_TOKEN``."""
+    """Synchronous client. ``Client(url, token)``; ``token`` defaults to ``$ROCKROLL_TOKEN``.
+
+    ``retries``: connection attempts after the first (the transport's), and resends of an idempotent
+    request whose connection dropped.
+    """
 
     def __init__(
         self,
@@ -262,12 +268,10 @@ class Client(_Routes):
         *,
         timeout_s: float = 120.0,
         retries: int = 5,
-        backoff_s: float = 0.1,
     ) -> None:
-        self.url = url.rstrip("/")
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self._http = httpx.Client(base_url=self.url, headers=_headers(token), timeout=timeout_s)
+        super().__init__(url, token, retries)
+        transport = httpx.HTTPTransport(retries=retries)
+        self._http = httpx.Client(base_url=self.url, headers=self._auth, timeout=timeout_s, transport=transport)
 
     def close(self) -> None:
         """Close the HTTP connections."""
@@ -280,30 +284,20 @@ class Client(_Routes):
         self.close()
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Send a request (retrying connection errors with backoff) and decode the answer."""
-        delay = self.backoff_s
-        for attempt in range(self.retries + 1):
-            try:
-                return _decode(self._http.request(method, path, **kwargs))
-            except _RETRYABLE:
-                if attempt == self.retries:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-        raise AssertionError("unreachable")  # pragma: no cover
+        """Send a request (retried as the module docstring says) and decode the answer."""
+        return _decode(retry_call(lambda: self._http.request(method, path, **kwargs), **self._retry(method)))
 
     def _call(self, method: str, path: str, post: Any = None, **kwargs: Any) -> Any:
         answer = self.request(method, path, **kwargs)
         return post(answer) if post is not None else answer
 
     def wait_job(self, job_id: str, timeout_s: float = 120.0, poll_s: float = 0.2) -> JobInfo:
-        """Poll until the job is succeeded, failed or cancelled (or ``timeout_s`` passes)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+        """Poll (at most ``poll_s`` apart) until the job succeeded, failed or was cancelled, or ``timeout_s`` passed."""
+        for _ in Backoff(timeout_s=timeout_s, max_delay_s=poll_s):
             job = self.get_job(job_id)
-            if job["state"] in ("succeeded", "failed", "cancelled") or time.monotonic() > deadline:
-                return job
-            time.sleep(poll_s)
+            if job["state"] in TERMINAL_STATES:
+                break
+        return job
 
     def env(self, env: str, **kwargs: Any) -> RemoteEnv:
         """A :class:`RemoteEnv` on a new session of ``env``."""
@@ -320,14 +314,12 @@ class AsyncClient(_Routes):
         *,
         timeout_s: float = 120.0,
         retries: int = 5,
-        backoff_s: float = 0.1,
         max_connections: int = 256,
     ) -> None:
-        self.url = url.rstrip("/")
-        self.retries = retries
-        self.backoff_s = backoff_s
+        super().__init__(url, token, retries)
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(token), timeout=timeout_s, limits=limits)
+        transport = httpx.AsyncHTTPTransport(retries=retries, limits=limits)
+        self._http = httpx.AsyncClient(base_url=self.url, headers=self._auth, timeout=timeout_s, transport=transport)
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""
@@ -340,21 +332,9 @@ class AsyncClient(_Routes):
         await self.aclose()
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Send a request (retrying connection errors with backoff) and decode the answer."""
-        delay = self.backoff_s
-        for attempt in range(self.retries + 1):
-            try:
-                return _decode(await self._http.request(method, path, **kwargs))
-            except _RETRYABLE:
-                if attempt == self.retries:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-        raise AssertionError("unreachable")  # pragma: no cover
+        """Send a request (retried as the module docstring says) and decode the answer."""
+        return _decode(await aretry_call(lambda: self._http.request(method, path, **kwargs), **self._retry(method)))
 
     async def _call(self, method: str, path: str, post: Any = None, **kwargs: Any) -> Any:
         answer = await self.request(method, path, **kwargs)
         return post(answer) if post is not None else answer
-
-
-from rockroll.api.remote_env import RemoteEnv  # noqa: E402 - RemoteEnv uses Client

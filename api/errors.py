@@ -16,10 +16,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rockroll.envhub.errors import RegistrationError, UnknownEnvError
-from rockroll.envs.errors import ActionTypeError, EnvConfigError, EnvError, ResetNeeded, StateError
+from rockroll.envs.errors import ActionTypeError, EnvConfigError, EnvError, ResetNeeded, RockrollError, StateError
 from rockroll.sandbox import errors as sb
 
-__all__ = ["ApiError", "install_error_handlers", "error_body", "to_api_error"]
+__all__ = ["RockrollError", "ApiError", "install_error_handlers", "error_body", "to_api_error"]
 
 log = logging.getLogger("rockroll.api")
 
@@ -38,7 +38,7 @@ _STATUS_CODES = {
 }
 
 
-class ApiError(Exception):
+class ApiError(RockrollError):
     """An error the API answers as-is."""
 
     def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:

@@ -12,36 +12,45 @@ What a job runs:
   ``rockroll eval``), :func:`rockroll.agentrl.eval.run_eval_job` runs that engine on the envs, every
   session placed in a pooled sandbox; with ``{"env", "episodes", "policy"}`` it plays the
   ``random`` (or ``expert``) policy of :func:`rockroll.envs.play.play_episode` on one sandboxed session;
-* ``train``: delegated to ``trainer.jobs:run_job(config, ctx)`` (the trainer issue provides it);
-  without it the job fails with a message saying so.
+* ``train``: :func:`rockroll.trainer.jobs.run_job` runs ``rockroll train``'s pipeline.
+
+Job configs are the typed configs (``TrainJobConfig``, ``EvalConfig``, ``PolicyEvalConfig`` in
+:mod:`rockroll.api.schemas`), validated by the one config loader when a job is submitted: a bad key
+answers 400 ``invalid_job`` naming it (``details.key``, ``details.allowed``), never a failed job later.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import secrets
 import threading
 import time
+import typing
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sqlalchemy import select
 
+from rockroll.agentrl.config_loader import ConfigError, parse_config
+from rockroll.agentrl.eval import run_eval_job
 from rockroll.api.auth import Principal
 from rockroll.api.db import Database, JobRecord
-from rockroll.api.errors import ApiError
+from rockroll.api.errors import ApiError, RockrollError
+from rockroll.api.job_state import TERMINAL_STATES, JobState
+from rockroll.api.schemas import EvalJobConfig, JobKind, PolicyEvalConfig, is_model_eval
+from rockroll.envs.core import TextEnvProtocol
+from rockroll.envs.play import play_episode
+from rockroll.trainer.jobs import config_for_job, run_job
 
-__all__ = ["JobContext", "JobRunner", "JOB_KINDS", "TERMINAL_STATES", "Cancelled"]
+__all__ = ["JobContext", "JobRunner", "JOB_KINDS", "JobState", "TERMINAL_STATES", "Cancelled"]
 
 log = logging.getLogger("rockroll.api")
-JOB_KINDS = ("train", "eval")
-TERMINAL_STATES = ("succeeded", "failed", "cancelled")
+JOB_KINDS: tuple[str, ...] = typing.get_args(JobKind)
 MAX_LOG_CHARS = 200_000
 
 
-class Cancelled(Exception):
+class Cancelled(RockrollError):
     """Raised inside a job when it was cancelled."""
 
 
@@ -69,7 +78,7 @@ class JobContext:
     def report(self, *, progress: float | None = None, metrics: dict[str, Any] | None = None) -> None:
         self.runner._update(self.job_id, progress=progress, metrics=metrics)
 
-    def open_session(self, env: str, kwargs: dict[str, Any]) -> Any:
+    def open_session(self, env: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
         """An env session in a sandbox (the API's placement)."""
         return self.runner.open_env(env, kwargs)
 
@@ -78,7 +87,12 @@ class JobRunner:
     """Queues and runs jobs on a small thread pool."""
 
     def __init__(
-        self, db: Database, open_env: Callable[[str, dict[str, Any]], Any], workers: int = 2, *, train: bool = True
+        self,
+        db: Database,
+        open_env: Callable[[str, dict[str, Any]], TextEnvProtocol],
+        workers: int = 2,
+        *,
+        train: bool = True,
     ) -> None:
         self.db = db
         self.open_env = open_env
@@ -92,11 +106,14 @@ class JobRunner:
     def recover(self) -> None:
         """After a restart: fail jobs that were running, queue the queued ones again."""
         with self.db.session() as s:
-            for job in s.scalars(select(JobRecord).where(JobRecord.state.in_(("queued", "running")))):
-                if job.state == "running":
-                    job.state, job.error, job.finished_at = "failed", "the server restarted during the job", time.time()
+            for job in s.scalars(select(JobRecord).where(JobRecord.state.in_((JobState.QUEUED, JobState.RUNNING)))):
+                if job.state == JobState.RUNNING:
+                    job.state, job.error = JobState.FAILED, "the server restarted during the job"
+                    job.finished_at = time.time()
         with self.db.session() as s:
-            queued = [(j.id, dict(j.config)) for j in s.scalars(select(JobRecord).where(JobRecord.state == "queued"))]
+            queued = [
+                (j.id, dict(j.config)) for j in s.scalars(select(JobRecord).where(JobRecord.state == JobState.QUEUED))
+            ]
         for job_id, config in queued:
             self._submit(job_id, config)
 
@@ -105,16 +122,15 @@ class JobRunner:
         """Record and queue a job."""
         if kind not in JOB_KINDS:
             raise ApiError(400, "invalid_job", f"kind must be one of {', '.join(JOB_KINDS)}")
-        if kind == "eval":
-            check_eval_config(config)
         if kind == "train" and not self.train_enabled:
             raise ApiError(400, "invalid_job", "train jobs are disabled on this server (serve --train-jobs)")
+        check_job_config(kind, config)
         job = JobRecord(
             id=f"job-{secrets.token_hex(8)}",
             owner=who.owner,
             kind=kind,
             config=config,
-            state="queued",
+            state=JobState.QUEUED,
             progress=0.0,
             metrics={},
             logs="",
@@ -152,8 +168,8 @@ class JobRunner:
             ctx._flag.set()
         with self.db.session() as s:
             rec = s.get(JobRecord, job_id)
-            if rec is not None and rec.state == "queued":
-                rec.state, rec.finished_at = "cancelled", time.time()
+            if rec is not None and rec.state == JobState.QUEUED:
+                rec.state, rec.finished_at = JobState.CANCELLED, time.time()
         return self.get(job_id, who)
 
     def close(self) -> None:
@@ -175,29 +191,29 @@ class JobRunner:
             return
         with self.db.session() as s:
             rec = s.get(JobRecord, ctx.job_id)
-            if rec is None or rec.state != "queued":
+            if rec is None or rec.state != JobState.QUEUED:
                 self._contexts.pop(ctx.job_id, None)
                 return
-            rec.state, rec.started_at = "running", time.time()
+            rec.state, rec.started_at = JobState.RUNNING, time.time()
             kind = rec.kind
-        state, error, metrics = "succeeded", "", None
+        state, error, metrics = JobState.SUCCEEDED, "", None
         try:
             metrics = self.kinds[kind](ctx)
         except Cancelled:
-            state = "cancelled"
+            state = JobState.CANCELLED
             if self._closing:
-                state, error = "failed", "the server shut down during the job"
+                state, error = JobState.FAILED, "the server shut down during the job"
         except Exception as e:  # noqa: BLE001 - a job's failure is recorded, never raised
-            state, error = "failed", f"{type(e).__name__}: {e}"
+            state, error = JobState.FAILED, f"{type(e).__name__}: {e}"
             log.info("job %s failed: %s", ctx.job_id, error)
-        if ctx.cancelled and state == "succeeded":
-            state = "cancelled"
+        if ctx.cancelled and state == JobState.SUCCEEDED:
+            state = JobState.CANCELLED
         self._update(
             ctx.job_id,
             state=state,
             error=error,
             metrics=metrics,
-            progress=1.0 if state == "succeeded" else None,
+            progress=1.0 if state == JobState.SUCCEEDED else None,
             log=f"job {state}" + (f": {error}" if error else ""),
         )
         self._contexts.pop(ctx.job_id, None)
@@ -206,7 +222,7 @@ class JobRunner:
         self,
         job_id: str,
         *,
-        state: str | None = None,
+        state: JobState | None = None,
         error: str | None = None,
         log: str | None = None,
         progress: float | None = None,
@@ -229,46 +245,31 @@ class JobRunner:
                 rec.logs = ((rec.logs or "") + f"{stamp} {log}\n")[-MAX_LOG_CHARS:]
 
 
-def _is_model_eval(config: dict[str, Any]) -> bool:
-    return "engine" in config or "envs" in config
+def check_job_config(kind: str, config: Any) -> None:
+    """Reject a job config that cannot run, before it is queued: 400 ``invalid_job`` naming the bad key.
 
-
-def check_eval_config(config: dict[str, Any]) -> None:
-    """Reject an eval config that cannot run, before it is queued."""
-    if _is_model_eval(config):
-        from rockroll.agentrl.eval_config import EvalConfig, from_dict
-
-        try:
-            from_dict(EvalConfig, config)
-        except (ValueError, TypeError) as e:
-            raise ApiError(400, "invalid_job", f"invalid eval config: {e}") from e
-        return
-    if not isinstance(config.get("env", ""), str) or not config.get("env"):
-        raise ApiError(400, "invalid_job", "eval config needs 'env', e.g. {'env': 'FrozenLake-v0'}")
-    episodes = config.get("episodes", 10)
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or not 1 <= episodes <= 100_000:
-        raise ApiError(400, "invalid_job", "'episodes' must be an int in 1..100000")
-    if config.get("policy", "random") not in ("random", "expert"):
-        raise ApiError(400, "invalid_job", "'policy' must be 'random' or 'expert'")
-    if not isinstance(config.get("kwargs", {}), dict):
-        raise ApiError(400, "invalid_job", "'kwargs' must be an object")
-    seed = config.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ApiError(400, "invalid_job", "'seed' must be a non-negative int")
+    ``train``: :func:`rockroll.trainer.jobs.config_for_job` (its file, keys and overrides, merged and
+    validated as a ``TrainConfig``); ``eval``: ``EvalJobConfig`` (a model eval or a built-in policy's).
+    """
+    try:
+        if kind == "train":
+            config_for_job(config)
+        else:
+            parse_config(EvalJobConfig, config)
+    except ConfigError as e:
+        details = {"key": e.key, "allowed": e.allowed, "problems": [{"key": k, "message": m} for k, m in e.problems]}
+        raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", details) from e
+    except FileNotFoundError as e:
+        raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", {"key": "config_path"}) from e
 
 
 def run_eval(ctx: JobContext) -> dict[str, Any]:
     """Play ``episodes`` episodes with a simple policy in a sandbox; metrics under ``eval/<env>/``."""
-    from rockroll.envs.play import play_episode
-
-    cfg = ctx.config
-    if _is_model_eval(cfg):
-        from rockroll.agentrl.eval import run_eval_job
-
+    if is_model_eval(ctx.config):
         return run_eval_job(ctx)
-    env_id, episodes = cfg["env"], int(cfg.get("episodes", 10))
-    policy, seed0 = cfg.get("policy", "random"), int(cfg.get("seed", 0))
-    session = ctx.open_session(env_id, dict(cfg.get("kwargs", {})))
+    cfg = parse_config(PolicyEvalConfig, ctx.config)
+    env_id, episodes, policy, seed0 = cfg.env, cfg.episodes, cfg.policy, cfg.seed
+    session = ctx.open_session(env_id, dict(cfg.kwargs))
     ctx.log(f"eval {env_id} with the {policy} policy, {episodes} episodes, on sandbox {session.sandbox_id}")
     wins = steps = 0
     total = 0.0
@@ -293,9 +294,5 @@ def run_eval(ctx: JobContext) -> dict[str, Any]:
 
 
 def run_train(ctx: JobContext) -> dict[str, Any]:
-    """Hand the job to ``trainer.jobs:run_job`` (provided by the trainer)."""
-    try:
-        module = importlib.import_module("rockroll.trainer.jobs")
-    except ImportError as e:
-        raise RuntimeError("train jobs need trainer.jobs:run_job(config, ctx), which is not installed") from e
-    return module.run_job(ctx.config, ctx) or {}
+    """Hand the job to :func:`rockroll.trainer.jobs.run_job` (the same pipeline as ``rockroll train``)."""
+    return run_job(ctx.config, ctx) or {}

@@ -22,7 +22,7 @@ from rockroll.api.db import Database, SessionRecord
 from rockroll.api.errors import ApiError, to_api_error
 from rockroll.api.metrics import Metrics
 from rockroll.sandbox.errors import SandboxLost
-from rockroll.sandbox.session import run_batch
+from rockroll.sandbox.session import RemoteSession, run_batch
 
 __all__ = ["LiveSession", "SessionRegistry"]
 
@@ -59,7 +59,9 @@ class LiveSession:
 class SessionRegistry:
     """Open, find, play, fork and close sessions (ownership checked on every lookup)."""
 
-    def __init__(self, db: Database, open_env: Callable[[str, dict[str, Any]], Any], metrics: Metrics) -> None:
+    def __init__(
+        self, db: Database, open_env: Callable[[str, dict[str, Any]], RemoteSession], metrics: Metrics
+    ) -> None:
         self.db = db
         self.open_env = open_env
         self.metrics = metrics

@@ -4,7 +4,7 @@
 placing env sessions on pooled sandboxes (least-loaded first, the manager's load balancer),
 user sandboxes (created leased, so no session is placed on them), ``exec``, files, restarts and
 counts for health and metrics. Sandboxes are started with the custom-env plugin hook
-(:mod:`rockroll.api.sandbox_plugins`): each custom env gets a pool of its own whose sandboxes receive the
+(:mod:`rockroll.sandbox.server.plugins`): each custom env gets a pool of its own whose sandboxes receive the
 env's files through the file API before its first session, so custom code loads inside those
 sandboxes only, never in the control plane nor next to other envs' sessions.
 
@@ -18,9 +18,13 @@ import threading
 import time
 from typing import Any
 
-from rockroll.api.sandbox_plugins import DEFAULT_PLUGIN_DIR, PLUGINS_ENV
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.errors import SandboxNotFound
+from rockroll.sandbox.managed import SandboxState
+from rockroll.sandbox.manager import ManagerConfig, SandboxManager
+from rockroll.sandbox.pool import PoolConfig
+from rockroll.sandbox.server.plugins import DEFAULT_PLUGIN_DIR, PLUGINS_ENV
+from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["Placement", "SESSION_POOL"]
 
@@ -42,9 +46,6 @@ class Placement:
         pool_size: int,
         manager_name: str = "api",
     ) -> None:
-        from rockroll.sandbox.manager import ManagerConfig, SandboxManager
-        from rockroll.sandbox.pool import PoolConfig
-
         self._provisioned: set[tuple[str, int]] = set()
         self._pick_lock = threading.Lock()
         self._open_slots = threading.BoundedSemaphore(OPEN_CONCURRENCY)
@@ -80,7 +81,7 @@ class Placement:
     def spec(self, **fields: Any) -> SandboxSpec:
         """A sandbox spec whose server can load the API's custom envs (see module docstring)."""
         env = dict(fields.pop("env", {}) or {})
-        env.setdefault("ROCKROLL_ENV_MODULES", "rockroll.api.sandbox_plugins")
+        env.setdefault("ROCKROLL_ENV_MODULES", "rockroll.sandbox.server.plugins")
         env.setdefault(PLUGINS_ENV, DEFAULT_PLUGIN_DIR)
         return SandboxSpec(env=tuple(sorted(env.items())), **fields)
 
@@ -93,7 +94,7 @@ class Placement:
         return SandboxSpec.from_dict(base)
 
     # ----------------------------------------------------------- sessions
-    def open_session(self, env_id: str, kwargs: dict[str, Any], custom: Any = None) -> Any:
+    def open_session(self, env_id: str, kwargs: dict[str, Any], custom: Any = None) -> RemoteSession:
         """Place an env session on the least-loaded sandbox of the right pool.
 
         Built-in envs share the ``sessions`` pool (the manager's load balancer places them);
@@ -119,7 +120,7 @@ class Placement:
             members = [
                 sb
                 for sb in self.manager.members(spec.name)
-                if sb.state == "ready" and not sb.leased and sb.sessions < sb.spec.max_sessions
+                if sb.state == SandboxState.READY and not sb.leased and sb.sessions < sb.spec.max_sessions
             ]
             if members:
                 return min(members, key=lambda sb: sb.load)
@@ -162,7 +163,7 @@ class Placement:
         h = sb.last_health
         return {
             "id": sb.id,
-            "state": sb.state,
+            "state": str(sb.state),
             "pool": sb.pool,
             "backend": sb.backend.name,
             "image": sb.spec.image if sb.backend.name == "docker" else "",
@@ -184,7 +185,7 @@ class Placement:
         by_state: dict[str, int] = {}
         restarts = 0
         for sb in self.manager.list():
-            by_state[sb.state] = by_state.get(sb.state, 0) + 1
+            by_state[str(sb.state)] = by_state.get(str(sb.state), 0) + 1
             restarts += sb.restarts
         return {"by_state": by_state, "restarts": restarts}
 
@@ -202,7 +203,7 @@ class Placement:
                     "min_idle": pc.min_idle if pc else None,
                     "max_total": pc.max_total if pc else None,
                     "members": len(sbs),
-                    "ready": sum(1 for m in sbs if m.state == "ready"),
+                    "ready": sum(1 for m in sbs if m.state == SandboxState.READY),
                     "sessions": sum(m.sessions for m in sbs),
                 }
             )

@@ -9,16 +9,39 @@ one WebSocket to the session instead of one HTTP request each. ``gymnasium.make(
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 
-if TYPE_CHECKING:
-    from rockroll.api.client import Client
+import rockroll.envhub as envhub
+from rockroll.api.client_types import ResetResult, SessionInfo, SessionOpened, StepResult
+from rockroll.api.session_socket import SessionSocket
+from rockroll.envs.core import TextSpace
 
-__all__ = ["RemoteEnv", "register_gymnasium", "GYM_REMOTE_NAMESPACE"]
+__all__ = ["RemoteEnv", "SessionClient", "register_gymnasium", "GYM_REMOTE_NAMESPACE"]
 
 GYM_REMOTE_NAMESPACE = "rockroll-remote"
+
+
+class SessionClient(Protocol):
+    """The session routes :class:`RemoteEnv` calls; :class:`rockroll.api.client.Client` has them.
+
+    A protocol rather than an import of the client, so that the client can import this module
+    (``Client.env``) without an import cycle.
+    """
+
+    url: str
+    token: str | None
+
+    def create_session(self, env: str, kwargs: dict[str, Any] | None = None) -> SessionOpened: ...
+    def get_session(self, session_id: str) -> SessionInfo: ...
+    def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult: ...
+    def step(self, session_id: str, action: str) -> StepResult: ...
+    def actions(self, session_id: str) -> list[str]: ...
+    def get_state(self, session_id: str) -> dict[str, Any]: ...
+    def set_state(self, session_id: str, state: dict[str, Any]) -> None: ...
+    def fork(self, session_id: str) -> SessionOpened: ...
+    def close_session(self, session_id: str) -> None: ...
 
 
 class RemoteEnv(gym.Env[str, str]):
@@ -27,34 +50,24 @@ class RemoteEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}
 
     def __init__(
-        self, client: Client, env: str, *, session_id: str | None = None, transport: str = "http", **kwargs: Any
+        self, client: SessionClient, env: str, *, session_id: str | None = None, transport: str = "http", **kwargs: Any
     ) -> None:
-        from rockroll.envs.core import TextSpace
-
         if transport not in ("http", "ws"):
             raise ValueError(f"transport must be 'http' or 'ws', got {transport!r}")
         self.client = client
         self.env_name = env
         self.kwargs = kwargs
-        if session_id is None:
-            info = client.create_session(env, kwargs)
-            session_id = info["id"]
-            self._system_prompt = info.get("system_prompt", "")
-            self.sandbox_id = info["sandbox_id"]
-        else:
-            info = client.get_session(session_id)
-            self._system_prompt = info.get("system_prompt", "")
-            self.sandbox_id = info["sandbox_id"]
+        info: SessionOpened | SessionInfo = (
+            client.create_session(env, kwargs) if session_id is None else client.get_session(session_id)
+        )
+        session_id = info["id"]
+        self._system_prompt = info.get("system_prompt", "")
+        self.sandbox_id = info["sandbox_id"]
         self.session_id: str = session_id
         self.observation_space = TextSpace()
         self.action_space = TextSpace()
         self.closed = False
-        self._socket = None
-        if transport == "ws":
-            from rockroll.api.session_socket import SessionSocket
-
-            token = client._http.headers.get("authorization", "").removeprefix("Bearer ") or None
-            self._socket = SessionSocket(client.url, token, self.session_id)
+        self._socket = SessionSocket(client.url, client.token, self.session_id) if transport == "ws" else None
 
     def __repr__(self) -> str:
         return f"RemoteEnv({self.env_name!r}, session={self.session_id}, sandbox={self.sandbox_id})"
@@ -68,7 +81,8 @@ class RemoteEnv(gym.Env[str, str]):
         return out["observation"], out["info"]
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Play the agent's text."""
+        """Play the agent's text. Never resent: a connection that drops after sending raises, as the
+        server may have played it (the rollout layer then replays the episode on a fresh session)."""
         if self._socket is not None:
             out = self._socket.call({"op": "step", "action": action})
         else:
@@ -115,7 +129,7 @@ class RemoteEnv(gym.Env[str, str]):
 
 
 def _make_remote(env_name: str) -> Any:
-    def build(client: Client, render_mode: str | None = None, **kwargs: Any) -> RemoteEnv:
+    def build(client: SessionClient, render_mode: str | None = None, **kwargs: Any) -> RemoteEnv:
         return RemoteEnv(client, env_name, **kwargs)
 
     return build
@@ -124,8 +138,6 @@ def _make_remote(env_name: str) -> Any:
 def register_gymnasium(env_ids: list[str] | None = None) -> None:
     """Register ``rockroll-remote/<id>`` for the built-in env ids (or ``env_ids``) with gymnasium."""
     if env_ids is None:
-        import rockroll.envhub as envhub
-
         env_ids = [s.id for s in envhub.list_envs()]
     for env_id in env_ids:
         gym_id = f"{GYM_REMOTE_NAMESPACE}/{env_id}"

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, SkipValidation, Tag, create_model
+
+from rockroll.agentrl.config_loader import ConfigModel, OneOf
+from rockroll.agentrl.eval_config import EvalConfig
+from rockroll.envs.play import POLICIES
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.trainer.jobs import TrainJobConfig
 
 __all__ = [
     "EnvCreate",
@@ -17,6 +23,10 @@ __all__ = [
     "BatchStepRequest",
     "BatchStepItem",
     "JobCreate",
+    "JobKind",
+    "PolicyEvalConfig",
+    "EvalJobConfig",
+    "is_model_eval",
 ]
 
 _ID = r"^[A-Za-z][A-Za-z0-9_.]*-v\d+$"
@@ -41,17 +51,25 @@ class EnvCreate(_Body):
     tags: list[str] = Field(default_factory=list, max_length=20)
 
 
-class SandboxCreate(_Body):
-    """Resources of a user sandbox."""
+def _spec_fields(*names: str, **defaults: Any) -> dict[str, Any]:
+    """``SandboxSpec``'s fields ``names`` (type, bounds, description), with other ``defaults``."""
+    out: dict[str, Any] = {}
+    for name in names:
+        f = SandboxSpec.model_fields[name]
+        tp = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+        out[name] = (tp, Field(defaults.get(name, f.default), description=f.description))
+    return out
 
-    name: str = Field("user", max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="Pool label.")
-    image: str | None = Field(None, max_length=256, description="Docker image (default: rockroll's).")
-    cpus: float = Field(1.0, gt=0, le=64)
-    memory_mb: int = Field(512, ge=32, le=262_144)
-    pids_limit: int = Field(256, ge=16, le=65_536)
-    workspace_mb: int = Field(256, ge=1, le=65_536)
-    network: bool = Field(False, description="Give the sandbox a network (off by default).")
-    max_sessions: int = Field(16, ge=1, le=4096)
+
+#: Resources of a user sandbox: the fields of :class:`rockroll.sandbox.base.SandboxSpec` a caller may set.
+SandboxCreate = create_model(
+    "SandboxCreate",
+    __base__=_Body,
+    __doc__="Resources of a user sandbox (the caller-settable fields of SandboxSpec).",
+    **_spec_fields(
+        "name", "image", "cpus", "memory_mb", "pids_limit", "workspace_mb", "network", "max_sessions", name="user"
+    ),
+)
 
 
 class ExecRequest(_Body):
@@ -106,8 +124,37 @@ class BatchStepRequest(_Body):
     steps: list[BatchStepItem] = Field(..., min_length=1, max_length=1024)
 
 
-class JobCreate(_Body):
-    """A job to queue."""
+class PolicyEvalConfig(ConfigModel):
+    """An ``eval`` job without a model: a built-in policy plays one env in a sandboxed session."""
 
-    kind: Literal["train", "eval"]
-    config: dict[str, Any] = Field(default_factory=dict, description="eval: {env, kwargs, episodes, policy, seed}.")
+    env: str = Field(..., min_length=1, max_length=128, description="env id, e.g. FrozenLake-v0")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor kwargs")
+    episodes: int = Field(10, ge=1, le=100_000, description="episodes, on seeds seed, seed+1, ...")
+    policy: Annotated[str, OneOf(POLICIES)] = Field("random", description="the policy that plays")
+    seed: int = Field(0, ge=0, description="seed of the first episode")
+
+
+def is_model_eval(config: Any) -> bool:
+    """Whether an eval job config runs a model (``engine``/``envs`` keys) rather than a built-in policy."""
+    if isinstance(config, BaseModel):
+        return isinstance(config, EvalConfig)
+    return isinstance(config, dict) and ("engine" in config or "envs" in config)
+
+
+#: the config of an ``eval`` job: a model eval (the YAML of ``rockroll eval``) or a built-in policy's
+EvalJobConfig = Annotated[
+    Annotated[EvalConfig, Tag("model")] | Annotated[PolicyEvalConfig, Tag("policy")],
+    Discriminator(lambda c: "model" if is_model_eval(c) else "policy"),
+]
+JobKind = Literal["train", "eval"]
+
+
+class JobCreate(_Body):
+    """A job to queue; ``config`` is validated when the job is submitted (400 ``invalid_job`` naming the key)."""
+
+    kind: JobKind = Field(..., description="train: rockroll train's pipeline; eval: a model or a policy on envs")
+    config: SkipValidation[TrainJobConfig | EvalConfig | PolicyEvalConfig] = Field(  # type: ignore[assignment]
+        default_factory=dict,
+        description="train: a TrainConfig mapping (plus config_path, overrides); eval: an EvalConfig mapping "
+        "(engine, envs...) or {env, kwargs, episodes, policy, seed}",
+    )

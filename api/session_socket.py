@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rockroll.api.client import ApiClientError, SandboxLostError
+from rockroll.api.client_errors import error_for
 
 __all__ = ["SessionSocket"]
 
@@ -23,13 +23,15 @@ class SessionSocket:
         self._ws = self._cm.__enter__()
 
     def call(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Send one message and return its answer (raise ``ApiClientError`` for an error answer)."""
+        """Send one message and return its answer (raise ``ApiClientError`` for an error answer).
+
+        Never resent: a socket that drops raises (``websockets.ConnectionClosed``), since the
+        server may have played the step already.
+        """
         self._ws.send(json.dumps(message))
         answer = json.loads(self._ws.recv(timeout=self.timeout_s))
         if "error" in answer:
-            err = answer["error"]
-            cls = SandboxLostError if err["code"] == "sandbox_lost" else ApiClientError
-            raise cls(int(answer.get("status", 400)), err["code"], err["message"], err.get("details"))
+            raise error_for(int(answer.get("status", 400)), answer)
         return answer
 
     def close(self) -> None:

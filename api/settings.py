@@ -10,10 +10,11 @@ import hashlib
 import ipaddress
 import os
 from pathlib import Path
-from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rockroll.sandbox.backends import validate_backend_name
 
 __all__ = ["Settings", "is_loopback"]
 
@@ -35,8 +36,10 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address to bind.")
     port: int = Field(8080, ge=0, le=65535, description="TCP port to bind (0: any free port).")
-    backend: Literal["auto", "docker", "process"] = Field(
-        "auto", description="Sandbox backend; auto uses Docker when a daemon answers, else processes."
+    backend: str = Field(
+        "auto",
+        description="Sandbox backend type (rockroll.sandbox.backends): auto uses Docker when a daemon answers, "
+        "else processes; docker; process; or any registered one.",
     )
     database_url: str = Field(
         "sqlite:///~/.rockroll/rockroll.db", description="Any SQLAlchemy URL (sqlite, postgresql+psycopg...)."
@@ -80,6 +83,11 @@ class Settings(BaseSettings):
             return self.instance
         digest = hashlib.sha256(self.resolved_database_url().encode()).hexdigest()[:10]
         return f"api-{digest}"
+
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, value: str) -> str:
+        return validate_backend_name(value)
 
     def check(self) -> None:
         """Raise ``ValueError`` for combinations that must not run."""

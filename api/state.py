@@ -14,6 +14,7 @@ from rockroll.api.jobs import JobRunner
 from rockroll.api.live import SessionRegistry
 from rockroll.api.metrics import Metrics
 from rockroll.api.settings import Settings
+from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["AppState", "build_state"]
 
@@ -67,7 +68,7 @@ def build_state(settings: Settings) -> AppState:
         snap["sessions"] = len(holder["s"].sessions) if "s" in holder else 0
         return snap
 
-    def open_env(env: str, kwargs: dict[str, Any]) -> Any:
+    def open_env(env: str, kwargs: dict[str, Any]) -> RemoteSession:
         """An env session in a sandbox: the catalog resolves the id, the placement places it."""
         env_id = catalog.resolve(env)
         return placement.open_session(env_id, kwargs, custom=catalog.custom(env_id))

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from rockroll.sandbox.managed import SandboxState
+
 FAULTS = ("kill", "server", "pause")
 
 
@@ -134,7 +136,7 @@ def _watch(manager: Any, sb: Any, generation: int, record: dict[str, Any], t0: f
     while time.monotonic() - start < limit_s:
         if sb.deleted:
             return
-        if sb.generation > generation and sb.state == "ready":
+        if sb.generation > generation and sb.state == SandboxState.READY:
             record["recovered_s"] = time.monotonic() - start
             record["recovered_at"] = time.monotonic() - t0
             return
@@ -163,7 +165,7 @@ class Killer(threading.Thread):
             for off in offsets:
                 if self.stop.wait(max(0.0, wave_start + off - time.monotonic())):
                     return
-                ready = [sb for sb in self.manager.list() if sb.state == "ready" and sb.id not in hit]
+                ready = [sb for sb in self.manager.list() if sb.state == SandboxState.READY and sb.id not in hit]
                 if not ready:
                     continue
                 sb = self.rng.choice(ready)
@@ -187,7 +189,7 @@ class Killer(threading.Thread):
 
 def _sample_ready(manager: Any, t0: float, out: list[tuple[float, int]], stop: threading.Event) -> None:
     for _ in range(100_000):  # bounded: 10 samples/s for ~3 hours at most
-        out.append((time.monotonic() - t0, sum(sb.state == "ready" for sb in manager.list())))
+        out.append((time.monotonic() - t0, sum(sb.state == SandboxState.READY for sb in manager.list())))
         if stop.wait(0.1):
             return
 
@@ -205,7 +207,7 @@ def count_containers(manager_name: str) -> int:
 
 def run_chaos(cfg: ChaosConfig) -> ChaosResult:
     """Run one chaos rollout (see the module docstring) and return its measurements."""
-    from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+    from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
     from rockroll.agentrl.engines.random_engine import RandomEngine
     from rockroll.agentrl.env_source import SandboxSource
     from rockroll.agentrl.latency import Latency
@@ -237,7 +239,7 @@ def run_chaos(cfg: ChaosConfig) -> ChaosResult:
             max_turns=cfg.max_turns, max_tokens_per_turn=32, max_retries=cfg.max_retries,
             step_timeout_s=10.0, start_timeout_s=60.0, episode_timeout_s=min(300.0, cfg.timeout_s),
         )  # fmt: skip
-        rcfg = RolloutConfig(
+        rcfg = SchedulerConfig(
             env_ids=["FrozenLake-v0"], num_env_groups=cfg.groups, group_size=cfg.group_size,
             group_size_redundancy=cfg.redundancy, extra_groups=cfg.extra_groups, episode=episode, seed=cfg.seed,
         )  # fmt: skip

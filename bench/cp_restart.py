@@ -5,7 +5,7 @@
 A real ``rockroll serve`` (Docker backend by default) on a fixed 127.0.0.1 port gets state to keep:
 a token, a custom env (uploaded source), a user sandbox with a file in it, a finished eval job and
 a long one still running. A rollout (:class:`~rockroll.agentrl.scheduler.RolloutScheduler`, ``random``
-engine, :class:`~rockroll.agentrl.env_source.RemoteSource`: every episode plays a session over HTTP) runs
+engine, :class:`~rockroll.api.remote_source.RemoteSource`: every episode plays a session over HTTP) runs
 against it; once ``--kill-after`` episodes have finished the server gets SIGKILL (no shutdown code
 runs) and is started again on the same port. The client retries connection errors; episodes whose
 sessions died with the server are retried on new sessions (``410 sandbox_lost`` is an infra
@@ -106,22 +106,22 @@ def _containers(manager_name: str) -> list[str]:
 
 def _rollout(url: str, token: str, groups: int, group_size: int, finished: list[float]) -> Any:
     """Play one batch over the API; ``finished`` gets a timestamp per closed env."""
-    from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+    from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
     from rockroll.agentrl.engines.random_engine import RandomEngine
-    from rockroll.agentrl.env_source import RemoteSource
     from rockroll.agentrl.latency import Latency
     from rockroll.agentrl.scheduler import RolloutScheduler
     from rockroll.api.client import Client
+    from rockroll.api.remote_source import RemoteSource
 
     class CountingSource(RemoteSource):
         def close(self, env: Any) -> None:
             super().close(env)
             finished.append(time.monotonic())
 
-    client = Client(url, token, retries=10, backoff_s=0.1, timeout_s=30)
+    client = Client(url, token, retries=10, timeout_s=30)
     source = CountingSource(client)
     episode = EpisodeConfig(max_turns=6, max_tokens_per_turn=32, max_retries=4, step_timeout_s=40, start_timeout_s=60)
-    cfg = RolloutConfig(
+    cfg = SchedulerConfig(
         env_ids=["FrozenLake-v0"], num_env_groups=groups, group_size=group_size, group_size_redundancy=1,
         extra_groups=1, max_concurrent_episodes=16, episode=episode,
     )  # fmt: skip

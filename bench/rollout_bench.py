@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from rockroll.agentrl.chat import PromptBuilder
-from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
 from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.env_source import LocalSource
@@ -100,7 +100,7 @@ def run_sync(args: argparse.Namespace, engine: RandomEngine, cfg: EpisodeConfig)
 def run_async(
     args: argparse.Namespace, engine: RandomEngine, cfg: EpisodeConfig, redundancy: int, extra_groups: int
 ) -> tuple[float, dict[str, Any]]:
-    config = RolloutConfig(
+    config = SchedulerConfig(
         env_ids=[ENV_ID], num_env_groups=args.groups, group_size=args.group_size,
         group_size_redundancy=redundancy, extra_groups=extra_groups, episode=cfg, seed=args.seed,
     )  # fmt: skip

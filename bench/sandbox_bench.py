@@ -31,8 +31,10 @@ from rich.console import Console
 from rich.table import Table
 
 import rockroll.envhub as envhub
+from rockroll.sandbox.backends import backend_names
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.errors import SandboxError
+from rockroll.sandbox.managed import SandboxState
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.sandbox.pool import PoolConfig
 
@@ -69,7 +71,9 @@ def bench_acquire(backend: str, state: str, n: int) -> list[float]:
     times = []
     try:
         for _ in range(n):
-            m.wait_until(lambda: sum(s.state == "ready" and not s.leased for s in m.members("warm")) >= 2, 60)
+            m.wait_until(
+                lambda: sum(s.state == SandboxState.READY and not s.leased for s in m.members("warm")) >= 2, 60
+            )
             t = time.perf_counter()
             sb = m.acquire("warm")
             times.append(time.perf_counter() - t)
@@ -95,7 +99,7 @@ def bench_crash(m: SandboxManager, n: int) -> list[float]:
         gen = sb.generation
         t = time.perf_counter()
         _kill(m, sb.handle.ref)
-        if not m.wait_until(lambda g=gen: sb.generation > g and sb.state == "ready", 60, 0.005):
+        if not m.wait_until(lambda g=gen: sb.generation > g and sb.state == SandboxState.READY, 60, 0.005):
             raise SandboxError("no replacement within 60 s")
         times.append(time.perf_counter() - t)
     m.delete(sb.id)
@@ -147,7 +151,7 @@ def bench_density(m: SandboxManager, limit: int) -> tuple[int, float, str]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", default="docker", choices=["docker", "process"])
+    p.add_argument("--backend", default="docker", choices=backend_names())
     p.add_argument("--creates", type=int, default=10)
     p.add_argument("--acquires", type=int, default=20)
     p.add_argument("--crashes", type=int, default=5)

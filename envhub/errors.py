@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rockroll.envs.errors import EnvError
+from rockroll.envs.errors import EnvError, RockrollError
 
-__all__ = ["RegistryError", "UnknownEnvError", "RegistrationError"]
+__all__ = ["RockrollError", "RegistryError", "UnknownEnvError", "RegistrationError"]
 
 
 class RegistryError(EnvError):

@@ -1,8 +1,10 @@
 """EnvSpec, register, make, spec, list_envs: the registry of rockroll environments.
 
 Ids are versioned (``Sokoban-v0``); ``make("Sokoban")`` takes the newest version. Entry points
-are lazy ``"module:Class"`` strings (or callables), imported on first ``make``. Every env is
-also registered with gymnasium as ``rockroll/<id>``.
+are lazy ``"module:Class"`` strings (or callables), imported on first ``make``; so is a spec's
+``expert`` (``"module:factory"``, see :mod:`rockroll.envs.experts`). ``make`` attaches the spec
+to the env it builds (``env.unwrapped.env_spec``). Every env is also registered with gymnasium
+as ``rockroll/<id>``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class EnvSpec:
         description: one line for listings.
         tags: free-form labels (``"grid"``, ``"custom"``...).
         supports_fork: whether ``get_state``/``set_state`` round-trip mid-episode.
+        expert: ``"module:factory"`` (or a callable) of the env's privileged solver:
+            ``factory(env) -> (() -> next action | None)``, see :mod:`rockroll.envs.experts`; None: none.
     """
 
     id: str
@@ -48,6 +52,7 @@ class EnvSpec:
     description: str = ""
     tags: tuple[str, ...] = ()
     supports_fork: bool = True
+    expert: str | Callable[..., Any] | None = None
 
     @property
     def name(self) -> str:
@@ -59,13 +64,28 @@ class EnvSpec:
 
     def load(self) -> Callable[..., Any]:
         """Import and return the entry point."""
-        if callable(self.entry_point):
-            return self.entry_point
-        module, _, attr = self.entry_point.partition(":")
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as e:
-            raise RegistrationError(f"{self.id}: cannot load entry point {self.entry_point!r}: {e}") from e
+        return _resolve(self.id, "entry point", self.entry_point)
+
+    def load_expert(self) -> Callable[..., Any] | None:
+        """Import and return the expert factory (None when the env has no expert)."""
+        return None if self.expert is None else _resolve(self.id, "expert", self.expert)
+
+
+def _resolve(env_id: str, what: str, target: str | Callable[..., Any]) -> Callable[..., Any]:
+    """``target`` itself when callable, else the object its ``"module:attr"`` names (or ``RegistrationError``)."""
+    if callable(target):
+        return target
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise RegistrationError(f"{env_id}: cannot load {what} {target!r}: {e}") from e
+    found = getattr(module, attr, None)
+    if found is None:
+        close = difflib.get_close_matches(attr, [n for n in dir(module) if not n.startswith("_")], n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(f'{module_name}:{c}' for c in close)}?" if close else ""
+        raise RegistrationError(f"{env_id}: cannot load {what} {target!r}: {module_name} has no {attr!r}{hint}")
+    return found
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
@@ -91,14 +111,23 @@ def register(
     description: str = "",
     tags: tuple[str, ...] | list[str] = (),
     supports_fork: bool = True,
+    expert: str | Callable[..., Any] | None = None,
     override: bool = False,
 ) -> EnvSpec:
-    """Register an env; raises :class:`RegistrationError` on a bad id or a duplicate."""
+    """Register an env; raises :class:`RegistrationError` on a bad id or a duplicate.
+
+    ``expert`` names the env's solver, ``"module:factory"`` imported on first use (see
+    :mod:`rockroll.envs.experts`); ``expert_for(env)`` then works on envs that ``make`` builds.
+    """
     name, version = parse_env_id(id)
     if version is None:
         raise RegistrationError(f"env id {id!r} needs a version suffix, e.g. '{name}-v0'")
     if isinstance(entry_point, str) and not re.match(r"^[\w.]+:[\w.]+$", entry_point):
         raise RegistrationError(f"{id}: entry point must be 'module:Class', got {entry_point!r}")
+    if isinstance(expert, str) and not re.match(r"^[\w.]+:[\w.]+$", expert):
+        raise RegistrationError(f"{id}: expert must be 'module:factory', got {expert!r}")
+    if expert is not None and not isinstance(expert, str) and not callable(expert):
+        raise RegistrationError(f"{id}: expert must be 'module:factory', a callable or None, got {expert!r}")
     if id in _REGISTRY and not override:
         raise RegistrationError(f"{id} is already registered (pass override=True to replace it)")
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
@@ -111,6 +140,7 @@ def register(
         description=description,
         tags=tuple(tags),
         supports_fork=supports_fork,
+        expert=expert,
     )
     _REGISTRY[id] = env_spec
     _register_with_gymnasium(env_spec)
@@ -155,6 +185,7 @@ def make(env_id: str, **kwargs: Any) -> MaxSteps:
     _check_kwargs(env_spec.id, ctor, merged)
     env = ctor(**merged)
     env.spec_id = env_spec.id
+    env.env_spec = env_spec  # lets rockroll.envs.experts find the expert without importing envhub
     return MaxSteps(env, max_steps)
 
 

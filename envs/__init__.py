@@ -3,8 +3,8 @@
 if __name__ != "rockroll.envs":  # a second copy under another name would duplicate every class
     raise ImportError(f"import rockroll.envs, not {__name__}: rockroll's packages live in the rockroll namespace")
 
-from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv, TextSpace, parse_answer
-from rockroll.envs.errors import ActionTypeError, EnvConfigError, EnvError, ResetNeeded, StateError
+from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv, TextEnvProtocol, TextSpace, parse_answer
+from rockroll.envs.errors import ActionTypeError, EnvConfigError, EnvError, ResetNeeded, RockrollError, StateError
 from rockroll.envs.wrappers import MaxSteps
 
 __all__ = [
@@ -14,9 +14,11 @@ __all__ = [
     "EnvError",
     "MaxSteps",
     "ResetNeeded",
+    "RockrollError",
     "StateError",
     "StepOutcome",
     "TextEnv",
+    "TextEnvProtocol",
     "TextSpace",
     "parse_answer",
 ]

@@ -20,6 +20,11 @@ Instructions for the agent (rules and action format) come from the env through
 
 Subclasses implement the underscored hooks: ``_reset``, ``_parse_action``, ``_step``,
 ``_render``, ``_get_state`` and ``_set_state``.
+
+:class:`TextEnvProtocol` states the contract as a type. Every env handle satisfies it wherever the
+env runs: a :class:`TextEnv`, the :class:`~rockroll.envs.wrappers.MaxSteps` that ``envhub.make``
+returns, a session in a sandbox (:class:`rockroll.sandbox.session.RemoteSession`) and a session over
+HTTP (:class:`rockroll.api.remote_env.RemoteEnv`); code that only plays envs annotates with it.
 """
 
 from __future__ import annotations
@@ -27,14 +32,14 @@ from __future__ import annotations
 import abc
 import re
 import string
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 
 from rockroll.envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
 
-__all__ = ["TextEnv", "TextSpace", "StepOutcome", "parse_answer", "DEFAULT_FORMAT_PENALTY"]
+__all__ = ["TextEnv", "TextEnvProtocol", "TextSpace", "StepOutcome", "parse_answer", "DEFAULT_FORMAT_PENALTY"]
 
 DEFAULT_FORMAT_PENALTY = -0.1
 STATE_FORMAT = 1
@@ -49,6 +54,43 @@ def parse_answer(text: str) -> str | None:
     if not matches:
         return None
     return matches[-1].strip()
+
+
+@runtime_checkable
+class TextEnvProtocol(Protocol):
+    """The text-env contract every env handle follows (see the module docstring).
+
+    ``isinstance(env, TextEnvProtocol)`` checks that the methods exist, not their signatures.
+    Handles may add more (``fork``, ``render``); code that needs those says so in its own types.
+    """
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode; same seed, same episode."""
+        ...
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Play the agent's text: ``(obs, reward, terminated, truncated, info)``."""
+        ...
+
+    def close(self) -> None:
+        """Release the env (idempotent)."""
+        ...
+
+    def get_state(self) -> dict[str, Any]:
+        """A JSON-serialisable snapshot, RNG included."""
+        ...
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a snapshot from :meth:`get_state`."""
+        ...
+
+    def system_prompt(self) -> str:
+        """Instructions for the agent: the rules, then the action format."""
+        ...
+
+    def action_candidates(self) -> list[str]:
+        """Legal actions now, as answer text (empty when the env cannot list them)."""
+        ...
 
 
 class TextSpace(gym.spaces.Text):

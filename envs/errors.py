@@ -1,16 +1,25 @@
-"""Typed errors raised by rockroll environments.
+"""Typed errors raised by rockroll environments, and :class:`RockrollError`, the root of every rockroll error.
 
 Every error derives from :class:`EnvError`, and also from the built-in exception a caller
 would expect (``ValueError`` for bad configuration, ``TypeError`` for a non-string action), so
 ``except ValueError`` keeps working for code that does not know rockroll.
+
+:class:`RockrollError` lives here because ``envs`` is the lowest layer: every package's error base
+(``EnvError``, ``SandboxError``, the rollout and API errors) derives from it without importing
+upwards, and each package's ``errors`` module re-exports it. ``except RockrollError`` catches
+whatever rockroll raised on purpose.
 """
 
 from __future__ import annotations
 
-__all__ = ["EnvError", "EnvConfigError", "ActionTypeError", "ResetNeeded", "StateError"]
+__all__ = ["RockrollError", "EnvError", "EnvConfigError", "ActionTypeError", "ResetNeeded", "StateError"]
 
 
-class EnvError(Exception):
+class RockrollError(Exception):
+    """Root of every error rockroll raises on purpose (each package's errors derive from it)."""
+
+
+class EnvError(RockrollError):
     """Base class of every error raised by an environment."""
 
 
@@ -32,9 +41,7 @@ class ActionTypeError(EnvError, TypeError):
     """``step`` was given something that is not a string."""
 
     def __init__(self, action: object) -> None:
-        super().__init__(
-            f"step() expects the agent's text as a str, got {type(action).__name__}: {action!r:.80}"
-        )
+        super().__init__(f"step() expects the agent's text as a str, got {type(action).__name__}: {action!r:.80}")
         self.action_type = type(action).__name__
 
 

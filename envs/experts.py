@@ -1,53 +1,67 @@
-"""Expert (privileged) policies for the built-in envs: solvers that read the env's state.
+"""Expert (privileged) policies: solvers that read an env's state.
 
-They make demonstrations for warm starts, baselines for benchmarks and the scripted demo.
-An expert is looked up by env class name and called with the unwrapped env; it returns the
-next action text (without ``<answer>`` tags), or None when it has no move.
+They make demonstrations for warm starts, baselines for benchmarks and the scripted demo. An env's
+expert is named on its spec, like its entry point and as lazily::
+
+    rockroll.envhub.register("Maze-v0", "my_pkg.maze:MazeEnv", expert="my_pkg.maze_expert:expert")
+
+The factory is called with the env (wrapped or not) after ``reset`` and returns a zero-argument
+callable giving the next action text (without ``<answer>`` tags), or None when it has no move::
+
+    def expert(env) -> Callable[[], str | None]
+
+Experts that keep state through an episode (WebShop, SWE) set it up in the factory, so call
+:func:`expert_for` after each reset; stateless ones wrap a ``next_action(env)`` function (see
+:mod:`rockroll.envs.frozenlake.expert`).
+
+``envhub.make`` attaches the spec to the env it builds (``env_spec``), so :func:`expert_for`
+finds the expert without this layer importing envhub; an env built by hand has no spec and so no
+expert.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["expert_for", "has_expert", "EXPERTS", "EXPERT_FACTORIES"]
+__all__ = ["Expert", "ExpertFactory", "expert_factory", "expert_for", "has_expert"]
 
-#: env class name -> "module:function(env) -> str | None"
-EXPERTS: dict[str, str] = {
-    "FrozenLakeEnv": "rockroll.envs.frozenlake.expert:next_action",
-    "SokobanEnv": "rockroll.envs.sokoban.expert:next_action",
-    "ALFWorldEnv": "rockroll.envs.alfworld.planner:next_action",
-}
-#: env class name -> "module:factory(env) -> (() -> str | None)" for experts that keep state
-#: through an episode (call ``expert_for`` after each reset)
-EXPERT_FACTORIES: dict[str, str] = {
-    "WebShopEnv": "rockroll.envs.webshop.oracle:expert",
-    "SWEEnv": "rockroll.envs.swe.expert:expert",
-}
+#: the next action for the env's current state (None: no move)
+Expert = Callable[[], "str | None"]
+#: called with the env after ``reset``; returns its :data:`Expert`
+ExpertFactory = Callable[[Any], Expert]
 
 
-def _load(ref: str) -> Callable[..., Any]:
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
+def _spec_of(env: Any) -> Any:
+    """The spec ``envhub.make`` attached (on the env or, through wrappers, the unwrapped env)."""
+    found = getattr(env, "env_spec", None)
+    return found if found is not None else getattr(getattr(env, "unwrapped", env), "env_spec", None)
 
 
 def has_expert(env: Any) -> bool:
-    name = type(getattr(env, "unwrapped", env)).__name__
-    return name in EXPERTS or name in EXPERT_FACTORIES
+    """Whether ``env``'s spec names an expert (nothing is imported)."""
+    return getattr(_spec_of(env), "expert", None) is not None
 
 
-def expert_for(env: Any) -> Callable[[], str | None]:
+def expert_factory(env: Any) -> ExpertFactory:
+    """The expert factory of ``env``'s spec, imported now; ``LookupError`` when it has none."""
+    spec = _spec_of(env)
+    if spec is None:
+        name = type(getattr(env, "unwrapped", env)).__name__
+        raise LookupError(
+            f"no expert policy for {name}: it was not built by rockroll.envhub.make, so it has no spec naming one"
+        )
+    if getattr(spec, "expert", None) is None:
+        raise LookupError(
+            f"no expert policy for {spec.id}: its spec names none "
+            "(register the env with expert='module:factory' to give it one)"
+        )
+    return spec.load_expert()
+
+
+def expert_for(env: Any) -> Expert:
     """A zero-argument callable giving the expert's next action for ``env``'s current state.
 
     Call it after ``reset``: stateful experts start their episode here.
     """
-    inner = getattr(env, "unwrapped", env)
-    name = type(inner).__name__
-    if name in EXPERT_FACTORIES:
-        return _load(EXPERT_FACTORIES[name])(env)
-    if name not in EXPERTS:
-        known = ", ".join(sorted({*EXPERTS, *EXPERT_FACTORIES}))
-        raise LookupError(f"no expert policy for {name}; experts exist for {known}")
-    fn = _load(EXPERTS[name])
-    return lambda: fn(inner)
+    return expert_factory(env)(env)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from rockroll.envs.core import TextEnvProtocol
 from rockroll.envs.experts import expert_for
 
 __all__ = ["EpisodeResult", "play_episode", "POLICIES"]
@@ -30,7 +30,7 @@ class EpisodeResult:
 
 
 def play_episode(
-    env: Any,
+    env: TextEnvProtocol,
     policy: str,
     seed: int,
     *,

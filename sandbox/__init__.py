@@ -35,9 +35,14 @@ __all__ = [
     "SandboxSpec",
     "ExecResult",
     "Health",
+    "SandboxState",
     "RemoteSession",
     "ProcessBackend",
     "DockerBackend",
+    "BackendConfig",
+    "backend_names",
+    "make_backend",
+    "register_backend",
 ]
 
 _LAZY = {
@@ -47,9 +52,14 @@ _LAZY = {
     "SandboxSpec": "rockroll.sandbox.base",
     "ExecResult": "rockroll.sandbox.base",
     "Health": "rockroll.sandbox.base",
+    "SandboxState": "rockroll.sandbox.managed",
     "RemoteSession": "rockroll.sandbox.session",
     "ProcessBackend": "rockroll.sandbox.process",
     "DockerBackend": "rockroll.sandbox.docker_backend",
+    "BackendConfig": "rockroll.sandbox.backends",
+    "backend_names": "rockroll.sandbox.backends",
+    "make_backend": "rockroll.sandbox.backends",
+    "register_backend": "rockroll.sandbox.backends",
 }
 
 

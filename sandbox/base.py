@@ -4,7 +4,8 @@ A backend starts, stops and lists *sandboxes*; each sandbox runs one in-sandbox 
 (:mod:`rockroll.sandbox.server`) listening on a unix socket the host can reach. Everything a sandbox does
 (env sessions, ``exec``, files, ``health``) goes through that socket with
 :class:`~rockroll.sandbox.client.SandboxClient`, so backends only differ in how the server is started and
-isolated. The abstract methods are the lifecycle (``start``, ``stop``, ``is_alive``,
+isolated (what its calls answer, :class:`ExecResult` and :class:`Health`, lives in
+:mod:`rockroll.sandbox.results`, below both). The abstract methods are the lifecycle (``start``, ``stop``, ``is_alive``,
 ``list_managed``); ``wait_ready``, ``health``, ``exec`` and the file calls are shared.
 
 Threat model: code run in a sandbox (agent commands, env code) is untrusted. The host trusts only
@@ -19,58 +20,50 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from rockroll.sandbox.client import SandboxClient
 from rockroll.sandbox.errors import SandboxError, SandboxLost, SandboxTimeout
+from rockroll.sandbox.results import ExecResult, Health
+from rockroll.sandbox.retry import POLL_MAX_DELAY_S, Backoff
 
 __all__ = ["SandboxSpec", "SandboxHandle", "ExecResult", "Health", "SandboxBackend", "DEFAULT_IMAGE"]
 
 DEFAULT_IMAGE = "rockroll-sandbox:latest"
 
 
-@dataclass(frozen=True)
-class SandboxSpec:
-    """How to build one sandbox; also the key of a warm pool.
+class SandboxSpec(BaseModel):
+    """How to build one sandbox; also the key of a warm pool (frozen and hashable).
 
-    Attributes:
-        name: pool name (sandboxes from equal specs are interchangeable).
-        image: Docker image running the in-sandbox server (ignored by the process backend).
-        cpus: CPU limit in cores.
-        memory_mb: memory limit (the OOM killer stops a command that exceeds it).
-        pids_limit: most processes/threads at once (stops fork bombs).
-        workspace_mb: size of the writable workspace (tmpfs).
-        network: give the sandbox a network; off by default (no egress, no host loopback).
-        max_sessions: most env sessions one sandbox hosts.
-        env: extra environment variables for the server.
-        startup_timeout_s: how long ``wait_ready`` waits for the server.
+    A pydantic model in rockroll's config dialect (``extra="forbid"``, every field described and
+    bounded); the API's ``SandboxCreate`` body is derived from its fields.
     """
 
-    name: str = "default"
-    image: str = DEFAULT_IMAGE
-    cpus: float = 1.0
-    memory_mb: int = 512
-    pids_limit: int = 256
-    workspace_mb: int = 256
-    network: bool = False
-    max_sessions: int = 16
-    env: tuple[tuple[str, str], ...] = ()
-    startup_timeout_s: float = 60.0
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def __post_init__(self) -> None:
-        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
-            raise ValueError(f"spec name must be letters, digits, '-' or '_', got {self.name!r}")
-        if self.cpus <= 0 or self.memory_mb < 32 or self.pids_limit < 16 or self.workspace_mb < 1:
-            raise ValueError("need cpus > 0, memory_mb >= 32, pids_limit >= 16 and workspace_mb >= 1")
-        if self.max_sessions < 1:
-            raise ValueError(f"max_sessions must be >= 1, got {self.max_sessions}")
+    name: str = Field(
+        "default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
+        description="Pool name (sandboxes from equal specs are interchangeable): letters, digits, '-' or '_'.",
+    )  # fmt: skip
+    image: str = Field(
+        DEFAULT_IMAGE, max_length=256, description="Docker image running the in-sandbox server (ignored by processes)."
+    )
+    cpus: float = Field(1.0, gt=0, le=64, description="CPU limit in cores.")
+    memory_mb: int = Field(512, ge=32, le=262_144, description="Memory limit; the OOM killer stops a command above it.")
+    pids_limit: int = Field(256, ge=16, le=65_536, description="Most processes/threads at once (stops fork bombs).")
+    workspace_mb: int = Field(256, ge=1, le=65_536, description="Size of the writable workspace (tmpfs).")
+    network: bool = Field(False, description="Give the sandbox a network; off by default (no egress, no loopback).")
+    max_sessions: int = Field(16, ge=1, le=4096, description="Most env sessions one sandbox hosts.")
+    env: tuple[tuple[str, str], ...] = Field((), description="Extra environment variables of the server, as pairs.")
+    startup_timeout_s: float = Field(60.0, gt=0, description="How long wait_ready waits for the server.")
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (list(map(list, v)) if k == "env" else v) for k, v in self.__dict__.items()}
+        """JSON-ready fields (``env`` as a list of pairs), what :meth:`from_dict` reads back."""
+        return self.model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SandboxSpec:
-        data = dict(data)
-        data["env"] = tuple(tuple(kv) for kv in data.get("env", ()))
-        return cls(**data)
+        return cls.model_validate(data)
 
 
 @dataclass
@@ -96,49 +89,6 @@ class SandboxHandle:
     boot_id: str = ""
     started_at: float = field(default_factory=time.time)
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """The outcome of a command in a sandbox (timeouts and OOM kills are outcomes, not errors)."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-    truncated: bool = False
-    oom_killed: bool = False
-    duration_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ExecResult:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-
-
-@dataclass(frozen=True)
-class Health:
-    """What a server's ``health`` call reports about its load."""
-
-    boot_id: str
-    sessions: int
-    max_sessions: int
-    cpu_seconds: float
-    memory_bytes: int
-    uptime_s: float
-    pid: int
-
-    @property
-    def load(self) -> float:
-        """Fraction of session slots in use (what load balancing sorts by)."""
-        return self.sessions / max(1, self.max_sessions)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Health:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
 class SandboxBackend(abc.ABC):
@@ -176,11 +126,9 @@ class SandboxBackend(abc.ABC):
 
     def wait_ready(self, handle: SandboxHandle, timeout_s: float = 60.0) -> Health:
         """Poll ``health`` until the server answers; record its boot id on ``handle``."""
-        deadline = time.monotonic() + timeout_s
-        delay = 0.005
         client = self.client(handle, timeout_s=5.0)
         try:
-            while True:
+            for _ in Backoff(timeout_s=timeout_s, max_delay_s=POLL_MAX_DELAY_S):
                 try:
                     health = Health.from_dict(client.call("health"))
                     handle.boot_id = health.boot_id
@@ -189,16 +137,13 @@ class SandboxBackend(abc.ABC):
                     pass
                 if not self.is_alive(handle):
                     raise SandboxError(f"sandbox {handle.sandbox_id} died while starting: {self.exit_reason(handle)}")
-                if time.monotonic() > deadline:
-                    raise SandboxTimeout(
-                        f"sandbox {handle.sandbox_id} not ready after {timeout_s:.0f}s\n{self.logs(handle)}",
-                        sandbox_id=handle.sandbox_id,
-                        timeout_s=timeout_s,
-                    )
-                time.sleep(delay)
-                delay = min(delay * 1.5, 0.1)
         finally:
             client.close()
+        raise SandboxTimeout(
+            f"sandbox {handle.sandbox_id} not ready after {timeout_s:.0f}s\n{self.logs(handle)}",
+            sandbox_id=handle.sandbox_id,
+            timeout_s=timeout_s,
+        )
 
     def health(self, handle: SandboxHandle, timeout_s: float = 5.0) -> Health:
         client = self.client(handle, timeout_s=timeout_s)

@@ -5,7 +5,9 @@ Each call is ``POST /<op>`` with a JSON object of arguments; the answer is
 server's boot id in ``X-Rockroll-Boot``: a client pinned to a boot id raises
 :class:`~rockroll.sandbox.errors.SandboxLost` when a different server answers (the sandbox was replaced) or
 when nobody answers at all. Server-side env errors come back as the same exception types a local
-env raises, so rollout code does not care where the env runs.
+env raises, so rollout code does not care where the env runs. A connection the server dropped is
+resent on a fresh one only for :data:`IDEMPOTENT_OPS`: a step or reset that may have reached the
+server is never sent twice (it raises ``SandboxLost``, see :mod:`rockroll.sandbox.retry`).
 
 Threat model: the server is untrusted; answers are size-capped JSON and nothing more.
 """
@@ -15,15 +17,29 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import select
 import socket
 from typing import Any
 
+from rockroll.envhub import errors as envhub_errors
+from rockroll.envs import errors as envs_errors
 from rockroll.sandbox import errors as sb_errors
+from rockroll.sandbox.results import ExecResult
+from rockroll.sandbox.retry import retry_call
 
 __all__ = ["SandboxClient", "MAX_RESPONSE_BYTES"]
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 BOOT_HEADER = "X-Rockroll-Boot"
+IDEMPOTENT_OPS = frozenset(
+    {"health", "env.get_state", "env.set_state", "env.action_candidates", "env.render", "files.read", "files.write",
+     "files.list"}
+)  # fmt: skip
+"""Ops that are resent once after a dropped connection (a resend changes nothing). Any other op (a step,
+reset, make, fork, batch or exec) may have run on the server before the drop: it raises ``SandboxLost``
+instead of running twice."""
+# the server closed the connection after (maybe) receiving the request
+_DROPPED = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -61,33 +77,12 @@ class SandboxClient:
         """Send one call and return its result; raise the server's error as a typed exception."""
         body = json.dumps(args).encode()
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        for attempt in (0, 1):
-            if self._conn is None:
-                self._conn = _UnixConnection(self.socket_path, timeout)
-            self._conn.timeout = timeout
-            if self._conn.sock is not None:
-                self._conn.sock.settimeout(timeout)
-            try:
-                self._conn.request("POST", f"/{op}", body, {"Content-Type": "application/json"})
-                resp = self._conn.getresponse()
-                data = resp.read(MAX_RESPONSE_BYTES + 1)
-                boot = resp.getheader(BOOT_HEADER, "")
-                break
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
-                # a stale keep-alive connection: retry once on a fresh one, then give up
-                self.close()
-                if attempt == 1:
-                    raise sb_errors.SandboxLost(self.sandbox_id, f"connection dropped: {e}") from e
-            except TimeoutError as e:
-                self.close()
-                raise sb_errors.SandboxTimeout(
-                    f"sandbox {self.sandbox_id} did not answer {op} within {timeout:.1f}s",
-                    sandbox_id=self.sandbox_id,
-                    timeout_s=timeout,
-                ) from e
-            except (OSError, http.client.HTTPException) as e:
-                self.close()
-                raise sb_errors.SandboxLost(self.sandbox_id, f"server unreachable: {e}") from e
+        attempts = 2 if op in IDEMPOTENT_OPS else 1
+        try:
+            resp, data = retry_call(lambda: self._roundtrip(op, body, timeout), retry_on=_DROPPED, attempts=attempts)
+        except _DROPPED as e:
+            raise sb_errors.SandboxLost(self.sandbox_id, f"connection dropped during {op}: {e}") from e
+        boot = resp.getheader(BOOT_HEADER, "")
         if self.boot_id and boot != self.boot_id:
             raise sb_errors.SandboxLost(self.sandbox_id, "the sandbox was replaced by a new server")
         if len(data) > MAX_RESPONSE_BYTES:
@@ -101,6 +96,33 @@ class SandboxClient:
             raise _to_exception(payload["error"])
         return payload.get("result")
 
+    def _roundtrip(self, op: str, body: bytes, timeout: float) -> tuple[http.client.HTTPResponse, bytes]:
+        """One request on the kept-alive connection (a fresh one when the server closed it while idle)."""
+        if self._conn is not None and self._conn.sock is not None and _closed_by_peer(self._conn.sock):
+            self.close()  # nothing was sent on it: reconnecting is not a resend
+        if self._conn is None:
+            self._conn = _UnixConnection(self.socket_path, timeout)
+        self._conn.timeout = timeout
+        if self._conn.sock is not None:
+            self._conn.sock.settimeout(timeout)
+        try:
+            self._conn.request("POST", f"/{op}", body, {"Content-Type": "application/json"})
+            resp = self._conn.getresponse()
+            return resp, resp.read(MAX_RESPONSE_BYTES + 1)
+        except _DROPPED:
+            self.close()
+            raise
+        except TimeoutError as e:
+            self.close()
+            raise sb_errors.SandboxTimeout(
+                f"sandbox {self.sandbox_id} did not answer {op} within {timeout:.1f}s",
+                sandbox_id=self.sandbox_id,
+                timeout_s=timeout,
+            ) from e
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            raise sb_errors.SandboxLost(self.sandbox_id, f"server unreachable: {e}") from e
+
     # ------------------------------------------------------------- helpers
     def exec(
         self,
@@ -111,10 +133,8 @@ class SandboxClient:
         env: dict[str, str] | None = None,
         max_output: int = 1_000_000,
         stdin: str | None = None,
-    ) -> Any:
-        """Run ``cmd`` (argv list, or a shell string) and return an :class:`~rockroll.sandbox.base.ExecResult`."""
-        from rockroll.sandbox.base import ExecResult
-
+    ) -> ExecResult:
+        """Run ``cmd`` (argv list, or a shell string) and return an :class:`~rockroll.sandbox.results.ExecResult`."""
         res = self.call(
             "exec",
             timeout_s=timeout_s + 30.0,
@@ -154,9 +174,6 @@ def _to_exception(err: dict[str, Any]) -> Exception:
 
 
 def _known_types() -> dict[str, type[Exception]]:
-    from rockroll.envhub import errors as envhub_errors
-    from rockroll.envs import errors as envs_errors
-
     types: dict[str, type[Exception]] = {}
     for mod in (envs_errors, envhub_errors, sb_errors):
         for name in mod.__all__:
@@ -164,3 +181,13 @@ def _known_types() -> dict[str, type[Exception]]:
     for builtin in (ValueError, TypeError, KeyError):
         types[builtin.__name__] = builtin
     return types
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Whether an idle kept-alive socket is readable: the server closed it (or wrote out of turn)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+    try:
+        return bool(poller.poll(0))
+    except OSError:
+        return True

@@ -30,17 +30,22 @@ directory with the socket are trusted.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
+from rockroll.sandbox.backends import BackendConfig
+from rockroll.sandbox.base import DEFAULT_IMAGE, SandboxBackend, SandboxHandle, SandboxSpec
 from rockroll.sandbox.errors import BackendUnavailable, ImageNotFound, SandboxStartError
-from rockroll.sandbox.process import DEFAULT_STATE_DIR
+from rockroll.sandbox.process import DEFAULT_STATE_DIR, ProcessBackend, ProcessConfig
 
-__all__ = ["DockerBackend", "SANDBOX_UID", "CONTAINER_SOCKET_DIR"]
+__all__ = ["DockerBackend", "DockerConfig", "AutoConfig", "SANDBOX_UID", "CONTAINER_SOCKET_DIR"]
+
+log = logging.getLogger(__name__)
 
 SANDBOX_UID = 10001
 CONTAINER_SOCKET_DIR = "/run/rockroll"
@@ -241,3 +246,36 @@ class DockerBackend(SandboxBackend):
                     )
                 )
         return handles
+
+
+@dataclass(frozen=True)
+class DockerConfig(BackendConfig):
+    """Options of the ``docker`` backend (see :class:`DockerBackend`)."""
+
+    type: ClassVar[str] = "docker"
+    docker_hosts: tuple[str, ...] = ()
+    state_dir: str = DEFAULT_STATE_DIR
+    uid: int = SANDBOX_UID
+
+    def build(self) -> DockerBackend:
+        return DockerBackend(hosts=self.docker_hosts, state_dir=self.state_dir, uid=self.uid)
+
+
+@dataclass(frozen=True)
+class AutoConfig(BackendConfig):
+    """The ``auto`` backend: Docker when a daemon answers and ``image`` exists, else processes."""
+
+    type: ClassVar[str] = "auto"
+    docker_hosts: tuple[str, ...] = ()
+    state_dir: str = DEFAULT_STATE_DIR
+    image: str = DEFAULT_IMAGE
+
+    def build(self) -> DockerBackend | ProcessBackend:
+        try:
+            backend = DockerConfig(docker_hosts=self.docker_hosts, state_dir=self.state_dir).build()
+            if not backend.has_image(self.image):
+                raise BackendUnavailable(f"image {self.image} not built")
+            return backend
+        except BackendUnavailable:
+            log.info("no usable Docker daemon; using the process backend")
+            return ProcessConfig(state_dir=self.state_dir).build()

@@ -4,11 +4,23 @@ Every error derives from :class:`SandboxError` and carries structured attributes
 layer can map them onto HTTP errors and rollout code can tell an infrastructure failure (retry
 it, never score it) from an agent's failure. Expected outcomes of a command (non-zero exit,
 timeout, out of memory) are not errors: they come back as :class:`~rockroll.sandbox.base.ExecResult`.
+
+:class:`SandboxError` derives from :class:`~rockroll.envs.errors.RockrollError` (re-exported here).
+:class:`StatusError` is the base of error answers of rockroll's HTTP services (the API client's
+``ApiClientError``): it lives here so the rollout layer can tell a 4xx from a 5xx without importing
+the API. :class:`SandboxLost` is the one "sandbox lost" type: the API client's ``SandboxLostError``
+derives from it, so ``except SandboxLost`` covers local, sandboxed and remote sessions alike.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from rockroll.envs.errors import RockrollError
+
 __all__ = [
+    "RockrollError",
+    "StatusError",
     "SandboxError",
     "SandboxNotFound",
     "SandboxTimeout",
@@ -23,8 +35,22 @@ __all__ = [
 ]
 
 
-class SandboxError(Exception):
+class SandboxError(RockrollError):
     """Base class of every sandbox error."""
+
+
+class StatusError(RockrollError):
+    """An error answer of a rockroll HTTP service: HTTP ``status``, a ``code``, a ``message`` and ``details``.
+
+    4xx answers other than 408/409/410/429 mean the request itself is wrong (retrying cannot help).
+    """
+
+    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        RockrollError.__init__(self, f"{status} {code}: {message}")  # not super(): subclasses mix in SandboxLost
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or {}
 
 
 class SandboxNotFound(SandboxError, LookupError):

@@ -3,7 +3,7 @@
 ``build_image()`` does three things, each skipped when already done:
 
 0. nothing at all when the image exists and carries the current ``rockroll.source_hash`` label
-   (a hash of ``envs/``, ``envhub/``, ``sandbox/``, ``api/`` and ``pyproject.toml``): a changed env rebuilds.
+   (a hash of ``envs/``, ``envhub/``, ``sandbox/`` and ``pyproject.toml``): a changed env rebuilds.
 1. **base image**: with ``base="debootstrap"`` (the default when ``python:3.11-slim`` cannot be
    pulled), ``debootstrap --variant=minbase --include=python3 bookworm`` into a temporary
    directory, then ``docker import`` as ``rockroll-base:bookworm`` (about a minute, needs only a
@@ -120,7 +120,7 @@ def source_hash(project_dir: str = str(PROJECT_ROOT)) -> str:
     h = hashlib.sha256()
     root = Path(project_dir)
     files = [root / "pyproject.toml", DOCKERFILE]
-    for pkg in ("envs", "envhub", "sandbox", "api"):  # api/sandbox_plugins.py runs in the image
+    for pkg in ("envs", "envhub", "sandbox"):  # what runs in the image (the server, its plugins, the envs)
         files += sorted((root / pkg).rglob("*.py"))
     for f in files:
         if f.is_file() and "__pycache__" not in f.parts:

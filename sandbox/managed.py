@@ -12,18 +12,29 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import Any
 
 from rockroll.sandbox.base import ExecResult, Health, SandboxBackend, SandboxHandle, SandboxSpec
 from rockroll.sandbox.client import SandboxClient
 from rockroll.sandbox.errors import CapacityError, SandboxLost
+from rockroll.sandbox.session import RemoteSession
 
-if TYPE_CHECKING:
-    from rockroll.sandbox.session import RemoteSession
+__all__ = ["ManagedSandbox", "SandboxState", "STATES"]
 
-__all__ = ["ManagedSandbox", "STATES"]
 
-STATES = ("starting", "ready", "unhealthy", "restarting", "stopped")
+class SandboxState(StrEnum):
+    """Where a managed sandbox is in its life (the strings are what records and the API show)."""
+
+    STARTING = "starting"  #: booting; takes no calls yet
+    READY = "ready"  #: healthy; takes sessions
+    UNHEALTHY = "unhealthy"  #: failed a probe or a call; no new sessions until a probe passes or it is replaced
+    RESTARTING = "restarting"  #: being replaced under the same id (generation bumped)
+    STOPPED = "stopped"  #: deleted
+
+
+STATES = tuple(SandboxState)
+_NO_CALLS = (SandboxState.STOPPED, SandboxState.RESTARTING, SandboxState.STARTING)
 
 
 class ManagedSandbox:
@@ -35,7 +46,7 @@ class ManagedSandbox:
         self.backend = backend
         self.pool = pool
         self.handle: SandboxHandle | None = None
-        self.state = "starting"
+        self.state: SandboxState = SandboxState.STARTING
         self.generation = 0
         self.restarts = 0
         self.failures = 0
@@ -60,7 +71,7 @@ class ManagedSandbox:
 
     def client(self, timeout_s: float = 60.0) -> SandboxClient:
         handle = self.handle
-        if self.deleted or handle is None or self.state in ("stopped", "restarting", "starting"):
+        if self.deleted or handle is None or self.state in _NO_CALLS:
             raise SandboxLost(self.id, f"sandbox is {self.state if not self.deleted else 'deleted'}")
         return SandboxClient(handle.socket_path, sandbox_id=self.id, timeout_s=timeout_s, boot_id=handle.boot_id)
 
@@ -72,8 +83,8 @@ class ManagedSandbox:
         (its sessions were given back) and attracts every new session until the next probe.
         """
         with self.lock:
-            if self.state == "ready" and not self.deleted:
-                self.state = "unhealthy"
+            if self.state == SandboxState.READY and not self.deleted:
+                self.state = SandboxState.UNHEALTHY
         self._dirty.set()
 
     # ------------------------------------------------------------- calls
@@ -141,14 +152,10 @@ class ManagedSandbox:
         except BaseException:
             self.session_closed()
             raise
-        from rockroll.sandbox.session import RemoteSession
-
         return RemoteSession(self, info, c)
 
     def attach_session(self, info: dict[str, Any]) -> RemoteSession:
         """Wrap a session the server already opened (by ``fork``)."""
-        from rockroll.sandbox.session import RemoteSession
-
         with self.lock:
             self.sessions += 1
         return RemoteSession(self, info, self.client())
@@ -165,7 +172,7 @@ class ManagedSandbox:
             "backend": self.backend.name,
             "spec": self.spec.to_dict(),
             "pool": self.pool,
-            "state": self.state,
+            "state": str(self.state),
             "socket_path": h.socket_path if h else "",
             "ref": h.ref if h else "",
             "host": h.host if h else "",

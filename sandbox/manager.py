@@ -4,6 +4,7 @@
 * warm pools per spec (:mod:`rockroll.sandbox.pool`), ``acquire``/``release``;
 * ``open_session(env_id, **kwargs)`` places an env session on the least-loaded healthy sandbox
   of the spec (starting one when all are full) and returns a :class:`~rockroll.sandbox.session.RemoteSession`;
+* settings in :class:`ManagerConfig` (:mod:`rockroll.sandbox.manager_config`, re-exported here);
 * a health monitor (:mod:`rockroll.sandbox.monitor`) replaces dead or unhealthy sandboxes under the same
   id (sessions of the old incarnation raise :class:`SandboxLost`), reaps idle ones after
   ``idle_ttl_s`` and tops pools up;
@@ -19,17 +20,19 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
+from rockroll.sandbox.backends import BackendConfig
+from rockroll.sandbox.backends import make_backend as build_backend
 from rockroll.sandbox.base import SandboxBackend, SandboxSpec
 from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
-from rockroll.sandbox.managed import ManagedSandbox
+from rockroll.sandbox.managed import ManagedSandbox, SandboxState
+from rockroll.sandbox.manager_config import ManagerConfig
 from rockroll.sandbox.monitor import HealthMonitor
-from rockroll.sandbox.pool import PoolConfig
-from rockroll.sandbox.process import DEFAULT_STATE_DIR
+from rockroll.sandbox.reconcile import reconcile
+from rockroll.sandbox.retry import POLL_MAX_DELAY_S, Backoff, retry_call, wait_until
 from rockroll.sandbox.session import RemoteSession
 from rockroll.sandbox.store import SandboxStore
 
@@ -38,80 +41,32 @@ __all__ = ["SandboxManager", "ManagerConfig", "make_backend"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ManagerConfig:
-    """Settings of one manager (every field has a working default).
-
-    Attributes:
-        name: labels this manager's sandboxes; a restarted manager with the same name adopts them.
-        backend: ``auto`` (Docker when a daemon answers and the image exists, else process),
-            ``docker`` or ``process``.
-        docker_hosts: Docker daemon URLs (empty: the local default socket).
-        db_url: SQLAlchemy URL of the sandbox records.
-        state_dir: host directory for sockets and process workspaces (keep the path short).
-        max_sandboxes: most sandboxes at once.
-        default_spec: spec used when a call names none.
-        pools: warm pools.
-        monitor_interval_s: seconds between health probes (None: no monitor thread).
-        failure_threshold: failed probes in a row before a live but silent sandbox is replaced.
-        probe_timeout_s: timeout of one health probe.
-        idle_ttl_s: delete sandboxes unused this long (None: never); pool minimums are kept.
-        auto_restart: replace dead/unhealthy sandboxes (and restore lost ones on start).
-    """
-
-    name: str = "default"
-    backend: str = "auto"
-    docker_hosts: tuple[str, ...] = ()
-    db_url: str = "sqlite:///.rockroll/sandboxes.db"
-    state_dir: str = DEFAULT_STATE_DIR
-    max_sandboxes: int = 8
-    default_spec: SandboxSpec = field(default_factory=SandboxSpec)
-    pools: tuple[PoolConfig, ...] = ()
-    monitor_interval_s: float | None = 1.0
-    failure_threshold: int = 2
-    probe_timeout_s: float = 2.0
-    idle_ttl_s: float | None = 600.0
-    auto_restart: bool = True
-
-    def __post_init__(self) -> None:
-        if self.backend not in ("auto", "docker", "process"):
-            raise ValueError(f"backend must be auto, docker or process, got {self.backend!r}")
-        if self.max_sandboxes < 1 or self.failure_threshold < 1:
-            raise ValueError("max_sandboxes and failure_threshold must be >= 1")
-
-
 def make_backend(config: ManagerConfig) -> SandboxBackend:
-    """The backend ``config.backend`` names (``auto``: Docker if usable, else processes)."""
-    from rockroll.sandbox.process import ProcessBackend
-
-    if config.backend == "process":
-        return ProcessBackend(state_dir=config.state_dir)
-    from rockroll.sandbox.docker_backend import DockerBackend
-    from rockroll.sandbox.errors import BackendUnavailable
-
-    try:
-        backend = DockerBackend(hosts=config.docker_hosts, state_dir=config.state_dir)
-        if config.backend == "auto" and not backend.has_image(config.default_spec.image):
-            raise BackendUnavailable(f"image {config.default_spec.image} not built")
-        return backend
-    except BackendUnavailable:
-        if config.backend == "docker":
-            raise
-        log.info("no usable Docker daemon; using the process backend")
-        return ProcessBackend(state_dir=config.state_dir)
+    """The backend ``config.backend`` names, built through the registry (:mod:`rockroll.sandbox.backends`)
+    with the manager's ``state_dir``, ``docker_hosts`` and default image."""
+    return build_backend(
+        config.backend,
+        state_dir=config.state_dir,
+        docker_hosts=config.docker_hosts,
+        image=config.default_spec.image,
+    )
 
 
 class SandboxManager:
     """See the module docstring.
 
     ``SandboxManager(name="x", backend="process")`` overrides config fields; ``backend`` may also be a
-    :class:`SandboxBackend` instance.
+    :class:`~rockroll.sandbox.backends.BackendConfig` or a :class:`SandboxBackend` instance.
     """
 
     def __init__(
-        self, config: ManagerConfig | None = None, *, backend: SandboxBackend | str | None = None, **overrides: Any
+        self,
+        config: ManagerConfig | None = None,
+        *,
+        backend: SandboxBackend | BackendConfig | str | None = None,
+        **overrides: Any,
     ) -> None:
-        if isinstance(backend, str):
+        if isinstance(backend, (str, BackendConfig)):
             overrides["backend"], backend = backend, None
         self.config = replace(config or ManagerConfig(), **overrides)
         self.backend = backend or make_backend(self.config)
@@ -123,8 +78,6 @@ class SandboxManager:
         self._wake = threading.Event()
         self._closed = False
         self._workers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sandbox-worker")
-        from rockroll.sandbox.reconcile import reconcile
-
         reconcile(self)
         self.monitor = HealthMonitor(self)
         if self.config.monitor_interval_s is not None:
@@ -177,9 +130,9 @@ class SandboxManager:
         except BaseException:
             if sb.handle is not None:
                 self.backend.stop(sb.handle)
-            sb.handle, sb.state = None, "unhealthy"  # the monitor retries it (or create() forgets it)
+            sb.handle, sb.state = None, SandboxState.UNHEALTHY  # the monitor retries it (or create() forgets it)
             raise
-        sb.state, sb.failures = "ready", 0
+        sb.state, sb.failures = SandboxState.READY, 0
         sb.touch()
         self.persist(sb)
         return sb
@@ -209,7 +162,7 @@ class SandboxManager:
     def _forget(self, sb: ManagedSandbox) -> None:
         with self._lock:
             sb.deleted = True
-            sb.state = "stopped"
+            sb.state = SandboxState.STOPPED
             self._sandboxes.pop(sb.id, None)
         self.store.delete(sb.id)
 
@@ -234,11 +187,11 @@ class SandboxManager:
         started before someone else replaced the sandbox must not replace it again).
         """
         with sb.lock:
-            if sb.deleted or (sb.state == "restarting" and not force):
+            if sb.deleted or (sb.state == SandboxState.RESTARTING and not force):
                 return False
             if generation is not None and generation != sb.generation:
                 return False
-            sb.state = "restarting"
+            sb.state = SandboxState.RESTARTING
             sb.generation += 1
             sb.sessions = 0
             return True
@@ -252,7 +205,7 @@ class SandboxManager:
                 self.backend.stop(sb.handle)
             sb.handle = None
             sb.restarts += 1
-            sb.state = "restarting"
+            sb.state = SandboxState.RESTARTING
             return self.boot(sb)
 
     def schedule_restart(self, sb: ManagedSandbox, reason: str, generation: int | None = None) -> None:
@@ -277,22 +230,19 @@ class SandboxManager:
         name = pool or self.config.default_spec.name
         pc = self.pools.get(name)
         spec = pc.spec if pc else self.config.default_spec
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def lease() -> ManagedSandbox:
             with self._lock:
                 for sb in self.members(name):
-                    if sb.state == "ready" and not sb.leased and sb.sessions == 0:
+                    if sb.state == SandboxState.READY and not sb.leased and sb.sessions == 0:
                         sb.leased = True
                         sb.touch()
                         self._wake.set()
                         self._workers.submit(self.persist, sb)
                         return sb
-            try:
-                return self.create(spec, pool=name, leased=True)
-            except CapacityError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.05)
+            return self.create(spec, pool=name, leased=True)
+
+        return retry_call(lease, retry_on=CapacityError, timeout_s=timeout_s, max_delay_s=POLL_MAX_DELAY_S)
 
     def release(self, sb: ManagedSandbox) -> None:
         """Give a leased sandbox back: it is deleted and the pool refills."""
@@ -304,14 +254,14 @@ class SandboxManager:
     def open_session(self, env_id: str, *, spec: SandboxSpec | None = None, **kwargs: Any) -> RemoteSession:
         """An env session on the least-loaded healthy sandbox of ``spec`` (see module docstring)."""
         spec = spec or self.config.default_spec
-        deadline = time.monotonic() + spec.startup_timeout_s
         full = lost = 0
-        while full < 3:
+        last: SandboxError | None = None
+        for _ in Backoff(timeout_s=spec.startup_timeout_s, max_delay_s=POLL_MAX_DELAY_S):
             with self._lock:
                 candidates = [
                     sb
                     for sb in self.members(spec.name)
-                    if sb.state == "ready" and not sb.leased and sb.sessions < sb.spec.max_sessions
+                    if sb.state == SandboxState.READY and not sb.leased and sb.sessions < sb.spec.max_sessions
                 ]
                 best = min(candidates, key=lambda s: (s.load, s.last_used), default=None)
                 if best is not None:
@@ -320,38 +270,39 @@ class SandboxManager:
             if best is None:
                 try:
                     best = self.create(spec, pool=spec.name)
-                except CapacityError:
+                except CapacityError as e:
                     # at capacity, but a member still starting (another caller's, or a restart)
                     # will have free slots soon: wait for it rather than fail a burst of opens
-                    if time.monotonic() > deadline or not self._coming_up(spec.name):
+                    if not self._coming_up(spec.name):
                         raise
-                    time.sleep(0.02)
+                    last = e
                     continue
                 with best.lock:
                     best.sessions += 1
             try:
                 return best.open_reserved(env_id, kwargs)
-            except CapacityError:
-                full += 1
-            except SandboxLost:  # died since its last probe (now marked unhealthy): try another
-                lost += 1
+            except CapacityError as e:  # full since we looked: try another
+                full, last = full + 1, e
+                if full >= 3:
+                    break
+            except SandboxLost as e:  # died since its last probe (now marked unhealthy): try another
+                lost, last = lost + 1, e
                 if lost >= 3:
                     raise
+        if full < 3 and last is not None:  # out of time: the last reason
+            raise last
         raise CapacityError(self.active_count(), self.config.max_sandboxes, "sandboxes with a free session slot")
 
     def _coming_up(self, pool: str) -> bool:
         """Whether a member of ``pool`` is starting or being replaced (it will take sessions)."""
-        return any(sb.state in ("starting", "restarting") and not sb.leased for sb in self.members(pool))
+        return any(
+            sb.state in (SandboxState.STARTING, SandboxState.RESTARTING) and not sb.leased for sb in self.members(pool)
+        )
 
     # ------------------------------------------------------------ close
     def wait_until(self, predicate: Any, timeout_s: float = 30.0, interval_s: float = 0.02) -> bool:
-        """Poll ``predicate()`` until true or ``timeout_s`` passes (for tests and benches)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            time.sleep(interval_s)
-        return False
+        """Poll ``predicate()`` until true or ``timeout_s`` passes, at most ``interval_s`` apart (for tests and benches)."""
+        return wait_until(predicate, timeout_s, max_delay_s=interval_s)
 
     def close(self, *, stop_sandboxes: bool = True) -> None:
         """Stop the monitor; with ``stop_sandboxes`` also stop and forget every sandbox.

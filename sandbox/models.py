@@ -1,24 +1,26 @@
-"""SQLAlchemy 2.x models of the sandbox manager's persisted state (one module, all models).
+"""SQLAlchemy 2.x models of the sandbox manager's persisted state, and rockroll's one declarative base.
 
-Tables are created with ``create_all`` for now; Alembic migrations come with the control plane.
+:class:`Base` is the base of every rockroll table (the control plane's models derive from it too).
+Tables are created and changed only by Alembic migrations (``sandbox/migrations``, run by
+:mod:`rockroll.sandbox.db`), never by ``create_all``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import JSON, Boolean, DateTime, Integer, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "SandboxRecord"]
+__all__ = ["Base", "SandboxRecord", "SANDBOX_TABLES"]
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Base(DeclarativeBase):
-    """Declarative base of the sandbox tables."""
+    """Declarative base of every rockroll table (sandbox records here, control-plane tables in ``api/db``)."""
 
 
 class SandboxRecord(Base):
@@ -41,3 +43,7 @@ class SandboxRecord(Base):
     leased: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+
+
+#: the tables of the sandbox layer's migration history (``sandbox/migrations``)
+SANDBOX_TABLES = frozenset({SandboxRecord.__tablename__})

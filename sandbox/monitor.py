@@ -15,15 +15,44 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from concurrent.futures import Executor
+from typing import Protocol
 
+from rockroll.sandbox.base import SandboxBackend, SandboxSpec
 from rockroll.sandbox.errors import CapacityError, SandboxError
+from rockroll.sandbox.managed import ManagedSandbox, SandboxState
+from rockroll.sandbox.manager_config import ManagerConfig
+from rockroll.sandbox.pool import PoolConfig
 
-if TYPE_CHECKING:
-    from rockroll.sandbox.managed import ManagedSandbox
-    from rockroll.sandbox.manager import SandboxManager
+__all__ = ["HealthMonitor", "MonitoredManager"]
 
-__all__ = ["HealthMonitor"]
+
+class MonitoredManager(Protocol):
+    """What the monitor needs of its manager (:class:`~rockroll.sandbox.manager.SandboxManager` is one).
+
+    The underscored members are the manager's own machinery the monitor drives: the wake-up event,
+    reserving a pool slot, the worker pool that boots sandboxes, and forgetting one that failed.
+    """
+
+    config: ManagerConfig
+    backend: SandboxBackend
+    pools: dict[str, PoolConfig]
+    _wake: threading.Event
+    _workers: Executor
+
+    def list(self) -> list[ManagedSandbox]: ...
+
+    def members(self, pool: str) -> list[ManagedSandbox]: ...
+
+    def boot(self, sb: ManagedSandbox) -> ManagedSandbox: ...
+
+    def delete(self, sandbox_id: str) -> None: ...
+
+    def schedule_restart(self, sb: ManagedSandbox, reason: str, generation: int | None = None) -> None: ...
+
+    def _reserve(self, spec: SandboxSpec, pool: str, *, leased: bool = False) -> ManagedSandbox: ...
+
+    def _forget(self, sb: ManagedSandbox) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +60,7 @@ log = logging.getLogger(__name__)
 class HealthMonitor:
     """Runs :meth:`tick` in a daemon thread until :meth:`stop`."""
 
-    def __init__(self, manager: SandboxManager) -> None:
+    def __init__(self, manager: MonitoredManager) -> None:
         self.manager = manager
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -69,10 +98,10 @@ class HealthMonitor:
 
     def probe(self, sb: ManagedSandbox) -> bool:
         m = self.manager
-        if sb.state == "unhealthy" and sb.handle is None:
+        if sb.state == SandboxState.UNHEALTHY and sb.handle is None:
             m.schedule_restart(sb, "a previous replacement failed")
             return False
-        if sb.state not in ("ready", "unhealthy") or sb.handle is None:
+        if sb.state not in (SandboxState.READY, SandboxState.UNHEALTHY) or sb.handle is None:
             return True
         handle, gen = sb.handle, sb.generation
         try:
@@ -87,7 +116,7 @@ class HealthMonitor:
                     m.schedule_restart(sb, f"dead: {reason}", gen)
                 return False
             sb.failures += 1
-            sb.state = "unhealthy"
+            sb.state = SandboxState.UNHEALTHY
             log.warning("sandbox %s failed probe %d: %s", sb.id, sb.failures, e)
             if sb.failures >= m.config.failure_threshold and m.config.auto_restart:
                 m.schedule_restart(sb, f"unhealthy after {sb.failures} failed probes", gen)
@@ -103,8 +132,8 @@ class HealthMonitor:
                 return True
             sb.last_health = health
             sb.failures = 0
-            if sb.state == "unhealthy":
-                sb.state = "ready"
+            if sb.state == SandboxState.UNHEALTHY:
+                sb.state = SandboxState.READY
             sb.sessions = max(sb.sessions, health.sessions) if sb.sessions else health.sessions
         return True
 
@@ -115,7 +144,7 @@ class HealthMonitor:
             return
         now = time.monotonic()
         for sb in m.list():
-            if sb.state != "ready" or sb.leased or sb.sessions or now - sb.last_used < ttl:
+            if sb.state != SandboxState.READY or sb.leased or sb.sessions or now - sb.last_used < ttl:
                 continue
             pc = m.pools.get(sb.pool)
             if pc is not None and len(self._idle(sb.pool)) <= pc.min_idle:
@@ -130,7 +159,7 @@ class HealthMonitor:
         return [
             sb
             for sb in self.manager.members(pool)
-            if sb.state in ("ready", "starting") and not sb.leased and sb.sessions == 0
+            if sb.state in (SandboxState.READY, SandboxState.STARTING) and not sb.leased and sb.sessions == 0
         ]
 
     def top_up(self) -> None:

@@ -28,12 +28,15 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
 from rockroll.sandbox.errors import SandboxStartError
 
-__all__ = ["ProcessBackend", "detect_isolation", "DEFAULT_STATE_DIR"]
+__all__ = ["ProcessBackend", "ProcessConfig", "detect_isolation", "DEFAULT_STATE_DIR"]
 
 DEFAULT_STATE_DIR = f"/tmp/rockroll-sb-{os.getuid()}"
 _PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
@@ -225,3 +228,16 @@ def _pgid(pid: int) -> int:
         return os.getpgid(pid)
     except OSError:
         return -1
+
+
+@dataclass(frozen=True)
+class ProcessConfig(BackendConfig):
+    """Options of the ``process`` backend (see :class:`ProcessBackend`)."""
+
+    type: ClassVar[str] = "process"
+    state_dir: str = DEFAULT_STATE_DIR
+    isolation: str = "auto"
+    python: str = sys.executable
+
+    def build(self) -> ProcessBackend:
+        return ProcessBackend(state_dir=self.state_dir, isolation=self.isolation, python=self.python)

@@ -11,21 +11,37 @@ So after any crash of the manager, no container or process of this manager's nam
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import threading
+from typing import Protocol
 
-from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.base import SandboxBackend, SandboxSpec
 from rockroll.sandbox.errors import SandboxError
-from rockroll.sandbox.managed import ManagedSandbox
+from rockroll.sandbox.managed import ManagedSandbox, SandboxState
+from rockroll.sandbox.manager_config import ManagerConfig
+from rockroll.sandbox.store import SandboxStore
 
-if TYPE_CHECKING:
-    from rockroll.sandbox.manager import SandboxManager
+__all__ = ["reconcile", "ReconciledManager"]
 
-__all__ = ["reconcile"]
+
+class ReconciledManager(Protocol):
+    """What reconciliation needs of a starting manager (:class:`~rockroll.sandbox.manager.SandboxManager` is one).
+
+    It fills the manager's sandbox table (``_sandboxes``) and wakes its monitor (``_wake``).
+    """
+
+    config: ManagerConfig
+    backend: SandboxBackend
+    store: SandboxStore
+    reconcile_report: dict[str, list[str]]
+    _sandboxes: dict[str, ManagedSandbox]
+    _wake: threading.Event
+
+    def persist(self, sb: ManagedSandbox) -> None: ...
 
 log = logging.getLogger(__name__)
 
 
-def reconcile(m: SandboxManager) -> dict[str, list[str]]:
+def reconcile(m: ReconciledManager) -> dict[str, list[str]]:
     """Adopt, remove or restart; returns the ids in each group (for logs and tests)."""
     report: dict[str, list[str]] = {"adopted": [], "removed": [], "restarted": [], "dropped": []}
     records = {r.id: r for r in m.store.list()}
@@ -47,7 +63,7 @@ def reconcile(m: SandboxManager) -> dict[str, list[str]]:
             report["removed"].append(rec.id)
             continue
         handle.boot_id = health.boot_id
-        sb.handle, sb.state, sb.last_health, sb.sessions = handle, "ready", health, health.sessions
+        sb.handle, sb.state, sb.last_health, sb.sessions = handle, SandboxState.READY, health, health.sessions
         m._sandboxes[sb.id] = sb
         m.persist(sb)
         kept.add(rec.id)
@@ -57,7 +73,7 @@ def reconcile(m: SandboxManager) -> dict[str, list[str]]:
             continue
         if m.config.auto_restart and rec.backend == m.backend.name:
             sb = _from_record(m, rec)
-            sb.state, sb.handle = "unhealthy", None  # the monitor's first probe replaces it
+            sb.state, sb.handle = SandboxState.UNHEALTHY, None  # the monitor's first probe replaces it
             m._sandboxes[sb.id] = sb
             report["restarted"].append(rec.id)
         else:
@@ -69,7 +85,7 @@ def reconcile(m: SandboxManager) -> dict[str, list[str]]:
     return report
 
 
-def _from_record(m: SandboxManager, rec: object) -> ManagedSandbox:
+def _from_record(m: ReconciledManager, rec: object) -> ManagedSandbox:
     sb = ManagedSandbox(rec.id, SandboxSpec.from_dict(rec.spec), m.backend, pool=rec.pool)  # type: ignore[attr-defined]
     sb.generation = rec.generation  # type: ignore[attr-defined]
     sb.restarts = rec.restarts  # type: ignore[attr-defined]

@@ -15,21 +15,37 @@ Threat model: observations and infos are untrusted strings/JSON from the sandbox
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rockroll.sandbox.client import SandboxClient, _to_exception
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout, SessionNotFound
 
-if TYPE_CHECKING:
-    from rockroll.sandbox.managed import ManagedSandbox
+__all__ = ["RemoteSession", "SessionHost", "run_batch"]
 
-__all__ = ["RemoteSession", "run_batch"]
+
+class SessionHost(Protocol):
+    """What a session needs of its sandbox (:class:`~rockroll.sandbox.managed.ManagedSandbox` is one).
+
+    ``generation`` and ``deleted`` tell whether the incarnation the session lives in is gone;
+    ``report_failure`` asks the monitor for a probe now; ``session_closed`` frees a slot;
+    ``attach_session`` wraps a session the server opened (by ``fork``).
+    """
+
+    id: str
+    generation: int
+    deleted: bool
+
+    def report_failure(self) -> None: ...
+
+    def session_closed(self) -> None: ...
+
+    def attach_session(self, info: dict[str, Any]) -> RemoteSession: ...
 
 
 class RemoteSession:
     """One env session hosted by a sandbox (see the module docstring)."""
 
-    def __init__(self, sandbox: ManagedSandbox, info: dict[str, Any], client: SandboxClient) -> None:
+    def __init__(self, sandbox: SessionHost, info: dict[str, Any], client: SandboxClient) -> None:
         self.sandbox = sandbox
         self.sandbox_id = sandbox.id
         self.session_id: str = info["session_id"]

@@ -1,5 +1,8 @@
 """Persistence of sandbox records through SQLAlchemy (SQLite file by default, any SQLAlchemy URL).
 
+Opening a store brings its tables up to date with the sandbox layer's Alembic migrations
+(:mod:`rockroll.sandbox.db`); a database of an older rockroll is adopted as it is.
+
 Threat model: the database is trusted manager state; it holds no secrets.
 """
 
@@ -13,7 +16,8 @@ from sqlalchemy import create_engine, delete, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from rockroll.sandbox.models import Base, SandboxRecord
+from rockroll.sandbox.db import upgrade_sandbox_tables
+from rockroll.sandbox.models import SandboxRecord
 
 __all__ = ["SandboxStore"]
 
@@ -29,7 +33,8 @@ class SandboxStore:
         if parsed.get_backend_name() == "sqlite":
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         self.engine = create_engine(url, **kwargs)
-        Base.metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            upgrade_sandbox_tables(conn)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         self.manager = manager
         self._lock = threading.Lock()

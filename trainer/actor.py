@@ -16,9 +16,16 @@ if TYPE_CHECKING:
     import torch
 
     from rockroll.trainer.batch import Batch
-    from rockroll.trainer.config import AlgoConfig, OptimConfig
+    from rockroll.trainer.config import AlgoConfig, OptimConfig, TrainConfig
 
-__all__ = ["PolicyTrainer", "make_scheduler"]
+__all__ = ["PolicyTrainer", "make_scheduler", "total_updates"]
+
+
+def total_updates(cfg: TrainConfig) -> int:
+    """Optimizer steps of the whole run (for LR schedules)."""
+    n = cfg.rollout.group_size * cfg.rollout.groups_per_step
+    mb = cfg.optim.mini_batch_size or n
+    return cfg.total_steps * cfg.optim.ppo_epochs * max(1, -(-n // mb))
 
 
 def make_scheduler(opt: Any, schedule: str, warmup: int, total: int) -> Any:

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rockroll.agentrl.trajectory import TrainSample
+
 if TYPE_CHECKING:
     import torch
-
-    from rockroll.agentrl.trajectory import TrainSample
 
 __all__ = ["Batch", "collate", "token_logprobs", "token_values"]
 

@@ -7,39 +7,33 @@ from pathlib import Path
 
 import typer
 
+from rockroll.trainer.config_io import config_help, load_config
+
 __all__ = ["train", "plot", "register"]
 
 
-def _print_config_help() -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from rockroll.trainer.config_io import describe_config
-
-    table = Table("key", "default", "help", title="rockroll train: config keys (YAML sections or key=value overrides)")
-    for key, default, help_text in describe_config():
-        table.add_row(key, default, help_text)
-    Console().print(table)
-
-
 def train(
-    config: Path = typer.Argument(None, help="YAML config (see configs/); omitted: defaults"),
+    config: str = typer.Argument(None, help="YAML config (see configs/); omitted: the defaults"),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. optim.lr=1e-4 total_steps=20"),
     resume: bool = typer.Option(False, "--resume", help="continue the run from its latest checkpoint"),
-    help_config: bool = typer.Option(False, "--help-config", help="list every config key with its default and help"),
+    help_config: bool = typer.Option(
+        False, "--help-config", help="list every config key with its type, default and description"
+    ),
 ) -> None:
     """Train a policy with RL (GRPO/PPO family) on a rockroll env; metrics go to runs/<name>/."""
     if help_config:
-        _print_config_help()
+        typer.echo(config_help(), nl=False)
         return
+    overrides = list(overrides or [])
+    if config is not None and "=" in config and not Path(config).is_file():  # `rockroll train k=v ...`: defaults
+        config, overrides = None, [str(config), *overrides]
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from rockroll.trainer.config_io import load_config
     from rockroll.trainer.pipeline import run_training
 
     try:
-        cfg = load_config(config, list(overrides or []))
+        cfg = load_config(config, overrides)
     except (ValueError, FileNotFoundError) as e:
         typer.echo(f"config error: {e}", err=True)
         raise typer.Exit(2) from e

@@ -11,28 +11,37 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["run_job", "config_for_job"]
+from pydantic import Field
+
+from rockroll.agentrl.config_loader import ConfigError, load_config
+from rockroll.trainer.config import TrainConfig
+
+__all__ = ["run_job", "config_for_job", "TrainJobConfig"]
 
 
-def config_for_job(config: dict[str, Any]) -> Any:
-    """The validated :class:`TrainConfig` of a job config mapping."""
-    import yaml
+class TrainJobConfig(TrainConfig):
+    """The ``config`` of a ``train`` job: a :class:`TrainConfig` mapping, plus where to start from.
 
-    from rockroll.trainer.config_io import apply_overrides, config_from_dict
+    With ``config_path`` the other keys are merged over that file (mappings key by key), then
+    ``overrides`` apply; the result is validated as a :class:`TrainConfig` when the job is submitted.
+    """
 
+    config_path: str | None = Field(None, description="a YAML config on the server the other keys merge over")
+    overrides: list[str] = Field(default_factory=list, description="key=value overrides, applied last")
+
+
+def config_for_job(config: dict[str, Any]) -> TrainConfig:
+    """The validated :class:`TrainConfig` of a job config mapping (ConfigError naming a bad key)."""
+    if not isinstance(config, dict):
+        raise ConfigError("", f"a train job config must be a mapping of config keys, got {type(config).__name__}")
     data = dict(config)
-    overrides = list(data.pop("overrides", []) or [])
+    overrides = data.pop("overrides", None) or []
     path = data.pop("config_path", None)
-    if path:
-        from pathlib import Path
-
-        base = yaml.safe_load(Path(path).read_text()) or {}
-        for key, value in data.items():
-            base[key] = (
-                {**base.get(key, {}), **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-            )
-        data = base
-    return config_from_dict(apply_overrides(data, overrides))
+    if not isinstance(overrides, list):
+        raise ConfigError("overrides", f"overrides must be a list of key=value strings, got {overrides!r}")
+    if path is not None and not isinstance(path, str):
+        raise ConfigError("config_path", f"config_path must be a path (text), got {path!r}")
+    return load_config(TrainConfig, path, overrides, data=data)
 
 
 def run_job(config: dict[str, Any], ctx: Any) -> dict[str, Any]:

@@ -6,6 +6,8 @@ import copy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model, load_model_and_tokenizer
+
 if TYPE_CHECKING:
     import torch
 
@@ -30,15 +32,11 @@ def ensure_model(cfg: ModelConfig) -> Path:
         return path
     if not cfg.build_tiny:
         raise FileNotFoundError(f"no model at {path}; set model.path to a HF model directory or model.build_tiny: true")
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
-
     return build_tiny_model(path, TinyModelConfig(hidden_size=cfg.tiny_hidden_size, num_layers=cfg.tiny_layers))
 
 
 def load_policy(cfg: ModelConfig) -> tuple[Any, Any]:
     """``(model, tokenizer)`` in train mode on the configured device and dtype."""
-    from rockroll.agentrl.tiny import load_model_and_tokenizer
-
     path = ensure_model(cfg)
     model, tok = load_model_and_tokenizer(path, device=resolve_device(cfg.device), dtype=cfg.dtype)
     if cfg.gradient_checkpointing:

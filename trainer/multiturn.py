@@ -10,10 +10,13 @@ loop in a background thread (:class:`LoopThread`) and the synchronous controller
 from __future__ import annotations
 
 import asyncio
-import math
 import threading
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
+
+from rockroll.agentrl.async_rollout import AsyncRollout
+from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.scheduler import RolloutScheduler
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
@@ -41,9 +44,6 @@ class MultiTurnDriver:
     """Training batches and greedy evaluation from agentrl's scheduler (see the module docstring)."""
 
     def __init__(self, cfg: TrainConfig, engine: Any, source: Any) -> None:
-        from rockroll.agentrl.config import EpisodeConfig
-        from rockroll.agentrl.config import RolloutConfig as SchedulerConfig
-
         r = cfg.rollout
         self.cfg, self.engine, self.source = cfg, engine, source
         self.tag = r.env_id.split("-")[0]
@@ -59,7 +59,7 @@ class MultiTurnDriver:
             env_kwargs={r.env_id: dict(r.env_kwargs)},
             num_env_groups=r.groups_per_step,
             group_size=r.group_size,
-            async_generation_ratio=math.ceil(r.async_generation_ratio),
+            async_generation_ratio=r.async_generation_ratio,
             seed=cfg.seed,
             episode=self.episode,
         )
@@ -67,9 +67,6 @@ class MultiTurnDriver:
         self.producer = self.loop.run(self._start())
 
     async def _start(self) -> Any:
-        from rockroll.agentrl.async_rollout import AsyncRollout
-        from rockroll.agentrl.scheduler import RolloutScheduler
-
         self.scheduler = RolloutScheduler(self.engine, self.source, self.sched_cfg)
         producer = AsyncRollout(self.scheduler)
         producer.start()
@@ -86,18 +83,9 @@ class MultiTurnDriver:
 
     def evaluate(self, episodes: int, seed: int, prefix: str = "eval") -> dict[str, float]:
         """Greedy success over ``episodes`` episodes (a fresh scheduler: the same env seeds every time)."""
-        from dataclasses import replace
-
-        from rockroll.agentrl.scheduler import RolloutScheduler
-
-        cfg = replace(
-            self.sched_cfg,
-            num_env_groups=episodes,
-            group_size=1,
-            async_generation_ratio=0,
-            seed=seed,
-            episode=replace(self.episode, temperature=0.0),
-        )
+        greedy = self.episode.model_copy(update={"temperature": 0.0})
+        update = {"num_env_groups": episodes, "group_size": 1, "async_generation_ratio": 0, "seed": seed}
+        cfg = self.sched_cfg.model_copy(update={**update, "episode": greedy})
 
         async def run() -> Any:
             sched = RolloutScheduler(self.engine, self.source, cfg)

@@ -23,6 +23,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from rockroll.agentrl.engines.hf import HFEngine
+from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
+from rockroll.sandbox.manager import SandboxManager
 from rockroll.trainer.config import TrainConfig
 
 __all__ = ["run_training", "ProgressCallback"]
@@ -39,14 +42,10 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _env_source(cfg: TrainConfig, stack: ExitStack, run_dir: Path) -> Any:
+def _env_source(cfg: TrainConfig, stack: ExitStack, run_dir: Path) -> EnvSource:
     """Where envs come from: in-process, or sessions in process/docker sandboxes (own manager, SQLite under the run dir)."""
-    from rockroll.agentrl.env_source import LocalSource, SandboxSource
-
     if cfg.rollout.sandbox == "none":
         return LocalSource()
-    from rockroll.sandbox.manager import SandboxManager
-
     manager = SandboxManager(
         backend=cfg.rollout.sandbox, name=f"train-{cfg.name}", db_url=f"sqlite:///{run_dir.resolve()}/sandboxes.db"
     )
@@ -113,7 +112,6 @@ def run_training(
     """
     import torch
 
-    from rockroll.agentrl.engines.hf import HFEngine
     from rockroll.trainer import checkpoint as ckpt
     from rockroll.trainer.batch import collate
     from rockroll.trainer.config_io import config_to_dict, save_config

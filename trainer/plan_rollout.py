@@ -20,6 +20,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import rockroll.envhub as envhub
+from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
+from rockroll.agentrl.env_source import LocalSource
+from rockroll.agentrl.trajectory import Trajectory, Turn
+from rockroll.envs.core import TextEnvProtocol, parse_answer
+from rockroll.envs.experts import expert_for
+
 __all__ = ["PlanTask", "PlanRollout", "expert_plan", "score_plan"]
 
 _SPLIT = re.compile(r"[\s,]+")
@@ -36,9 +43,6 @@ class PlanTask:
 
 @lru_cache(maxsize=100_000)
 def _expert_plan_cached(env_id: str, kwargs_json: str, seed: int, max_len: int) -> tuple[str, ...]:
-    import rockroll.envhub as envhub
-    from rockroll.envs.experts import expert_for
-
     env = envhub.make(env_id, **json.loads(kwargs_json))
     env.reset(seed=seed)
     expert = expert_for(env)
@@ -60,10 +64,8 @@ def expert_plan(env_id: str, kwargs: dict[str, Any], seed: int, max_len: int = 2
     return list(_expert_plan_cached(env_id, json.dumps(kwargs, sort_keys=True), seed, max_len))
 
 
-def score_plan(env: Any, text: str, max_actions: int) -> tuple[float, bool, int]:
+def score_plan(env: TextEnvProtocol, text: str, max_actions: int) -> tuple[float, bool, int]:
     """Play the plan in ``text`` on a freshly reset ``env``; return ``(reward, success, moves played)``."""
-    from rockroll.envs.core import parse_answer
-
     answer = parse_answer(text)
     if answer is None:
         return 0.0, False, 0
@@ -104,8 +106,6 @@ class PlanRollout:
         max_actions: int = 8,
         env_workers: int = 8,
     ) -> None:
-        from rockroll.agentrl.env_source import LocalSource
-
         self.env_id, self.env_kwargs, self.tok = env_id, dict(env_kwargs), tokenizer
         self.source = source or LocalSource()
         self.prompt_style, self.max_actions = prompt_style, max_actions
@@ -117,8 +117,6 @@ class PlanRollout:
     # ------------------------------------------------------------------ text
     def _local_env(self) -> Any:
         if self._local is None:
-            import rockroll.envhub as envhub
-
             self._local = envhub.make(self.env_id, **self.env_kwargs)
         return self._local
 
@@ -171,9 +169,6 @@ class PlanRollout:
         sample_seed: int = 0,
     ) -> list[Any]:
         """Generate one plan per task (batched by the engine), play them, return :class:`Trajectory` objects."""
-        from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
-        from rockroll.agentrl.trajectory import Trajectory, Turn
-
         reqs = [
             GenerationRequest(
                 self.prompt_ids(t.seed),

@@ -1,7 +1,8 @@
 """From a rollout batch with old/ref logprobs (and values) to advantages and the loss mask.
 
 Order: shape rewards (clip, scale, normalise) -> sample masks (dynamic sampling, truncation)
--> KL reward penalty (when KL is not a loss) -> advantages (``algo.adv_estimator``) ->
+-> KL reward penalty (when KL is not a loss) -> advantages (``algo.adv_estimator``, looked up in
+:mod:`rockroll.trainer.algos.estimators`; its ``group_based`` flag picks sequence or token rewards) ->
 whitening and clipping. Writes ``advantages``, ``loss_mask`` (and ``returns`` for GAE) into
 ``batch.extras`` and returns metrics.
 """
@@ -23,6 +24,8 @@ def compute_advantages(batch: Batch, algo: AlgoConfig, max_new_tokens: int | Non
 
     from rockroll.trainer import algos
 
+    estimator = algos.get_advantage_estimator(algo.adv_estimator)
+    group_based = estimator.group_based
     ex = batch.extras
     mask = batch.response_mask.clone()
     rewards = algos.shape_rewards(
@@ -33,7 +36,6 @@ def compute_advantages(batch: Batch, algo: AlgoConfig, max_new_tokens: int | Non
         group_ids=batch.group_ids,
     )
     keep = torch.ones(len(batch))
-    group_based = algo.adv_estimator in ("grpo", "grpo_mean", "rloo")
     if algo.dynamic_sampling and group_based:
         keep = keep * algos.difficulty_mask(batch.rewards, batch.group_ids)
     if algo.mask_truncated:
@@ -50,34 +52,35 @@ def compute_advantages(batch: Batch, algo: AlgoConfig, max_new_tokens: int | Non
         kl = algos.kl_estimate(ex["old_logprobs"], ex["ref_logprobs"], algo.kl_estimator) * batch.response_mask
         metrics["actor/kl"] = float(kl.sum() / batch.response_mask.sum().clamp(min=1))
     if group_based:
-        seq_r = rewards
+        est_rewards = rewards
         if kl_reward:
-            seq_r = seq_r - algo.kl_coef * (kl.sum(1))
-        if algo.adv_estimator == "rloo":
-            seq_adv = algos.rloo_advantages(seq_r, batch.group_ids)
-        else:
-            seq_adv = algos.group_advantages(seq_r, batch.group_ids, norm_std=algo.adv_estimator == "grpo")
-        adv = seq_adv.unsqueeze(1) * mask
+            est_rewards = est_rewards - algo.kl_coef * (kl.sum(1))
+    elif kl_reward:
+        est_rewards = algos.kl_penalized_rewards(
+            rewards,
+            ex["old_logprobs"],
+            ex["ref_logprobs"],
+            batch.response_mask,
+            coef=algo.kl_coef,
+            kind=algo.kl_estimator,
+        )
     else:
-        if kl_reward:
-            token_r = algos.kl_penalized_rewards(
-                rewards,
-                ex["old_logprobs"],
-                ex["ref_logprobs"],
-                batch.response_mask,
-                coef=algo.kl_coef,
-                kind=algo.kl_estimator,
-            )
-        else:
-            token_r = algos.kl_penalized_rewards(
-                rewards, ex["old_logprobs"], ex["old_logprobs"], batch.response_mask, coef=0.0
-            )
-        if algo.adv_estimator == "reinforce_pp":
-            adv = algos.reinforce_pp_advantages(token_r, mask, gamma=algo.gamma)
-        else:  # gae
-            adv, returns = algos.compute_gae(token_r, ex["values"], batch.response_mask, gamma=algo.gamma, lam=algo.lam)
-            ex["returns"] = returns
-            adv = adv * mask
+        est_rewards = algos.kl_penalized_rewards(
+            rewards, ex["old_logprobs"], ex["old_logprobs"], batch.response_mask, coef=0.0
+        )
+    adv, returns = estimator(
+        algos.AdvantageInputs(
+            rewards=est_rewards,
+            mask=mask,
+            response_mask=batch.response_mask,
+            group_ids=batch.group_ids,
+            values=ex.get("values"),
+            gamma=algo.gamma,
+            lam=algo.lam,
+        )
+    )
+    if returns is not None:
+        ex["returns"] = returns
     if algo.adv_whiten:
         adv = algos.masked_whiten(adv, mask) * mask
     adv = algos.clip_advantages(adv, algo.adv_clip or None)

@@ -20,8 +20,11 @@ reservation); apart, each role reserves its own GPU/CPU.
 
 from __future__ import annotations
 
-import socket
 from typing import TYPE_CHECKING, Any
+
+from rockroll.agentrl.engines.hf import HFEngine
+from rockroll.trainer.actor import total_updates
+from rockroll.trainer.strategies.common import free_port
 
 if TYPE_CHECKING:
     import torch
@@ -29,13 +32,7 @@ if TYPE_CHECKING:
     from rockroll.trainer.batch import Batch
     from rockroll.trainer.config import TrainConfig
 
-__all__ = ["RayWorkers", "RayEngine", "role_options", "free_port"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["RayWorkers", "RayEngine", "role_options", "free_port"]  # free_port lives in trainer.strategies.common
 
 
 def role_options(cfg: TrainConfig, role: str) -> dict[str, Any]:
@@ -112,7 +109,6 @@ class _CriticWorkerImpl:
         from rockroll.trainer.config_io import config_from_dict
         from rockroll.trainer.critic import CriticTrainer
         from rockroll.trainer.models import Critic, load_policy
-        from rockroll.trainer.workers import total_updates
 
         cfg = config_from_dict(cfg_dict)
         torch.set_num_threads(cfg.torch_threads)
@@ -171,7 +167,6 @@ class _EngineWorkerImpl:
     def __init__(self, cfg_dict: dict, weights: dict) -> None:
         import torch
 
-        from rockroll.agentrl.engines.hf import HFEngine
         from rockroll.trainer.config_io import config_from_dict
         from rockroll.trainer.models import load_policy
 

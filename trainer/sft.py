@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rockroll.agentrl.trajectory import TrainSample
+
 __all__ = ["build_demos", "sft_train"]
 
 
 def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
     """:class:`TrainSample` rows (response mask on the plan) for every seed the expert solves within the plan cap."""
-    from rockroll.agentrl.trajectory import TrainSample
-
     out = []
     for seed in seeds:
         demo = rollout.demo(seed)

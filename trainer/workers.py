@@ -8,20 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rockroll.trainer.actor import total_updates
+
 if TYPE_CHECKING:
     import torch
 
     from rockroll.trainer.batch import Batch
     from rockroll.trainer.config import TrainConfig
 
-__all__ = ["LocalWorkers", "make_workers", "total_updates"]
-
-
-def total_updates(cfg: TrainConfig) -> int:
-    """Optimizer steps of the whole run (for LR schedules)."""
-    n = cfg.rollout.group_size * cfg.rollout.groups_per_step
-    mb = cfg.optim.mini_batch_size or n
-    return cfg.total_steps * cfg.optim.ppo_epochs * max(1, -(-n // mb))
+__all__ = ["LocalWorkers", "make_workers", "total_updates"]  # total_updates lives in trainer.actor
 
 
 class LocalWorkers:

@@ -12,10 +12,12 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rockroll.envs.errors import RockrollError
+
 __all__ = ["SamplingParams", "GenerationRequest", "GenerationResult", "LLMEngine", "EngineError"]
 
 
-class EngineError(RuntimeError):
+class EngineError(RockrollError, RuntimeError):
     """Generation failed for a reason outside the request (server down, OOM, ...)."""
 
 

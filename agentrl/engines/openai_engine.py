@@ -27,8 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
+from rockroll.sandbox.retry import aretry_call
 
 __all__ = ["OpenAIEngine"]
+
+
+class _ServerError(EngineError):
+    """A 5xx answer (retried)."""
+
 
 _FINISH = {"stop": "stop", "length": "length", "eos": "stop", "abort": "aborted", "aborted": "aborted"}
 
@@ -44,7 +50,8 @@ class OpenAIEngine(LLMEngine):
         api_key: sent as a bearer token when given.
         timeout_s: per-request timeout.
         max_concurrency: most requests in flight at once.
-        max_retries: retries of a request on connection errors and 5xx answers.
+        max_retries: retries of a request: connection errors (by the httpx transport), dropped
+            connections and 5xx answers (:mod:`rockroll.sandbox.retry`); timeouts are not retried.
     """
 
     name = "openai"
@@ -96,8 +103,9 @@ class OpenAIEngine(LLMEngine):
 
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             limits = httpx.Limits(max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency)
+            transport = httpx.AsyncHTTPTransport(retries=self.max_retries, limits=limits)  # connection errors
             self._client = httpx.AsyncClient(
-                base_url=self.base_url, headers=headers, timeout=self.timeout_s, limits=limits
+                base_url=self.base_url, headers=headers, timeout=self.timeout_s, transport=transport
             )
             self._sem = asyncio.Semaphore(self.max_concurrency)
         return self._client
@@ -106,21 +114,20 @@ class OpenAIEngine(LLMEngine):
         import httpx
 
         client = self._http()
-        last: Exception | None = None
-        for attempt in range(self.max_retries + 1):
-            try:
-                resp = await client.request(method, path, json=body)
-            except httpx.HTTPError as e:  # connection refused, timeout, ...
-                last = e
-            else:
-                if resp.status_code < 500:
-                    if resp.status_code >= 400:
-                        raise EngineError(f"{method} {path} -> {resp.status_code}: {resp.text[:500]}")
-                    return resp.json()
-                last = EngineError(f"{method} {path} -> {resp.status_code}: {resp.text[:500]}")
-            if attempt < self.max_retries:
-                await asyncio.sleep(0.5 * 2**attempt)
-        raise EngineError(f"{method} {self.base_url}{path} failed: {last}") from last
+
+        async def once() -> dict[str, Any]:
+            resp = await client.request(method, path, json=body)
+            if resp.status_code >= 400:
+                error = _ServerError if resp.status_code >= 500 else EngineError
+                raise error(f"{method} {path} -> {resp.status_code}: {resp.text[:500]}")
+            return resp.json()
+
+        # a generation changes nothing on the server: resending it after a drop or a 5xx is safe
+        resend = (_ServerError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+        try:
+            return await aretry_call(once, retry_on=resend, attempts=self.max_retries + 1)
+        except (_ServerError, httpx.HTTPError) as e:  # connection errors: after the transport's retries
+            raise EngineError(f"{method} {self.base_url}{path} failed: {e}") from e
 
     async def _model_id(self) -> str:
         if self.model is None:

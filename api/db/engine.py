@@ -1,4 +1,4 @@
-"""Engine and session factory; applies the Alembic migrations shipped in ``api/db/migrations``."""
+"""Engine and session factory; applies the Alembic migrations of every table (see :mod:`rockroll.sandbox.db`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from rockroll.sandbox.db import upgrade, upgrade_sandbox_tables
+
 __all__ = ["Database", "MIGRATIONS_DIR", "VERSION_TABLE"]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-#: a version table of our own, so the sandbox layer may run its migrations in the same database
+#: a version table of our own: the sandbox layer runs its migrations in the same database
 VERSION_TABLE = "api_alembic_version"
 
 
@@ -36,15 +38,10 @@ class Database:
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def migrate(self) -> None:
-        """Bring the schema to the newest Alembic revision."""
-        from alembic import command
-        from alembic.config import Config
-
-        cfg = Config()
-        cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+        """Bring every table to the newest Alembic revision: the sandbox layer's, then the control plane's."""
         with self.engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            upgrade_sandbox_tables(conn)
+            upgrade(conn, MIGRATIONS_DIR, VERSION_TABLE)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

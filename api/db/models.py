@@ -1,7 +1,9 @@
 """SQLAlchemy models of the control plane (tables are prefixed ``api_``).
 
-The sandbox layer keeps its own tables; here live what the control plane owns: tokens, custom env
-specs, the owner of each sandbox and session, and jobs.
+They derive from rockroll's one declarative base, :class:`rockroll.sandbox.models.Base` (re-exported
+here), whose sandbox records live in the same database. Here live what the control plane owns:
+tokens, custom env specs, the owner of each sandbox and session, and jobs. Their migrations are in
+``api/db/migrations`` (see :mod:`rockroll.sandbox.db`).
 """
 
 from __future__ import annotations
@@ -10,13 +12,17 @@ import time
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Float, Integer, LargeBinary, String, Text
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-__all__ = ["Base", "TokenRecord", "EnvRecord", "SandboxOwner", "SessionRecord", "JobRecord"]
+from rockroll.api.job_state import JobState
+from rockroll.sandbox.models import Base
+
+__all__ = ["Base", "TokenRecord", "EnvRecord", "SandboxOwner", "SessionRecord", "JobRecord", "owns_api_table"]
 
 
-class Base(DeclarativeBase):
-    """Declarative base of every control-plane table."""
+def owns_api_table(name: str) -> bool:
+    """Whether ``name`` is one of the control plane's tables (those of ``api/db/migrations``)."""
+    return name.startswith("api_")
 
 
 class TokenRecord(Base):
@@ -87,7 +93,7 @@ class JobRecord(Base):
     owner: Mapped[str] = mapped_column(String(128), index=True)
     kind: Mapped[str] = mapped_column(String(16))
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    state: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    state: Mapped[str] = mapped_column(String(16), index=True, default=JobState.QUEUED)  # a JobState
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     logs: Mapped[str] = mapped_column(Text, default="")

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query
 from rockroll.api.catalog import CustomEnv
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError, to_api_error
+from rockroll.api.responses import EnvInfo, EnvList
 from rockroll.api.schemas import EnvCreate
 from rockroll.api.state import AppState
 
@@ -19,7 +20,7 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/envs", tags=["envs"])
 
 
-@router.get("")
+@router.get("", response_model=EnvList)
 def list_envs(
     state: StateDep,
     _who: Who,
@@ -29,13 +30,13 @@ def list_envs(
     return {"envs": state.catalog.list(tag)}
 
 
-@router.get("/{name}")
+@router.get("/{name}", response_model=EnvInfo)
 def show_env(name: str, state: StateDep, _who: Who) -> dict:
     """One env (``Name`` alone gives the newest version)."""
     return state.catalog.get(name)
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, response_model=EnvInfo)
 def register_env(body: EnvCreate, state: StateDep, who: Who) -> dict:
     """Register a custom env after playing ``reset`` + one ``step`` of it in a sandbox."""
     source = None

@@ -9,13 +9,14 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from rockroll.api.deps import StateDep
+from rockroll.api.responses import Health
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/v1/health")
+@router.get("/v1/health", response_model=Health)
 def get_health(state: StateDep) -> dict[str, Any]:
     """Status, sandbox backend and counts of sandboxes by state."""
     snap = state.placement.snapshot()

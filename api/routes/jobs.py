@@ -9,6 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from rockroll.api.db import JobRecord
 from rockroll.api.deps import StateDep, Who
+from rockroll.api.responses import JobInfo, JobList
 from rockroll.api.schemas import JobCreate
 
 __all__ = ["router", "job_view"]
@@ -33,19 +34,19 @@ def job_view(job: JobRecord) -> dict[str, Any]:
     }
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, response_model=JobInfo)
 def create_job(body: JobCreate, state: StateDep, who: Who) -> dict:
     """Queue a ``train`` or ``eval`` job owned by the caller."""
     return job_view(state.jobs.create(who, body.kind, body.config))
 
 
-@router.get("")
+@router.get("", response_model=JobList)
 def list_jobs(state: StateDep, who: Who, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
     """The caller's most recent jobs (every owner's for admins)."""
     return {"jobs": [job_view(j) for j in state.jobs.list(who, limit)]}
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id}", response_model=JobInfo)
 def show_job(job_id: str, state: StateDep, who: Who) -> dict:
     """A job: state, progress and latest metrics."""
     return job_view(state.jobs.get(job_id, who))
@@ -57,7 +58,7 @@ def job_logs(job_id: str, state: StateDep, who: Who) -> str:
     return state.jobs.get(job_id, who).logs or ""
 
 
-@router.post("/{job_id}/cancel")
+@router.post("/{job_id}/cancel", response_model=JobInfo)
 def cancel_job(job_id: str, state: StateDep, who: Who) -> dict:
     """Cancel a queued or running job (cooperative: a running job stops at its next check)."""
     return job_view(state.jobs.cancel(job_id, who))

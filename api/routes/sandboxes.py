@@ -12,6 +12,7 @@ from rockroll.api.auth import Principal
 from rockroll.api.db import SandboxOwner
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError
+from rockroll.api.responses import ExecOutput, FileWritten, SandboxInfo, SandboxList
 from rockroll.api.schemas import ExecRequest, SandboxCreate
 from rockroll.api.state import AppState
 
@@ -45,7 +46,7 @@ def _view(state: AppState, sb: Any, owner: str) -> dict[str, Any]:
     return view
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, response_model=SandboxInfo)
 def create_sandbox(body: SandboxCreate, state: StateDep, who: Who) -> dict[str, Any]:
     """Start a sandbox for the caller and wait until it is ready."""
     owned = [sid for sid, owner in _owners(state).items() if owner == who.owner]
@@ -62,7 +63,7 @@ def create_sandbox(body: SandboxCreate, state: StateDep, who: Who) -> dict[str, 
     return _view(state, sb, who.owner)
 
 
-@router.get("")
+@router.get("", response_model=SandboxList)
 def list_sandboxes(state: StateDep, who: Who) -> dict[str, Any]:
     """The caller's sandboxes (every sandbox, pooled ones included, for admins)."""
     owners = _owners(state)
@@ -74,7 +75,7 @@ def list_sandboxes(state: StateDep, who: Who) -> dict[str, Any]:
     return {"sandboxes": out}
 
 
-@router.get("/{sandbox_id}")
+@router.get("/{sandbox_id}", response_model=SandboxInfo)
 def show_sandbox(sandbox_id: str, state: StateDep, who: Who) -> dict:
     """One sandbox: state, health, uptime, restarts, CPU/memory, sessions."""
     sb = _visible(state, sandbox_id, who)
@@ -92,7 +93,7 @@ def delete_sandbox(sandbox_id: str, state: StateDep, who: Who) -> None:
             s.delete(rec)
 
 
-@router.post("/{sandbox_id}/restart")
+@router.post("/{sandbox_id}/restart", response_model=SandboxInfo)
 def restart_sandbox(sandbox_id: str, state: StateDep, who: Who) -> dict[str, Any]:
     """Replace the sandbox with a fresh one under the same id (its sessions are lost)."""
     _visible(state, sandbox_id, who)
@@ -100,7 +101,7 @@ def restart_sandbox(sandbox_id: str, state: StateDep, who: Who) -> dict[str, Any
     return _view(state, sb, _owners(state).get(sb.id, ""))
 
 
-@router.post("/{sandbox_id}/exec")
+@router.post("/{sandbox_id}/exec", response_model=ExecOutput)
 def exec_in_sandbox(sandbox_id: str, body: ExecRequest, state: StateDep, who: Who) -> dict[str, Any]:
     """Run a command; a timeout or OOM kill is a result (``timed_out``/``oom_killed``), not an error."""
     sb = _visible(state, sandbox_id, who)
@@ -109,16 +110,7 @@ def exec_in_sandbox(sandbox_id: str, body: ExecRequest, state: StateDep, who: Wh
     res = sb.exec(
         body.cmd, timeout_s=body.timeout_s, cwd=body.cwd, env=body.env, stdin=body.stdin, max_output=body.max_output
     )
-    return {
-        "exit_code": res.exit_code,
-        "stdout": res.stdout,
-        "stderr": res.stderr,
-        "timed_out": res.timed_out,
-        "truncated": res.truncated,
-        "oom_killed": res.oom_killed,
-        "duration_s": res.duration_s,
-        "ok": res.ok,
-    }
+    return res.to_dict()
 
 
 @router.get("/{sandbox_id}/files", response_class=Response)
@@ -130,7 +122,7 @@ def read_file(
     return Response(sb.read_file(path, MAX_FILE_BYTES), media_type="application/octet-stream")
 
 
-@router.put("/{sandbox_id}/files")
+@router.put("/{sandbox_id}/files", response_model=FileWritten)
 async def write_file(
     sandbox_id: str,
     request: Request,

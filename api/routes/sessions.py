@@ -9,6 +9,17 @@ from fastapi import APIRouter, Response
 
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError
+from rockroll.api.responses import (
+    Actions,
+    BatchResults,
+    Ok,
+    ResetResult,
+    SessionInfo,
+    SessionList,
+    SessionOpened,
+    SessionState,
+    StepResult,
+)
 from rockroll.api.schemas import BatchStepRequest, ResetRequest, SessionCreate, StateBody, StepRequest
 
 __all__ = ["router"]
@@ -26,7 +37,7 @@ def _step_view(out: tuple) -> dict[str, Any]:
     return {"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, response_model=SessionOpened)
 def create_session(body: SessionCreate, state: StateDep, who: Who) -> dict[str, Any]:
     """Open an env session; the load balancer places it on the least-loaded pooled sandbox."""
     live = state.sessions.open(who, body.env, body.kwargs)
@@ -38,13 +49,13 @@ def create_session(body: SessionCreate, state: StateDep, who: Who) -> dict[str, 
     }
 
 
-@router.get("")
+@router.get("", response_model=SessionList)
 def list_sessions(state: StateDep, who: Who) -> dict[str, Any]:
     """The caller's open sessions."""
     return {"sessions": [s.view() for s in state.sessions.list(who)]}
 
 
-@router.post("/step")
+@router.post("/step", response_model=BatchResults)
 def step_sessions(body: BatchStepRequest, state: StateDep, who: Who) -> Response:
     """One step (or reset) on each listed session, in order; each result is an answer or an ``error`` body.
 
@@ -57,13 +68,13 @@ def step_sessions(body: BatchStepRequest, state: StateDep, who: Who) -> Response
     return _json({"results": state.sessions.batch(who, items)})
 
 
-@router.get("/{session_id}")
+@router.get("/{session_id}", response_model=SessionInfo)
 def show_session(session_id: str, state: StateDep, who: Who) -> dict:
     """One session: env, sandbox, steps so far, system prompt."""
     return state.sessions.get(session_id, who).view()
 
 
-@router.post("/{session_id}/reset")
+@router.post("/{session_id}/reset", response_model=ResetResult)
 def reset_session(session_id: str, body: ResetRequest, state: StateDep, who: Who) -> dict[str, Any]:
     """Start a new episode: ``{"observation", "info"}``."""
     live = state.sessions.get(session_id, who)
@@ -71,32 +82,32 @@ def reset_session(session_id: str, body: ResetRequest, state: StateDep, who: Who
     return {"observation": obs, "info": info}
 
 
-@router.post("/{session_id}/step")
+@router.post("/{session_id}/step", response_model=StepResult)
 def step_session(session_id: str, body: StepRequest, state: StateDep, who: Who) -> dict[str, Any]:
     live = state.sessions.get(session_id, who)
     return _step_view(state.sessions.step(live, body.action))
 
 
-@router.post("/{session_id}/fork", status_code=201)
+@router.post("/{session_id}/fork", status_code=201, response_model=SessionOpened)
 def fork_session(session_id: str, state: StateDep, who: Who) -> dict[str, Any]:
     """A new session continuing from this one's current state."""
     forked = state.sessions.fork(state.sessions.get(session_id, who))
     return {"id": forked.id, "sandbox_id": forked.sandbox_id, "env": forked.env_id}
 
 
-@router.get("/{session_id}/actions")
+@router.get("/{session_id}/actions", response_model=Actions)
 def session_actions(session_id: str, state: StateDep, who: Who) -> dict[str, Any]:
     """Legal actions now (answer text without the ``<answer>`` tags): what a random agent picks from."""
     return {"actions": state.sessions.action_candidates(state.sessions.get(session_id, who))}
 
 
-@router.get("/{session_id}/state")
+@router.get("/{session_id}/state", response_model=SessionState)
 def get_session_state(session_id: str, state: StateDep, who: Who) -> dict[str, Any]:
     """A JSON snapshot of the session's env (``PUT`` it back to restore)."""
     return {"state": state.sessions.get_state(state.sessions.get(session_id, who))}
 
 
-@router.put("/{session_id}/state")
+@router.put("/{session_id}/state", response_model=Ok)
 def set_session_state(session_id: str, body: StateBody, state: StateDep, who: Who) -> dict[str, Any]:
     """Restore a snapshot taken with ``GET .../state``."""
     state.sessions.set_state(state.sessions.get(session_id, who), body.state)

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from rockroll.api.db import SandboxOwner
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError
+from rockroll.api.responses import Overview
 from rockroll.api.routes.jobs import job_view
 
 __all__ = ["router"]
@@ -42,7 +43,7 @@ def ui_asset(asset: str) -> FileResponse:
     return FileResponse(STATIC / asset, media_type=_ASSETS[asset])
 
 
-@router.get("/v1/overview", tags=["health"])
+@router.get("/v1/overview", tags=["health"], response_model=Overview)
 def overview(state: StateDep, who: Who) -> dict[str, Any]:
     """Everything the page shows: sandboxes, pools, envs, sessions and recent jobs the caller may see."""
     with state.db.session() as s:

@@ -2,7 +2,8 @@
 
 * :class:`ALFWorldEnv`: the text env (ALFWorld's command grammar and feedback wording).
 * :func:`plan` / :func:`next_command`: a privileged planner that solves every generated task.
-* :class:`~rockroll.envs.alfworld.original.ALFWorldOriginalEnv` (import ``envs.alfworld.original``): the
+* :class:`~rockroll.envs.alfworld.original.ALFWorldOriginalEnv` (import ``rockroll.envs.alfworld.original``;
+  ``rockroll.envhub.builtin.register_alfworld_original()`` registers it as ``ALFWorldOriginal-v0``): the
   same contract over the original ``alfworld`` package and its data, when they are installed.
 """
 

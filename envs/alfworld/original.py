@@ -4,7 +4,7 @@ Needs the ``alfworld`` package and its data (``pip install alfworld`` then ``alf
 the games live under ``$ALFWORLD_DATA/json_2.1.1/<split>/<task>/<trial>/game.tw-pddl``). Both are
 imported lazily, on construction, so importing this module is free. Not registered by default
 (the conformance suite builds every registered env, and this one needs the data): call
-:func:`register_original` to get ``ALFWorldOriginal-v0``.
+:func:`rockroll.envhub.builtin.register_alfworld_original` to get ``ALFWorldOriginal-v0``.
 
 The episode seed picks the game file. Snapshots hold the game file and the commands played;
 ``set_state`` replays them (TextWorld games are deterministic), so a fork continues identically.
@@ -23,7 +23,7 @@ from rockroll.envs.alfworld.text import NOTHING_HAPPENS
 from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
 from rockroll.envs.errors import EnvConfigError
 
-__all__ = ["ALFWorldOriginalEnv", "alfworld_available", "find_game_files", "register_original", "SPLITS"]
+__all__ = ["ALFWorldOriginalEnv", "alfworld_available", "find_game_files", "SPLITS"]
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
 _ENV = "ALFWorldOriginal"
@@ -170,18 +170,3 @@ class ALFWorldOriginalEnv(TextEnv[str]):
         if self._tw is not None:
             self._tw.close()
             self._tw = None
-
-
-def register_original(env_id: str = "ALFWorldOriginal-v0", **kwargs: Any) -> Any:
-    """Register the original ALFWorld under ``env_id`` (max 50 steps, like ``ALFWorld-v0``)."""
-    from rockroll.envhub.registry import register
-
-    return register(
-        env_id,
-        "rockroll.envs.alfworld.original:ALFWorldOriginalEnv",
-        kwargs=kwargs,
-        max_steps=50,
-        description="ALFWorld's own TextWorld games (needs the alfworld package and data).",
-        tags=("text-game", "household", "external"),
-        override=True,
-    )

@@ -14,6 +14,7 @@ light task, carry the object to the lamp and switch it on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rockroll.envs.alfworld import commands
@@ -21,7 +22,7 @@ from rockroll.envs.alfworld.catalog import TASK_APPLIANCES, TASK_PROPERTY
 from rockroll.envs.alfworld.tasks import goal_satisfied, satisfies
 from rockroll.envs.alfworld.world import Item, Receptacle, World
 
-__all__ = ["next_command", "plan", "next_action", "world_of"]
+__all__ = ["next_command", "plan", "next_action", "expert", "world_of"]
 
 MAX_PLAN = 100
 
@@ -145,5 +146,11 @@ def plan(source: Any, max_len: int = MAX_PLAN) -> list[str]:
 
 
 def next_action(env: Any) -> str | None:
-    """Expert hook (``envs.experts`` style): the planner's next command for ``env``'s state."""
+    """The planner's next command for ``env``'s state (the ALFWorld-v0 expert wraps it)."""
     return next_command(world_of(env))
+
+
+def expert(env: Any) -> Callable[[], str | None]:
+    """The expert factory named on the env's spec (see :mod:`rockroll.envs.experts`)."""
+    inner = getattr(env, "unwrapped", env)
+    return lambda: next_action(inner)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from rockroll.envs.frozenlake.env import FrozenLakeEnv
 from rockroll.envs.frozenlake.maps import shortest_path
 
-__all__ = ["next_action"]
+__all__ = ["expert", "next_action"]
 
 
 def next_action(env: FrozenLakeEnv) -> str | None:
@@ -15,3 +18,9 @@ def next_action(env: FrozenLakeEnv) -> str | None:
     grid[env.row] = row[: env.col] + "S" + row[env.col + 1 :]
     plan = shortest_path(grid)
     return plan[0] if plan else None
+
+
+def expert(env: Any) -> Callable[[], str | None]:
+    """The expert factory named on the env's spec (see :mod:`rockroll.envs.experts`)."""
+    inner = getattr(env, "unwrapped", env)
+    return lambda: next_action(inner)

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from rockroll.envs.sokoban.env import SokobanEnv
 from rockroll.envs.sokoban.solver import solve
 
-__all__ = ["next_action"]
+__all__ = ["expert", "next_action"]
 
 
 def next_action(env: SokobanEnv) -> str | None:
     """First action of a shortest solution (None when the room can no longer be solved)."""
     plan = solve(env.game_state)
     return plan[0] if plan else None
+
+
+def expert(env: Any) -> Callable[[], str | None]:
+    """The expert factory named on the env's spec (see :mod:`rockroll.envs.experts`)."""
+    inner = getattr(env, "unwrapped", env)
+    return lambda: next_action(inner)

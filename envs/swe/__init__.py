@@ -3,14 +3,31 @@
 * :mod:`rockroll.envs.swe.env`: the env (:class:`SWEEnv`), its actions and the reference-solution helper;
 * :mod:`rockroll.envs.swe.tasks`: the task type, the shipped generated tasks, the SWE-bench-style loader,
   test-report parsing and grading;
-* :mod:`rockroll.envs.swe.executor`: where commands run (sandbox backends, and a weaker local fallback);
+* :mod:`rockroll.envs.swe.executor`: where commands run: the executor protocol and registry, and a weaker
+  local fallback (the sandbox kinds live in :mod:`rockroll.sandbox.swe_executor`);
 * :mod:`rockroll.envs.swe.mutate` and :mod:`rockroll.envs.swe.generate`: bug injection and task generation;
 * :mod:`rockroll.envs.swe.runner`: the stand-alone test runner copied into each task as ``run_tests.py``.
 """
 
 from rockroll.envs.swe.env import Bash, Edit, Submit, SWEEnv, SWEForkUnsupported, reference_actions
-from rockroll.envs.swe.executor import CommandResult, Executor, ExecutorError, LocalExecutor, SandboxExecutor, make_executor
-from rockroll.envs.swe.tasks import Grade, SWETask, TaskFileError, generated_tasks, grade, load_task_file, parse_test_report
+from rockroll.envs.swe.executor import (
+    EXECUTOR_KINDS,
+    CommandResult,
+    Executor,
+    ExecutorError,
+    LocalExecutor,
+    make_executor,
+    register_executor,
+)
+from rockroll.envs.swe.tasks import (
+    Grade,
+    SWETask,
+    TaskFileError,
+    generated_tasks,
+    grade,
+    load_task_file,
+    parse_test_report,
+)
 
 __all__ = [
     "SWEEnv",
@@ -22,8 +39,9 @@ __all__ = [
     "Executor",
     "CommandResult",
     "ExecutorError",
-    "SandboxExecutor",
     "LocalExecutor",
+    "EXECUTOR_KINDS",
+    "register_executor",
     "make_executor",
     "SWETask",
     "Grade",

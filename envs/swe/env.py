@@ -2,7 +2,8 @@
 
 Each episode is one :class:`~rockroll.envs.swe.tasks.SWETask`, chosen with the env's seeded RNG (or named
 with ``reset(options={"task_id": ...})``). The repository is written into a sandbox workspace
-(:mod:`rockroll.envs.swe.executor`); the agent acts with three tools, one per step:
+(an executor of :mod:`rockroll.envs.swe.executor`, by default a sandbox of
+:mod:`rockroll.sandbox.swe_executor`); the agent acts with three tools, one per step:
 
 * ``<answer>bash: <command></answer>``: run a shell command in the repository root; the
   observation is its output (stdout, then stderr) and exit code, cut to ``max_output_chars``

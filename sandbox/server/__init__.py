@@ -1,6 +1,7 @@
 """The in-sandbox server: one per sandbox, hosting env sessions, commands and workspace files.
 
-Run it as ``python -m sandbox.server --socket PATH --workspace DIR``. It depends only on the
+Run it as ``python -m rockroll.sandbox.server --socket PATH --workspace DIR``. Control-plane custom envs
+load through :mod:`rockroll.sandbox.server.plugins` (named in ``ROCKROLL_ENV_MODULES``). It depends only on the
 standard library and rockroll's envs (numpy, gymnasium), so sandbox images stay small.
 """
 

@@ -1,4 +1,4 @@
-"""``python -m sandbox.server --socket PATH --workspace DIR [--max-sessions N]``."""
+"""``python -m rockroll.sandbox.server --socket PATH --workspace DIR [--max-sessions N]``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rockroll.sandbox.server.app import serve
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m sandbox.server", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m rockroll.sandbox.server", description=__doc__)
     p.add_argument("--socket", default=os.environ.get("ROCKROLL_SOCKET", "/run/rockroll/server.sock"))
     p.add_argument("--workspace", default=os.environ.get("ROCKROLL_WORKSPACE", "/workspace"))
     p.add_argument("--max-sessions", type=int, default=int(os.environ.get("ROCKROLL_MAX_SESSIONS", "16")))

@@ -21,6 +21,8 @@ import subprocess
 import time
 from typing import Any
 
+from rockroll.sandbox.retry import FIRST_DELAY_S, Backoff
+
 __all__ = ["run_command", "oom_kill_count"]
 
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
@@ -106,16 +108,12 @@ def _kill_group(proc: subprocess.Popen[bytes], patience_s: float = 3.0) -> None:
     until init reaps them, so keep killing for up to ``patience_s`` (bounded: a group that
     outlives it is left to the pids limit).
     """
-    deadline = time.monotonic() + patience_s
-    while True:
+    for _ in Backoff(timeout_s=patience_s, max_delay_s=FIRST_DELAY_S):  # kill again every few ms
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             return
         proc.poll()
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.005)
 
 
 def run_command(

@@ -5,9 +5,10 @@ serialised by a per-session lock; different sessions run in parallel. ``fork`` b
 with the same id and kwargs and copies the state over (``get_state``/``set_state``), so both
 continue independently.
 
-Custom envs: ``ROCKROLL_ENV_MODULES=pkg.a,pkg.b`` names modules the server imports at start-up
-(after ``envhub``); they register their envs with ``envhub.register``. A custom image only has
-to put those modules on ``PYTHONPATH``.
+Custom envs: ``ROCKROLL_ENV_MODULES=pkg.a,pkg.b`` names modules the server imports at start-up,
+in a background thread; they register their envs with ``envhub.register``. A custom image only has
+to put those modules on ``PYTHONPATH``. The control plane's custom envs come in this way through
+:mod:`rockroll.sandbox.server.plugins`.
 
 Threat model: env ids and kwargs come from the host (trusted); actions come from the agent and are
 passed to the env as plain strings. A limit caps the number of sessions.
@@ -23,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import rockroll.envhub as envhub
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
 
 __all__ = ["SessionStore"]
@@ -47,9 +49,9 @@ class SessionStore:
         self.load_errors: list[str] = []
 
     def preload(self) -> None:
-        """Import envhub and the ``ROCKROLL_ENV_MODULES`` (run in a thread at server start)."""
+        """Import the ``ROCKROLL_ENV_MODULES`` (run in a thread at server start)."""
         try:
-            for name in ["rockroll.envhub"] + [m for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
+            for name in [m for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
                 try:
                     importlib.import_module(name.strip())
                 except Exception as e:  # noqa: BLE001 - reported in health and on env.make
@@ -84,8 +86,6 @@ class SessionStore:
             raise CapacityError(len(self._sessions), self.max_sessions, "sessions")
 
     def make(self, env_id: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-        import rockroll.envhub as envhub
-
         self._wait_loaded()
         self._reserve_check()
         kwargs = dict(kwargs or {})
@@ -132,8 +132,6 @@ class SessionStore:
             return str(s.env.render())
 
     def fork(self, session_id: str) -> dict[str, Any]:
-        import rockroll.envhub as envhub
-
         s = self._get(session_id)
         self._reserve_check()
         with s.lock:

@@ -42,7 +42,7 @@ def test_yaml_maps_onto_typed_config(tmp_path: Path) -> None:
         ({"envs": [{"env": "FrozenLake-v0", "episodes": 0}]}, "episodes must be >= 1"),
         ({"engine": {"kind": "gpt"}}, "engine.kind must be one of"),
         ({"source": {"kind": "cloud"}}, "source.kind must be one of"),
-        ({"episode": {"history": "some"}}, "history must be 'full' or 'last_k'"),
+        ({"episode": {"history": "some"}}, "episode.history must be one of full, last_k; got 'some'"),
         ({"episode": {"max_tokens_per_turn": 64, "max_context_tokens": 32}}, "must exceed max_tokens_per_turn"),
         ({"envs": []}, "at least one entry"),
         ({"concurrency": 0}, "concurrency must be >= 1"),

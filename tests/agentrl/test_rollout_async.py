@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from rockroll.agentrl.async_rollout import AsyncRollout
-from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.env_source import LocalSource
 from rockroll.agentrl.latency import Latency
@@ -14,7 +14,7 @@ from rockroll.agentrl.scheduler import RolloutScheduler
 
 def _scheduler(ratio: int) -> RolloutScheduler:
     engine = RandomEngine(latency=Latency("constant", 0.01), seed=0)
-    config = RolloutConfig(
+    config = SchedulerConfig(
         env_ids=["FrozenLake-v0"],
         num_env_groups=2,
         group_size=2,
@@ -78,7 +78,7 @@ def test_suspend_stops_generation_until_resume() -> None:
 
 def test_batch_layout_follows_the_history_mode() -> None:
     for history, layout in (("full", "concat"), ("last_k", "per_turn")):
-        config = RolloutConfig(num_env_groups=1, group_size=2, episode=EpisodeConfig(max_turns=5, history=history))
+        config = SchedulerConfig(num_env_groups=1, group_size=2, episode=EpisodeConfig(max_turns=5, history=history))
         batch = asyncio.run(RolloutScheduler(RandomEngine(), LocalSource(), config).run_batch())
         assert batch.layout == layout
         rows = batch.samples()

@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
-from rockroll.agentrl.env_source import EnvSource, LocalSource, RemoteSource, SandboxSource
+from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
 from rockroll.agentrl.scheduler import RolloutScheduler
 from rockroll.agentrl.trajectory import Trajectory
+from rockroll.api.remote_source import RemoteSource
 
 ENVS = ["FrozenLake-v0", "Sokoban-v0"]
 EPISODE = EpisodeConfig(max_turns=4, max_tokens_per_turn=12, step_timeout_s=60, max_retries=1)
@@ -133,7 +134,7 @@ def sandbox_manager() -> Any:
 
 def test_tiny_model_plays_through_sandbox_sessions(hf_engine: Any, sandbox_manager: Any) -> None:
     source = SandboxSource(sandbox_manager)
-    config = RolloutConfig(env_ids=ENVS, num_env_groups=2, group_size=2, group_size_redundancy=1, episode=EPISODE)
+    config = SchedulerConfig(env_ids=ENVS, num_env_groups=2, group_size=2, group_size_redundancy=1, episode=EPISODE)
 
     async def run() -> Any:
         scheduler = RolloutScheduler(hf_engine, source, config)
@@ -194,7 +195,7 @@ def test_random_engine_plays_through_docker_sandboxes_and_survives_a_killed_cont
     # after the first session opened), so the kill shows up as retried infra failures; a kill during
     # env.make is absorbed by the manager (the open goes to another sandbox) and retries nothing
     engine = RandomEngine(random_engine.tokenizer, latency=Latency("constant", 0.3), seed=1)
-    config = RolloutConfig(env_ids=["Sokoban-v0", "FrozenLake-v0"], num_env_groups=2, group_size=2,
+    config = SchedulerConfig(env_ids=["Sokoban-v0", "FrozenLake-v0"], num_env_groups=2, group_size=2,
                            episode=EpisodeConfig(max_turns=6, max_retries=3))  # fmt: skip
     killed: list[str] = []
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rockroll.agentrl.config import EpisodeConfig, RolloutConfig
+from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult
 from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.env_source import LocalSource, SandboxSource
@@ -28,7 +28,7 @@ from rockroll.agentrl.scheduler import RolloutBatch, RolloutScheduler
 FAST = EpisodeConfig(max_turns=5, max_tokens_per_turn=32, step_timeout_s=0.5, start_timeout_s=5, max_retries=1)
 
 
-def _run(engine: Any, source: Any, config: RolloutConfig) -> RolloutBatch:
+def _run(engine: Any, source: Any, config: SchedulerConfig) -> RolloutBatch:
     async def go() -> RolloutBatch:
         scheduler = RolloutScheduler(engine, source, config)
         try:
@@ -39,7 +39,7 @@ def _run(engine: Any, source: Any, config: RolloutConfig) -> RolloutBatch:
     return asyncio.run(go())
 
 
-def _check_batch(batch: RolloutBatch, config: RolloutConfig) -> None:
+def _check_batch(batch: RolloutBatch, config: SchedulerConfig) -> None:
     assert len(batch.groups) == config.num_env_groups
     for group in batch.groups:
         assert len(group) == config.group_size and len({t.seed for t in group}) == 1
@@ -51,7 +51,7 @@ def test_batch_completes_despite_envs_that_raise_and_hang() -> None:
     register_fault_env("TestRaise-v0", mode="raise", fault_every=2, fault_at_step=2)
     register_fault_env("TestHang-v0", mode="hang", fault_every=3, hang_s=1.5, fault_at_step=1)
     source = LocalSource()
-    config = RolloutConfig(
+    config = SchedulerConfig(
         env_ids=["TestRaise-v0", "TestHang-v0"], num_env_groups=4, group_size=3, group_size_redundancy=2,
         extra_groups=1, episode=FAST,
     )  # fmt: skip
@@ -66,7 +66,7 @@ def test_batch_completes_despite_envs_that_raise_and_hang() -> None:
 def test_failed_group_is_replaced_and_masked_episodes_are_not_scored() -> None:
     register_fault_env("TestAlwaysRaise-v0", mode="raise", fault_prob=1.0, fault_at_step=1)
     source = LocalSource()
-    config = RolloutConfig(
+    config = SchedulerConfig(
         env_ids=["FrozenLake-v0", "TestAlwaysRaise-v0"], num_env_groups=2, group_size=2, episode=FAST
     )
     batch = _run(RandomEngine(seed=2), source, config)
@@ -84,7 +84,7 @@ def test_failed_group_is_replaced_and_masked_episodes_are_not_scored() -> None:
 def test_episode_deadline_includes_retries_and_masks() -> None:
     register_fault_env("TestAlwaysHang-v0", mode="hang", fault_prob=1.0, hang_s=1.0, fault_at_step=1)
     episode = EpisodeConfig(max_turns=3, step_timeout_s=0.3, episode_timeout_s=0.5, max_retries=5)
-    config = RolloutConfig(
+    config = SchedulerConfig(
         env_ids=["TestAlwaysHang-v0"], num_env_groups=1, group_size=2, max_group_launches=1, episode=episode
     )
     source = LocalSource()
@@ -111,7 +111,7 @@ class FlakyEngine(RandomEngine):
 
 
 def test_generation_errors_are_infra_and_retried() -> None:
-    config = RolloutConfig(
+    config = SchedulerConfig(
         env_ids=["FrozenLake-v0"],
         num_env_groups=2,
         group_size=2,
@@ -125,7 +125,7 @@ def test_generation_errors_are_infra_and_retried() -> None:
 
 def test_config_errors_are_raised_not_retried() -> None:
     source = LocalSource()
-    config = RolloutConfig(env_ids=["FrozenLak-v0"], num_env_groups=1, group_size=2, episode=FAST)
+    config = SchedulerConfig(env_ids=["FrozenLak-v0"], num_env_groups=1, group_size=2, episode=FAST)
     with pytest.raises(FatalRolloutError, match="Did you mean"):
         _run(RandomEngine(), source, config)
     assert source.open_count == 0
@@ -144,7 +144,7 @@ def test_config_errors_are_raised_not_retried() -> None:
 
 def test_running_out_of_context_is_an_agent_failure() -> None:
     episode = EpisodeConfig(max_turns=20, max_tokens_per_turn=32, max_context_tokens=700)
-    config = RolloutConfig(env_ids=["FrozenLake-v0"], num_env_groups=1, group_size=2, episode=episode)
+    config = SchedulerConfig(env_ids=["FrozenLake-v0"], num_env_groups=1, group_size=2, episode=episode)
     batch = _run(RandomEngine(invalid_prob=1.0), LocalSource(), config)
     assert len(batch.groups) == 1
     for t in batch.trajectories:
@@ -188,7 +188,7 @@ def test_sandbox_deaths_and_hangs_are_retried_on_fresh_sandboxes(fault_manager: 
     source = SandboxSource(fault_manager)
     episode = EpisodeConfig(max_turns=4, step_timeout_s=1.0, start_timeout_s=30, episode_timeout_s=60, max_retries=6)
     # no redundancy: every faulty episode has to be retried for its group to complete
-    config = RolloutConfig(
+    config = SchedulerConfig(
         env_ids=["TestSbExit-v0", "TestSbHang-v0"],
         num_env_groups=3,
         group_size=3,

@@ -153,20 +153,26 @@ def test_cancel_long_eval_job(dev_client: TestClient) -> None:
     assert job["state"] == "cancelled"
 
 
-def test_train_job_is_handed_to_the_trainer(dev_client: TestClient) -> None:
-    """A train job runs ``trainer.jobs:run_job``; a bad config fails the job with the trainer's message."""
-    job = dev_client.post("/v1/jobs", json={"kind": "train", "config": {"nonsense_key": 1}}).json()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and job["state"] in ("queued", "running"):
-        time.sleep(0.1)
-        job = dev_client.get(f"/v1/jobs/{job['id']}").json()
-    assert job["state"] == "failed"
-    try:
-        import rockroll.trainer.jobs  # noqa: F401
-    except ImportError:
-        assert "rockroll.trainer.jobs" in job["error"]
-    else:
-        assert "nonsense_key" in job["error"]
+def test_train_job_config_is_validated_at_submission(dev_client: TestClient) -> None:
+    """A train job's config is a typed TrainConfig: a bad key answers 400 naming it, no job is queued."""
+    before = len(dev_client.get("/v1/jobs").json()["jobs"])
+    r = dev_client.post("/v1/jobs", json={"kind": "train", "config": {"nonsense_key": 1}})
+    assert r.status_code == 400 and _err(r)["code"] == "invalid_job"
+    assert "unknown key nonsense_key" in _err(r)["message"] and _err(r)["details"]["key"] == "nonsense_key"
+    r = dev_client.post("/v1/jobs", json={"kind": "train", "config": {"rollout": {"mode": "fast"}}})
+    assert r.status_code == 400 and _err(r)["details"]["key"] == "rollout.mode"
+    assert _err(r)["details"]["allowed"] == "plan, multiturn"
+    r = dev_client.post("/v1/jobs", json={"kind": "train", "config": {"overrides": ["optim.lr=abc"]}})
+    assert r.status_code == 400 and "optim.lr must be a number" in _err(r)["message"]
+    r = dev_client.post("/v1/jobs", json={"kind": "eval", "config": {"env": "FrozenLake-v0", "policy": "smart"}})
+    assert r.status_code == 400 and _err(r)["details"] == {
+        "key": "policy",
+        "allowed": "random, expert",
+        "problems": [{"key": "policy", "message": "policy must be one of random, expert; got 'smart'"}],
+    }
+    assert len(dev_client.get("/v1/jobs").json()["jobs"]) == before
+    schema = dev_client.get("/openapi.json").json()["components"]["schemas"]
+    assert {"TrainJobConfig", "EvalConfig", "PolicyEvalConfig", "SandboxCreate"} <= set(schema)
 
 
 def test_auth_required_without_dev_mode(data_dir) -> None:
@@ -230,3 +236,15 @@ def test_model_eval_job_runs_an_engine_on_sandboxed_envs(dev_client: TestClient)
     assert any(k.endswith("success") for k in job["metrics"]), job["metrics"]
     bad = dev_client.post("/v1/jobs", json={"kind": "eval", "config": {"engine": {"kind": "random"}, "nope": 1}})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_job"
+
+
+def test_sandbox_create_is_derived_from_sandbox_spec() -> None:
+    """The body of POST /v1/sandboxes is SandboxSpec's caller-settable fields: same types, bounds, descriptions."""
+    from rockroll.api.schemas import SandboxCreate
+    from rockroll.sandbox.base import SandboxSpec
+
+    for name, f in SandboxCreate.model_fields.items():
+        spec = SandboxSpec.model_fields[name]
+        assert (f.metadata, f.description) == (spec.metadata, spec.description), name
+    assert set(SandboxSpec.model_fields) - set(SandboxCreate.model_fields) == {"env", "startup_timeout_s"}
+    assert SandboxCreate().name == "user" and SandboxCreate().memory_mb == SandboxSpec().memory_mb

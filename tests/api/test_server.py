@@ -206,7 +206,7 @@ def test_custom_env_from_source_survives_restart() -> None:
 
 
 def test_client_retries_until_server_is_up() -> None:
-    c = Client("http://127.0.0.1:9", "rr_x", retries=2, backoff_s=0.01)
+    c = Client("http://127.0.0.1:9", "rr_x", retries=2)  # the transport waits 0 s, then 0.5 s
     t0 = time.monotonic()
     with pytest.raises(Exception):  # noqa: B017 - httpx.ConnectError after the retries
         c.health()

@@ -60,7 +60,44 @@ def test_validation_says_what_to_do(data: dict, message: str) -> None:
 def test_every_field_has_help() -> None:
     rows = describe_config()
     assert len(rows) > 50
-    assert all(help_text for _, _, help_text in rows), [k for k, _, h in rows if not h]
+    assert all(r.description for r in rows), [r.key for r in rows if not r.description]
+
+
+def test_help_config_lists_every_key_with_type_default_and_description() -> None:
+    from typer.testing import CliRunner
+
+    from rockroll.api.cli import app
+
+    out = CliRunner().invoke(app, ["train", "--help-config"])
+    assert out.exit_code == 0, out.output
+    lines = {line.split()[0]: line for line in out.output.splitlines() if line.strip()}
+    for r in describe_config():
+        assert r.key in lines, r.key
+        assert r.type in lines[r.key] and r.default in lines[r.key] and r.description in lines[r.key]
+    assert "plan|multiturn" in lines["rollout.mode"] and '"plan"' in lines["rollout.mode"]
+    assert "grpo" in lines["algo.adv_estimator"] and "int, >= 1" in lines["rollout.group_size"]
+
+
+def test_train_without_yaml_takes_defaults_plus_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rockroll train k=v ...``: no YAML, the defaults plus the overrides (the pipeline is faked here)."""
+    pytest.importorskip("torch")
+    from typer.testing import CliRunner
+
+    import rockroll.trainer.pipeline as pipeline
+    from rockroll.api.cli import app
+
+    seen: list[TrainConfig] = []
+
+    def fake_run(cfg: TrainConfig, on_step: object = None, resume: bool = False) -> dict:
+        seen.append(cfg)
+        return {"success_end": 0.0, "run_dir": "nowhere", "steps": 0}
+
+    monkeypatch.setattr(pipeline, "run_training", fake_run)
+    out = CliRunner().invoke(app, ["train", "total_steps=3", "rollout.group_size=4", "logging.progress=false"])
+    assert out.exit_code == 0, out.output
+    assert seen[0] == TrainConfig(total_steps=3, rollout={"group_size": 4}, logging={"progress": False})
+    out = CliRunner().invoke(app, ["train", "optim.lrr=1"])
+    assert out.exit_code == 2 and "did you mean optim.lr" in out.output
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])

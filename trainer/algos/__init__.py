@@ -1,6 +1,8 @@
 """Algorithm math as plain tensor functions (advantages, policy losses, KL, aggregation, shaping).
 
-Importing this package is light: torch is imported inside the functions.
+Policy losses and advantage estimators are registries: ``@register_policy_loss("name")`` and
+``@register_advantage_estimator("name")`` make a new one selectable as ``algo.pg_variant`` /
+``algo.adv_estimator``. Importing this package is light: torch is imported inside the functions.
 """
 
 from rockroll.trainer.algos.advantages import (
@@ -12,25 +14,38 @@ from rockroll.trainer.algos.advantages import (
     token_returns,
 )
 from rockroll.trainer.algos.aggregate import LOSS_AGG_MODES, aggregate_loss
+from rockroll.trainer.algos.estimators import (
+    ADVANTAGE_ESTIMATORS,
+    AdvantageEstimator,
+    AdvantageInputs,
+    advantage_estimator_names,
+    get_advantage_estimator,
+    register_advantage_estimator,
+)
 from rockroll.trainer.algos.kl import KL_ESTIMATORS, entropy_from_logits, kl_estimate, kl_penalized_rewards
 from rockroll.trainer.algos.losses import (
-    PG_VARIANTS,
+    POLICY_LOSSES,
     cispo_loss,
+    get_policy_loss,
     gspo_loss,
     policy_loss,
+    policy_loss_names,
     ppo_clip_loss,
+    ratio_stats,
+    register_policy_loss,
     tis_weights,
     topr_loss,
     value_loss,
 )
+from rockroll.trainer.algos.masked import masked_mean, masked_whiten
 from rockroll.trainer.algos.normalize import (
+    REWARD_NORMS,
     clip_advantages,
     difficulty_mask,
-    masked_mean,
-    masked_whiten,
     max_length_mask,
     shape_rewards,
 )
+from rockroll.trainer.algos.registry import Registry, UnknownNameError
 
 __all__ = [
     "compute_gae",
@@ -39,24 +54,37 @@ __all__ = [
     "reinforce_pp_advantages",
     "rloo_advantages",
     "token_returns",
+    "ADVANTAGE_ESTIMATORS",
+    "AdvantageEstimator",
+    "AdvantageInputs",
+    "advantage_estimator_names",
+    "get_advantage_estimator",
+    "register_advantage_estimator",
     "LOSS_AGG_MODES",
     "aggregate_loss",
     "KL_ESTIMATORS",
     "entropy_from_logits",
     "kl_estimate",
     "kl_penalized_rewards",
-    "PG_VARIANTS",
+    "POLICY_LOSSES",
     "cispo_loss",
+    "get_policy_loss",
     "gspo_loss",
     "policy_loss",
+    "policy_loss_names",
     "ppo_clip_loss",
+    "ratio_stats",
+    "register_policy_loss",
     "tis_weights",
     "topr_loss",
     "value_loss",
+    "REWARD_NORMS",
     "clip_advantages",
     "difficulty_mask",
     "masked_mean",
     "masked_whiten",
     "max_length_mask",
     "shape_rewards",
+    "Registry",
+    "UnknownNameError",
 ]

@@ -10,12 +10,17 @@ Shapes: sequence-level rewards are ``[N]``; token-level tensors are ``[N, T]`` w
 * :func:`rloo_advantages`: leave-one-out baseline ``r_i - mean_{j != i} r_j``.
 * :func:`reinforce_pp_advantages`: REINFORCE++: discounted token returns, whitened over the batch.
 * :func:`discounted_returns`: step-level returns ``G_t = r_t + gamma G_{t+1}`` of one episode.
+
+The trainer picks one by name (``algo.adv_estimator``) through the registry in
+:mod:`rockroll.trainer.algos.estimators`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from rockroll.trainer.algos.masked import masked_whiten
 
 if TYPE_CHECKING:
     import torch
@@ -94,8 +99,6 @@ def reinforce_pp_advantages(
     token_rewards: torch.Tensor, mask: torch.Tensor, *, gamma: float = 1.0, eps: float = 1e-8
 ) -> torch.Tensor:
     """REINFORCE++: discounted token returns, then whitened (mean/std) over all response tokens of the batch."""
-    from rockroll.trainer.algos.normalize import masked_whiten
-
     returns = token_returns(token_rewards, mask, gamma)
     return masked_whiten(returns, mask, eps=eps) * mask
 

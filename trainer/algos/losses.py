@@ -14,29 +14,98 @@ response ``mask``, and returns ``(loss [N, T], stats)``; reduce the loss with
 
 :func:`tis_weights` gives truncated importance weights between the trainer's old logprobs and
 the rollout engine's logprobs (they differ when engine and trainer kernels differ).
+
+Each variant is registered by name (``algo.pg_variant``); add one with::
+
+    @register_policy_loss("my_loss")
+    def my_loss(logprobs, old_logprobs, advantages, mask, *, clip_high: float = 0.28):
+        ratio = torch.exp(logprobs - old_logprobs)
+        loss = -ratio.clamp(max=1 + clip_high) * advantages.unsqueeze(-1)
+        return loss, ratio_stats(ratio, ratio > 1 + clip_high, mask, logprobs, old_logprobs)
+
+:func:`policy_loss` passes a loss only the options its signature names (``clip_low``,
+``clip_high``, ``dual_clip``), so one config serves every variant.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rockroll.trainer.algos.masked import masked_mean
+from rockroll.trainer.algos.registry import Registry
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ppo_clip_loss", "cispo_loss", "topr_loss", "gspo_loss", "tis_weights", "value_loss", "policy_loss"]
+__all__ = [
+    "POLICY_LOSSES",
+    "register_policy_loss",
+    "get_policy_loss",
+    "policy_loss_names",
+    "policy_loss",
+    "ratio_stats",
+    "ppo_clip_loss",
+    "cispo_loss",
+    "topr_loss",
+    "gspo_loss",
+    "tis_weights",
+    "value_loss",
+]
 
-PG_VARIANTS = ("ppo", "cispo", "topr", "gspo")
+#: ``fn(logprobs, old_logprobs, advantages, mask, **options) -> (loss [N, T], stats)``
+PolicyLossFn = Callable[..., "tuple[torch.Tensor, dict[str, float]]"]
+F = TypeVar("F", bound=PolicyLossFn)
+
+#: every policy loss by name; ``algo.pg_variant`` must be one of its names
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss", "pg_variant")
+
+
+def register_policy_loss(name: str, *, override: bool = False) -> Callable[[F], F]:
+    """Decorator: register a policy loss as ``algo.pg_variant: name`` (the function is returned unchanged).
+
+    The loss takes ``(logprobs, old_logprobs, advantages, mask)`` plus the keyword options it
+    wants among ``clip_low``, ``clip_high`` and ``dual_clip``, and returns ``(loss [N, T], stats)``
+    where stats has ``clipfrac``, ``ratio_mean`` and ``approx_kl`` (:func:`ratio_stats`). A taken
+    name raises ``ValueError`` unless ``override=True``.
+    """
+
+    def add(fn: F) -> F:
+        POLICY_LOSSES.add(name, fn, override=override)
+        return fn
+
+    return add
+
+
+def get_policy_loss(name: str) -> PolicyLossFn:
+    """The loss registered as ``name``; else ``UnknownNameError`` (a ``ValueError``) naming close ones."""
+    return POLICY_LOSSES.get(name)
+
+
+def policy_loss_names() -> tuple[str, ...]:
+    """Every registered loss name, in registration order (the allowed ``algo.pg_variant`` values)."""
+    return POLICY_LOSSES.names()
+
+
+@functools.cache
+def _options(fn: PolicyLossFn) -> frozenset[str] | None:
+    """Keyword options ``fn`` accepts (None: any, it takes ``**kwargs``)."""
+    params = list(inspect.signature(fn).parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params[4:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 def _expand(adv: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return adv.unsqueeze(-1).expand_as(like) if adv.dim() == 1 else adv
 
 
-def _stats(
+def ratio_stats(
     ratio: torch.Tensor, clipped: torch.Tensor, mask: torch.Tensor, logprobs: torch.Tensor, old: torch.Tensor
 ) -> dict[str, float]:
-    from rockroll.trainer.algos.normalize import masked_mean
-
+    """The stats every policy loss reports: ``clipfrac``, ``ratio_mean`` and ``approx_kl`` over the mask."""
     m = mask.float()
     return {
         "clipfrac": float(masked_mean(clipped.float(), m)),
@@ -45,6 +114,7 @@ def _stats(
     }
 
 
+@register_policy_loss("ppo")
 def ppo_clip_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -69,9 +139,10 @@ def ppo_clip_loss(
             raise ValueError(f"dual_clip must be > 1 (typical 3.0) or None, got {dual_clip}")
         capped = torch.minimum(loss, -adv * dual_clip)
         loss = torch.where(adv < 0, capped, loss)
-    return loss, _stats(ratio, clipped, mask, logprobs, old_logprobs)
+    return loss, ratio_stats(ratio, clipped, mask, logprobs, old_logprobs)
 
 
+@register_policy_loss("cispo")
 def cispo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -89,9 +160,10 @@ def cispo_loss(
     weight = ratio.detach().clamp(max(0.0, 1.0 - clip_low), 1.0 + clip_high)
     loss = -weight * adv * logprobs
     clipped = weight != ratio.detach()
-    return loss, _stats(ratio, clipped, mask, logprobs, old_logprobs)
+    return loss, ratio_stats(ratio, clipped, mask, logprobs, old_logprobs)
 
 
+@register_policy_loss("topr")
 def topr_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -107,9 +179,10 @@ def topr_loss(
     weight = torch.where(adv >= 0, torch.ones_like(ratio), neg_weight)
     loss = -weight * adv * logprobs
     clipped = (adv < 0) & (ratio.detach() > 1.0)
-    return loss, _stats(ratio, clipped, mask, logprobs, old_logprobs)
+    return loss, ratio_stats(ratio, clipped, mask, logprobs, old_logprobs)
 
 
+@register_policy_loss("gspo")
 def gspo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -140,7 +213,7 @@ def gspo_loss(
     loss = torch.maximum(l1, l2)
     clipped = l2 > l1
     ratio = torch.exp(log_s).unsqueeze(1).expand_as(logprobs)
-    return loss, _stats(ratio, clipped, mask, logprobs, old_logprobs)
+    return loss, ratio_stats(ratio, clipped, mask, logprobs, old_logprobs)
 
 
 def policy_loss(
@@ -149,23 +222,17 @@ def policy_loss(
     old_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
-    *,
-    clip_low: float,
-    clip_high: float,
-    dual_clip: float | None,
+    **options: Any,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Dispatch on ``variant`` (one of ``ppo``, ``cispo``, ``topr``, ``gspo``)."""
-    if variant == "ppo":
-        return ppo_clip_loss(
-            logprobs, old_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip
-        )
-    if variant == "cispo":
-        return cispo_loss(logprobs, old_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high)
-    if variant == "topr":
-        return topr_loss(logprobs, old_logprobs, advantages, mask)
-    if variant == "gspo":
-        return gspo_loss(logprobs, old_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high)
-    raise ValueError(f"pg_variant must be one of {PG_VARIANTS}, got {variant!r}")
+    """The registered loss ``variant`` (see :func:`policy_loss_names`) on these tensors.
+
+    ``options`` (``clip_low``, ``clip_high``, ``dual_clip``...) reach the loss only where its
+    signature names them.
+    """
+    fn = get_policy_loss(variant)
+    accepted = _options(fn)
+    kwargs = options if accepted is None else {k: v for k, v in options.items() if k in accepted}
+    return fn(logprobs, old_logprobs, advantages, mask, **kwargs)
 
 
 def tis_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, cap: float = 2.0) -> torch.Tensor:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rockroll.trainer.actor import PolicyTrainer, make_scheduler
-from rockroll.trainer.strategies import require_deepspeed
+from rockroll.trainer.strategies.common import free_port, require_deepspeed
 
 if TYPE_CHECKING:
     import torch
@@ -86,8 +86,6 @@ def init_distributed(backend: str, rank: int, world: int) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
     os.environ.setdefault("LOCAL_RANK", "0")
     if not dist.is_initialized():
-        from rockroll.trainer.ray_workers import free_port
-
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(free_port()))
         dist.init_process_group(backend, rank=rank, world_size=world)

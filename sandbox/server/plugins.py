@@ -1,6 +1,6 @@
 """Runs *inside* a sandbox: registers the API's custom envs from the manifests in its workspace.
 
-The control plane starts custom-env sandboxes with ``ROCKROLL_ENV_MODULES=api.sandbox_plugins``
+The control plane starts custom-env sandboxes with ``ROCKROLL_ENV_MODULES=rockroll.sandbox.server.plugins``
 (the in-sandbox server imports it at start-up) and ``ROCKROLL_ENV_PLUGINS=.rockroll/plugins``
 (relative to the sandbox workspace), then writes one ``<dir>/manifest.json`` per custom env, with
 its uploaded module or wheel next to it, through the sandbox's file API. Importing this module
@@ -20,6 +20,10 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+import rockroll.envhub as envhub
+import rockroll.envhub.registry as registry
+from rockroll.envhub.errors import UnknownEnvError
 
 __all__ = ["install", "load_manifests", "plugin_root", "PLUGINS_ENV", "DEFAULT_PLUGIN_DIR"]
 
@@ -41,9 +45,6 @@ def plugin_root() -> str:
 
 def load_manifests(root: str) -> int:
     """Register every manifest under ``root`` not registered yet; return how many were added."""
-    import rockroll.envhub as envhub
-    from rockroll.envhub.registry import _REGISTRY
-
     added = 0
     for path in sorted(Path(root).glob("*/manifest.json")):
         try:
@@ -51,7 +52,7 @@ def load_manifests(root: str) -> int:
             env_id = m["id"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if env_id in _REGISTRY:
+        if env_id in registry._REGISTRY:
             continue
         for p in m.get("paths", []):
             full = str((path.parent / p).resolve())
@@ -73,9 +74,6 @@ def install(root: str | None = None) -> None:
     root = root or plugin_root()
     if not root:
         return
-    import rockroll.envhub.registry as registry
-    from rockroll.envhub.errors import UnknownEnvError
-
     if getattr(registry.spec, "_rockroll_plugins", False):
         return
     original = registry.spec

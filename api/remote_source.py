@@ -1,0 +1,48 @@
+"""``RemoteSource``: env sources over the control plane's HTTP API, and the ``remote`` source kind.
+
+:class:`RemoteSource` is the rollout layer's :class:`~rockroll.agentrl.env_source.EnvSource` whose
+envs are :class:`~rockroll.api.remote_env.RemoteEnv` sessions placed by a ``rockroll serve``
+control plane. Importing this module registers the source kind ``remote`` (an eval config's
+``source: {kind: remote, url: ..., token_env: ...}``); the ``rockroll.env_sources`` entry point
+imports it when an eval asks for that kind, so the rollout layer never imports the API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from rockroll.agentrl.env_source import EnvSource, register_source_kind
+from rockroll.api.client import Client
+from rockroll.api.remote_env import RemoteEnv
+
+__all__ = ["RemoteSource", "open_remote_source"]
+
+
+class RemoteSource(EnvSource):
+    """Sessions of the control plane through :class:`~rockroll.api.remote_env.RemoteEnv`.
+
+    Args:
+        client: a :class:`~rockroll.api.client.Client` (owned by the caller).
+    """
+
+    name = "remote"
+
+    def __init__(self, client: Client) -> None:
+        super().__init__()
+        self.client = client
+
+    def _open(self, env_id: str, kwargs: dict[str, Any]) -> Any:
+        return RemoteEnv(self.client, env_id, **kwargs)
+
+
+@contextlib.contextmanager
+def open_remote_source(config: Any) -> Iterator[EnvSource]:
+    """A client of ``config.url`` (token from ``$config.token_env``), closed on exit."""
+    with Client(config.url, os.environ.get(config.token_env) or None) as client:
+        yield RemoteSource(client)
+
+
+register_source_kind("remote", open_remote_source)

@@ -1,0 +1,253 @@
+"""The API's answers: one TypedDict per JSON response, each route's ``response_model``.
+
+Written once, used on both sides: FastAPI validates every answer against them and shows them in
+the OpenAPI schema (``/docs``), and the client SDK (:mod:`rockroll.api.client`) returns them as its
+typed results. TypedDicts, not BaseModels, because the SDK hands out the JSON as plain dicts
+(``job["state"]``).
+
+Kept byte-compatible with the answers the routes wrote before they were declared: fields are listed
+in the order the routes write them (validation re-emits them in declared order), numbers are
+:data:`Number` (an int stays an int, a float a float), and every type allows extra keys
+(``extra="allow"``) so validation never drops a field. ``tests/api/test_responses.py`` checks that
+each answer has exactly the declared keys, in order.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NotRequired
+
+from pydantic import ConfigDict, Field, WithJsonSchema, with_config
+from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
+
+from rockroll.api.job_state import JobState
+
+__all__ = [
+    "Number", "Health", "EnvValidation", "EnvInfo", "EnvList", "SandboxInfo", "SandboxList", "ExecOutput",
+    "FileWritten", "SessionOpened", "SessionInfo", "SessionList", "ResetResult", "StepResult", "ItemError",
+    "BatchResults", "Actions", "SessionState", "Ok", "JobInfo", "JobList", "PoolInfo", "Principal",
+    "OverviewSandbox", "Overview",
+]  # fmt: skip
+
+Number = Annotated[float | int, WithJsonSchema({"type": "number"})]
+"""A JSON number passed through as it is (pydantic's ``float`` would turn ``0`` into ``0.0``)."""
+
+_open = with_config(ConfigDict(extra="allow"))
+
+
+def _d(text: str) -> Any:
+    return Field(description=text)
+
+
+@_open
+class Health(TypedDict):
+    status: Annotated[str, _d('"ok" while the server answers.')]
+    backend: Annotated[str, _d("Sandbox backend: docker or process.")]
+    sandboxes: Annotated[dict[str, int], _d("Number of sandboxes in each state.")]
+    restarts: Annotated[int, _d("Sandbox restarts since the server started.")]
+    sessions: Annotated[int, _d("Open env sessions.")]
+    uptime_s: Number
+    dev_mode: Annotated[bool, _d("Development mode: no token needed.")]
+
+
+@_open
+class EnvValidation(TypedDict):
+    """What the registration played in a sandbox: ``reset`` and one ``step``."""
+
+    sandbox_id: str
+    action: str
+    reward: Number
+    terminated: bool
+    truncated: bool
+
+
+@_open
+class EnvInfo(TypedDict):
+    id: Annotated[str, _d("Versioned id, e.g. 'FrozenLake-v0'.")]
+    name: str
+    version: int
+    kind: Annotated[str, _d("builtin | entry_point | image | source.")]
+    builtin: bool
+    owner: Annotated[str, _d("Who registered it ('rockroll' for built-in envs).")]
+    entry_point: Annotated[str, _d("'module:Class' ('' when the spec has a callable).")]
+    kwargs: Annotated[dict[str, Any], _d("Default constructor kwargs.")]
+    max_steps: int | None
+    description: str
+    tags: list[str]
+    image: Annotated[str, _d("Docker image (kind 'image').")]
+    source_name: Annotated[str, _d("File name of the upload (kind 'source').")]
+    source_bytes: int
+    created_at: Number
+    validation: NotRequired[Annotated[EnvValidation, _d("Only in the answer to a registration.")]]
+
+
+@_open
+class EnvList(TypedDict):
+    envs: list[EnvInfo]
+
+
+@_open
+class SandboxInfo(TypedDict):
+    id: str
+    state: Annotated[str, _d("starting | ready | unhealthy | restarting | stopped.")]
+    pool: str
+    backend: str
+    image: str
+    generation: Annotated[int, _d("Times the sandbox was replaced under this id.")]
+    restarts: int
+    sessions: int
+    max_sessions: int
+    leased: Annotated[bool, _d("Held by one user (not shared by sessions).")]
+    created_at: Number
+    age_s: Number
+    uptime_s: Number
+    cpu_seconds: Number
+    memory_bytes: int
+    spec: Annotated[dict[str, Any], _d("The sandbox's resources (fields of SandboxCreate and more).")]
+    owner: str
+
+
+@_open
+class SandboxList(TypedDict):
+    sandboxes: list[SandboxInfo]
+
+
+@_open
+class ExecOutput(TypedDict):
+    """A command's outcome: a timeout or OOM kill is a result, not an error."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: Annotated[bool, _d("Output was cut at max_output.")]
+    oom_killed: bool
+    duration_s: Number
+    ok: Annotated[bool, _d("exit_code == 0 and not timed_out.")]
+
+
+@_open
+class FileWritten(TypedDict):
+    path: str
+    size: int
+
+
+@_open
+class SessionOpened(TypedDict):
+    id: str
+    sandbox_id: str
+    env: str
+    system_prompt: NotRequired[Annotated[str, _d("Not in the answer to a fork.")]]
+
+
+@_open
+class SessionInfo(TypedDict):
+    id: str
+    owner: str
+    env: str
+    sandbox_id: str
+    steps: int
+    created_at: Number
+    system_prompt: str
+
+
+@_open
+class SessionList(TypedDict):
+    sessions: list[SessionInfo]
+
+
+@_open
+class ResetResult(TypedDict):
+    observation: str
+    info: dict[str, Any]
+
+
+@_open
+class StepResult(TypedDict):
+    observation: str
+    reward: Number
+    terminated: Annotated[bool, _d("The episode ended (goal reached or lost).")]
+    truncated: Annotated[bool, _d("The episode was cut (step limit).")]
+    info: dict[str, Any]
+
+
+@_open
+class ItemError(TypedDict):
+    """A batch item that failed alone: the error body of the same failure on the single routes."""
+
+    error: Annotated[dict[str, Any], _d("{code, message, details}.")]
+    status: Annotated[int, _d("The HTTP status the single route would answer.")]
+
+
+@_open
+class BatchResults(TypedDict):
+    results: Annotated[list[StepResult | ResetResult | ItemError], _d("One per item, in order.")]
+
+
+@_open
+class Actions(TypedDict):
+    actions: Annotated[list[str], _d("Legal actions now (answer text without the <answer> tags).")]
+
+
+@_open
+class SessionState(TypedDict):
+    state: Annotated[dict[str, Any], _d("A snapshot of the env (PUT it back to restore).")]
+
+
+@_open
+class Ok(TypedDict):
+    ok: bool
+
+
+@_open
+class JobInfo(TypedDict):
+    id: str
+    owner: str
+    kind: Annotated[str, _d("train | eval.")]
+    config: dict[str, Any]
+    state: JobState
+    progress: Annotated[Number, _d("0 to 1.")]
+    metrics: Annotated[dict[str, Any], _d("Latest metrics.")]
+    error: Annotated[str, _d("Why it failed ('' otherwise).")]
+    created_at: Number
+    started_at: Number | None
+    finished_at: Number | None
+
+
+@_open
+class JobList(TypedDict):
+    jobs: list[JobInfo]
+
+
+@_open
+class PoolInfo(TypedDict):
+    name: str
+    min_idle: int | None
+    max_total: int | None
+    members: int
+    ready: int
+    sessions: int
+
+
+@_open
+class Principal(TypedDict):
+    owner: str
+    admin: bool
+
+
+@_open
+class OverviewSandbox(SandboxInfo):
+    api_sessions: Annotated[int, _d("The caller's sessions on it.")]
+
+
+@_open
+class Overview(TypedDict):
+    """Everything the ``/ui`` page shows."""
+
+    time: Number
+    backend: str
+    principal: Principal
+    sandboxes: list[OverviewSandbox]
+    pools: list[PoolInfo]
+    envs: list[EnvInfo]
+    sessions: list[SessionInfo]
+    jobs: list[JobInfo]
