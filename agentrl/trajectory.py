@@ -123,7 +123,9 @@ class Trajectory:
             "response_tokens": float(sum(len(t.response_ids) for t in self.turns)),
         }
 
-    def to_samples(self, layout: Literal["concat", "per_turn"] = "concat", reward: float | None = None) -> list[TrainSample]:
+    def to_samples(
+        self, layout: Literal["concat", "per_turn"] = "concat", reward: float | None = None
+    ) -> list[TrainSample]:
         """Training rows for this episode, every row carrying ``reward`` (default: final reward)."""
         r = self.final_reward if reward is None else reward
         if not self.turns:

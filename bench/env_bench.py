@@ -60,8 +60,15 @@ def main() -> None:
     parser.add_argument("--resets", type=int, default=300, help="resets timed per env")
     args = parser.parse_args()
     ids = args.env_ids or [s.id for s in envhub.list_envs() if "slow" not in s.tags]
-    table = Table("env", "steps/s", "target", "steps", "reset P50 ms", "reset P99 ms",
-                  title=f"env_bench on {platform.node()} ({platform.processor() or platform.machine()})")
+    table = Table(
+        "env",
+        "steps/s",
+        "target",
+        "steps",
+        "reset P50 ms",
+        "reset P99 ms",
+        title=f"env_bench on {platform.node()} ({platform.processor() or platform.machine()})",
+    )
     for env_id in ids:
         rate, steps = bench_steps(env_id, args.seconds)
         resets = bench_resets(env_id, args.resets)

@@ -54,6 +54,7 @@ class MonitoredManager(Protocol):
 
     def _forget(self, sb: ManagedSandbox) -> None: ...
 
+
 log = logging.getLogger(__name__)
 
 

@@ -38,6 +38,7 @@ class ReconciledManager(Protocol):
 
     def persist(self, sb: ManagedSandbox) -> None: ...
 
+
 log = logging.getLogger(__name__)
 
 

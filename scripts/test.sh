@@ -13,6 +13,9 @@ if [ "${ROCKROLL_SKIP_SERVICES:-0}" != "1" ]; then
   ROCKROLL_TEST_PG_URL="$(bash scripts/setup-ci-services.sh | tail -n 1)"
   export ROCKROLL_TEST_PG_URL
 fi
+# lint and formatting are part of the suite (ruff, configured in pyproject.toml)
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

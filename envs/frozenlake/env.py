@@ -39,8 +39,7 @@ class FrozenLakeEnv(TextEnv[int]):
         "perpendicular directions, each with probability 1/3."
     )
     action_format = (
-        "Actions: Left, Down, Right, Up (one per turn). "
-        "Think briefly, then give your action as <answer>Right</answer>."
+        "Actions: Left, Down, Right, Up (one per turn). Think briefly, then give your action as <answer>Right</answer>."
     )
 
     def __init__(
@@ -58,7 +57,9 @@ class FrozenLakeEnv(TextEnv[int]):
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
             raise EnvConfigError(f"p must be a number in (0, 1], got {p!r}", env="FrozenLake", param="p")
         if not isinstance(is_slippery, bool):
-            raise EnvConfigError(f"is_slippery must be a bool, got {is_slippery!r}", env="FrozenLake", param="is_slippery")
+            raise EnvConfigError(
+                f"is_slippery must be a bool, got {is_slippery!r}", env="FrozenLake", param="is_slippery"
+            )
         self.size, self.p, self.is_slippery = size, float(p), is_slippery
         self.instructions = self._RULES + (self._SLIPPERY if is_slippery else "")
         self.grid: tuple[str, ...] = ()

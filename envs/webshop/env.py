@@ -23,7 +23,16 @@ from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
 from rockroll.envs.errors import EnvConfigError
 from rockroll.envs.webshop.catalog import Goal, Product
 from rockroll.envs.webshop.goals import sample_goal
-from rockroll.envs.webshop.pages import BUY, canonical, check_stack, clickables, copy_page, do_click, do_search, search_page
+from rockroll.envs.webshop.pages import (
+    BUY,
+    canonical,
+    check_stack,
+    clickables,
+    copy_page,
+    do_click,
+    do_search,
+    search_page,
+)
 from rockroll.envs.webshop.render import render_page
 from rockroll.envs.webshop.reward import score_purchase
 from rockroll.envs.webshop.store import Shop, open_shop

@@ -42,7 +42,9 @@ def oom_kill_count() -> int:
     return -1
 
 
-def _collect(proc: subprocess.Popen[bytes], stdin: bytes | None, limit: int, timeout_s: float) -> tuple[bytes, bytes, bool, bool]:
+def _collect(
+    proc: subprocess.Popen[bytes], stdin: bytes | None, limit: int, timeout_s: float
+) -> tuple[bytes, bytes, bool, bool]:
     """Feed stdin and read both pipes in this thread (no helper threads: a fork bomb may have
     used up the pids limit) until EOF, the timeout, or shortly after the command exited.
 

@@ -259,7 +259,17 @@ def server_url(tiny_path: Path):
 
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "rockroll.api.cli", "serve-model", str(tiny_path), "--port", str(port), "--model-name", "tiny"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rockroll.api.cli",
+        "serve-model",
+        str(tiny_path),
+        "--port",
+        str(port),
+        "--model-name",
+        "tiny",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90

@@ -75,7 +75,12 @@ def test_base_class_reports_info_and_ends_episodes() -> None:
     assert env.system_prompt().startswith("Count to three.")
     assert "<answer>" in env.system_prompt()
     obs, info = env.reset(seed=1, options={"start": 1})
-    assert obs == "total=1" and info == {"action_is_valid": True, "action_is_effective": False, "success": False, "start": 1}
+    assert obs == "total=1" and info == {
+        "action_is_valid": True,
+        "action_is_effective": False,
+        "success": False,
+        "start": 1,
+    }
     assert env.step("<answer>7</answer>")[1:3] == (-0.5, False)
     _, reward, terminated, _, info = env.step("<answer>2</answer>")
     assert (reward, terminated, info["success"], info["action_is_effective"]) == (1.0, True, True, True)
