@@ -27,9 +27,19 @@ from typing import Any, Literal
 
 from rockroll.envs.errors import RockrollError
 
-__all__ = ["PromptBuilder", "ContextExceeded", "HistoryMode"]
+__all__ = ["PromptBuilder", "ContextExceeded", "HistoryMode", "ObservationFormat", "format_observation"]
 
 HistoryMode = Literal["full", "last_k"]
+ObservationFormat = Literal["raw", "cells"]
+
+
+def format_observation(observation: str, style: ObservationFormat = "raw") -> str:
+    """The observation as the policy sees it: ``raw``, or ``cells`` (each line's characters spaced apart)."""
+    if style == "raw":
+        return observation
+    if style == "cells":
+        return "\n".join(" ".join(line) for line in observation.split("\n"))
+    raise ValueError(f"observation format must be 'raw' or 'cells', got {style!r}")
 
 
 class ContextExceeded(RockrollError):

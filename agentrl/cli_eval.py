@@ -1,4 +1,17 @@
-"""``rockroll eval CONFIG``: evaluate a model on envs from a YAML config (see :mod:`rockroll.agentrl.eval_config`).
+"""``rockroll eval``: evaluate a model on envs, from a YAML config or directly on a model directory.
+
+Two forms::
+
+    rockroll eval CONFIG.yaml [key=value ...]            # see rockroll.agentrl.eval_config
+    rockroll eval --model DIR --env FrozenLake-v0 --env-kwargs is_slippery=true --seeds 5000:5500 \\
+        [--temperature 0] [--max-turns N] [--history-k K] [--json report.json] [key=value ...]
+
+The direct form plays one multi-turn episode per seed (one action per turn, the env answering) with
+the ``hf`` engine on DIR (a Hugging Face directory, e.g. ``runs/NAME/export/final``), envs in this
+process. ``--seeds`` takes ``A:B`` (A, A+1, ..., B-1), ``N`` or a comma list of both. ``key=value``
+overrides apply to the config either way (``episode.observation_format=cells``). ``--json PATH``
+writes the whole report: summary, per-env/per-tag rows and one record per episode (seed, success,
+turns, reward, ...). Bad input is one line on stderr and exit status 2.
 
 Mounted in :mod:`rockroll.api.cli` with ``app.add_typer(eval_app, name="eval")``. Heavy imports happen
 inside the command, so ``rockroll --help`` stays fast.
@@ -6,9 +19,12 @@ inside the command, so ``rockroll --help`` stays fast.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import typer
+
+from rockroll.envs.errors import RockrollError
 
 __all__ = ["eval_app"]
 
@@ -18,29 +34,113 @@ eval_app = typer.Typer(
 )
 
 
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"
+
+
 @eval_app.callback(invoke_without_command=True)
 def eval_cmd(
-    config: Path = typer.Argument(..., exists=True, dir_okay=False, help="YAML eval config (see agentrl.eval_config)."),
+    config: str | None = typer.Argument(
+        None, help="YAML eval config (see agentrl.eval_config); omit it with --model.", show_default=False
+    ),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. concurrency=4 seed=7."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (overrides output_dir of the config)."),
-    episodes: int | None = typer.Option(None, min=1, help="Episodes per env (overrides every entry)."),
+    episodes: int | None = typer.Option(None, min=1, help="Episodes per env (overrides every entry without seeds)."),
     progress: bool = typer.Option(True, help="Show a progress bar on stderr."),
+    model: Path | None = typer.Option(None, "--model", help="Direct form: a Hugging Face model directory."),
+    env: str | None = typer.Option(None, "--env", help="Direct form: env id, e.g. FrozenLake-v0."),
+    env_kwargs: list[str] | None = typer.Option(
+        None, "--env-kwargs", help="Direct form: one env kwarg key=value (repeat it), e.g. is_slippery=true."
+    ),
+    seeds: str | None = typer.Option(
+        None, "--seeds", help="Direct form: env seeds, one episode each: A:B (A..B-1), N, or a comma list."
+    ),
+    temperature: float = typer.Option(0.0, "--temperature", help="Direct form: sampling temperature (0: greedy)."),
+    max_turns: int | None = typer.Option(
+        None, "--max-turns", help="Direct form: turns per episode (default: env's limit)."
+    ),
+    max_tokens_per_turn: int | None = typer.Option(
+        None, "--max-tokens-per-turn", help="Direct form: response budget of one turn (default 64)."
+    ),
+    history_k: int | None = typer.Option(
+        None, "--history-k", help="Direct form: keep only the last K exchanges in the prompt (default: full history)."
+    ),
+    device: str = typer.Option("cpu", "--device", help="Direct form: torch device of the model (cpu, cuda, ...)."),
+    threads: int | None = typer.Option(None, "--threads", help="Direct form: torch CPU threads."),
+    concurrency: int = typer.Option(16, "--concurrency", help="Direct form: episodes played at once."),
+    json_path: Path | None = typer.Option(
+        None, "--json", help="Write the report (summary + one record per episode) as JSON to this file."
+    ),
 ) -> None:
-    """Run the evaluation CONFIG describes and print the report (Markdown)."""
-    from rockroll.agentrl.eval import run_eval
-    from rockroll.agentrl.eval_config import load_eval_config
+    """Run an evaluation (CONFIG, or --model/--env/--seeds) and print the report (Markdown)."""
+    from rockroll.agentrl.eval import build_engine, run_eval
+    from rockroll.agentrl.eval_config import load_eval_config, model_eval_config, parse_env_kwargs, parse_seeds
 
+    overrides = list(overrides or [])
+    if config is not None and "=" in config and not Path(config).is_file():  # `rockroll eval --model D k=v`
+        config, overrides = None, [config, *overrides]
+    direct = model is not None or env is not None or seeds is not None
+    if config is not None and direct:
+        raise _fail("give either CONFIG or --model/--env/--seeds, not both")
+    set_flags = {
+        "--env-kwargs": bool(env_kwargs), "--temperature": temperature != 0.0, "--max-turns": max_turns is not None,
+        "--max-tokens-per-turn": max_tokens_per_turn is not None, "--history-k": history_k is not None,
+        "--device": device != "cpu", "--threads": threads is not None, "--concurrency": concurrency != 16,
+    }  # fmt: skip
+    if not direct and any(set_flags.values()):
+        flags = ", ".join(f for f, on in set_flags.items() if on)
+        raise _fail(
+            f"{flags} belong to the direct form (--model DIR --env ID --seeds A:B); with a CONFIG use key=value"
+        )
     try:
-        cfg = load_eval_config(config, overrides or [])
-    except (ValueError, TypeError) as e:
-        typer.echo(f"error: invalid eval config {config}: {e}", err=True)
-        raise typer.Exit(2) from e
+        if config is not None:
+            cfg = load_eval_config(config, overrides)
+        elif direct:
+            missing = [flag for flag, v in (("--model", model), ("--env", env), ("--seeds", seeds)) if v is None]
+            if missing:
+                raise ValueError(f"the direct form needs {', '.join(missing)} (e.g. --seeds 5000:5100)")
+            cfg = model_eval_config(
+                model,
+                env,
+                parse_seeds(seeds),
+                env_kwargs=parse_env_kwargs(env_kwargs or []),
+                temperature=temperature,
+                max_turns=max_turns,
+                max_tokens_per_turn=max_tokens_per_turn,
+                history_k=history_k,
+                device=device,
+                threads=threads,
+                concurrency=concurrency,
+                overrides=overrides,
+            )
+        else:
+            raise ValueError("give a CONFIG file, or --model DIR --env ID --seeds A:B (see rockroll eval --help)")
+    except (ValueError, TypeError, LookupError, OSError) as e:
+        where = f"invalid eval config {config}: " if config is not None else ""
+        raise _fail(where + str(e).replace("\n", " ")) from e
     if out is not None:
         cfg.output_dir = str(out)
     if episodes is not None:
         for entry in cfg.envs:
             entry.episodes = episodes
-    report = run_eval(cfg, progress=progress)
+    try:
+        engine = build_engine(cfg.engine)
+    except Exception as e:  # whatever the loader raises (corrupt weights, bad args): one line
+        raise _fail(f"cannot start the {cfg.engine.kind} engine: {_first_line(e)}", 1) from e
+    try:
+        report = run_eval(cfg, engine=engine, progress=progress)
+    except RockrollError as e:  # a fatal rollout error (the env refused its kwargs, ...)
+        raise _fail(_first_line(e), 1) from e
+    finally:
+        asyncio.run(engine.close())
     typer.echo(report.to_markdown())
     if cfg.output_dir:
         typer.echo(f"report written to {cfg.output_dir}/report.json and report.md")
+    if json_path is not None:
+        typer.echo(f"report written to {report.write_json(json_path)}")

@@ -8,11 +8,11 @@ from it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from rockroll.agentrl.chat import HistoryMode
+from rockroll.agentrl.chat import HistoryMode, ObservationFormat
 from rockroll.agentrl.config_loader import ConfigModel
 
 __all__ = ["EpisodeConfig", "SchedulerConfig"]
@@ -31,6 +31,14 @@ class EpisodeConfig(ConfigModel):
         "last_k: system + the last history_k exchanges (per_turn layout)",
     )
     history_k: int = Field(2, ge=0, description="exchanges kept in last_k mode")
+    system_prompt: Literal["env", "none"] = Field(
+        "env", description="env: the env's instructions as the system message; none: no system message"
+    )
+    observation_format: ObservationFormat = Field(
+        "raw",
+        description="raw: observations as the env renders them; cells: the characters of each line spaced apart "
+        "(one token per grid cell, which helps tiny models on grid envs)",
+    )
     max_context_tokens: int | None = Field(
         None,
         description="prompt + response budget; exceeding it ends the episode as an agent failure (null: unlimited)",
@@ -42,6 +50,12 @@ class EpisodeConfig(ConfigModel):
     step_timeout_s: float = Field(60.0, gt=0, description="most seconds for one reset or step")
     generation_timeout_s: float = Field(300.0, gt=0, description="most seconds for one response")
     max_retries: int = Field(2, ge=0, description="fresh starts after an infra failure before the episode is masked")
+    max_invalid_actions: int | None = Field(
+        None,
+        ge=1,
+        description="consecutive invalid actions that end the episode (truncated, tagged as the agent's failure; "
+        "null: no cap)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> EpisodeConfig:
@@ -88,6 +102,9 @@ class SchedulerConfig(ConfigModel):
         "older samples are dropped (0: on-policy)",
     )
     seed: int = Field(0, description="seeds the groups' env seeds")
+    max_env_seed: int = Field(
+        2**31 - 1, ge=1, description="group env seeds are drawn below this (keep held-out seeds above it)"
+    )
     episode: EpisodeConfig = Field(default_factory=EpisodeConfig, description="how each episode is played")
 
     @model_validator(mode="after")

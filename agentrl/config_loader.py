@@ -33,6 +33,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Tag, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError, core_schema
 
+from rockroll.envs.registries import close_names
+
 __all__ = ["ConfigModel", "ConfigError", "OneOf", "ConfigField", "load_config", "parse_config", "read_yaml"]
 __all__ += ["apply_overrides", "merge", "config_to_dict", "save_config", "describe_config", "format_config_help"]
 
@@ -83,9 +85,10 @@ def _flatten(errors: list[Any], prefix: tuple[Any, ...] = ()) -> list[Any]:
 class OneOf:
     """``Annotated[str, OneOf(choices)]``: the value must be one of ``choices``.
 
-    For choice lists owned elsewhere (a registry such as ``ENGINE_KINDS``, a backend list):
-    ``choices`` is read at validation time, so a kind registered after import is accepted. Pass
-    the registry itself (a dict or tuple) or a function returning the choices.
+    For choice lists owned elsewhere (a :class:`~rockroll.envs.registries.Registry` such as
+    ``ENGINE_KINDS``, a backend list): ``choices`` is read at validation time, so a kind registered
+    after import is accepted. Pass the registry itself (a ``Registry``, dict or tuple) or a function
+    returning the choices. A bad value's error lists the choices and suggests the nearest.
     """
 
     __slots__ = ("_source",)
@@ -369,7 +372,9 @@ def _explain(e: Any, tp: Any) -> tuple[str, str, str, Any]:
     if kind in ("literal_error", "choice", "enum"):
         choices = _choices(here) if here is not None else None
         allowed = ", ".join(map(str, choices)) if choices else str(ctx.get("choices") or ctx.get("expected", ""))
-        return key, f"{name} must be one of {allowed}; got {value!r}", allowed, value
+        close = close_names(value, choices) if choices and isinstance(value, str) else []
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        return key, f"{name} must be one of {allowed}; got {value!r}{hint}", allowed, value
     if kind == "missing":
         return key, f"{name} is required", _type_text(here) if here is not None else "", None
     if kind in _BOUNDS:

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rockroll.agentrl.chat import ContextExceeded, PromptBuilder
+from rockroll.agentrl.chat import ContextExceeded, PromptBuilder, format_observation
 from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.engines.base import GenerationRequest, LLMEngine, SamplingParams
 from rockroll.agentrl.env_source import EnvSource
@@ -230,6 +230,8 @@ class EnvManager:
                 "env_reset", self._submit(lambda: env.reset(seed=ep.seed)), self._left(deadline, cfg.step_timeout_s)
             )
             system = await boundary("env_reset", _call(env.system_prompt), None)  # cached by every source
+            system = system if cfg.system_prompt == "env" else ""
+            obs = format_observation(obs, cfg.observation_format)
             builder = PromptBuilder(
                 self.engine.tokenizer,
                 system,
@@ -262,7 +264,9 @@ class EnvManager:
     ) -> None:
         cfg = self.config
         params = SamplingParams(max_new_tokens=cfg.max_tokens_per_turn, temperature=cfg.temperature, top_p=cfg.top_p)
+        invalid_run = 0
         for turn_index in range(cfg.max_turns):
+            state_key = builder.pending_obs
             request = GenerationRequest(prompt, params, request_id=f"{ep.episode_id}/{turn_index}")
             async with self.gate.slot() if self.gate is not None else contextlib.nullcontext():
                 result = await boundary(
@@ -283,12 +287,19 @@ class EnvManager:
                     action_is_valid=bool(info.get("action_is_valid", True)),
                     action_is_effective=bool(info.get("action_is_effective", False)),
                     finish_reason=result.finish_reason,
+                    state_key=state_key,
                 )
             )
             traj.success = bool(info.get("success", False))
             if terminated or truncated:
                 traj.terminated, traj.truncated = bool(terminated), bool(truncated)
                 return
+            invalid_run = 0 if traj.turns[-1].action_is_valid else invalid_run + 1
+            if cfg.max_invalid_actions is not None and invalid_run >= cfg.max_invalid_actions:
+                message = f"{invalid_run} invalid actions in a row (max_invalid_actions)"
+                traj.failure = FailureTag("agent", "env_step", "InvalidActions", message)
+                traj.truncated = True
+                return
             if turn_index + 1 < cfg.max_turns:
-                prompt = builder.next_prompt(obs)
+                prompt = builder.next_prompt(format_observation(obs, cfg.observation_format))
         traj.truncated = True

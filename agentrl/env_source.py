@@ -37,7 +37,7 @@ from typing import Any
 
 import rockroll.envhub as envhub
 from rockroll.envs.core import TextEnvProtocol
-from rockroll.envs.plugins import load_plugins
+from rockroll.envs.registries import Registry
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.errors import CapacityError
 from rockroll.sandbox.manager import SandboxManager
@@ -145,24 +145,22 @@ class CallableSource(EnvSource):
 # ------------------------------------------------------------------ source kinds
 #: ``opener(config)``: a context manager yielding the source ``config`` (an eval ``SourceConfig``) describes
 SourceOpener = Callable[[Any], AbstractContextManager[EnvSource]]
-#: source kind -> opener (``remote`` comes from :mod:`rockroll.api.remote_source`)
-SOURCE_KINDS: dict[str, SourceOpener] = {}
 ENTRY_POINT_GROUP = "rockroll.env_sources"
+#: source kind -> opener (``remote`` comes from :mod:`rockroll.api.remote_source`, through the entry point)
+SOURCE_KINDS: Registry[SourceOpener] = Registry("env source kind", "source.kind", plugins=ENTRY_POINT_GROUP)
 
 
 def register_source_kind(kind: str, opener: SourceOpener) -> None:
     """Make ``open_source(config)`` with ``config.kind == kind`` use ``opener`` (a later one replaces it)."""
-    SOURCE_KINDS[kind] = opener
+    SOURCE_KINDS.add(kind, opener, override=True)
 
 
 def open_source(config: Any) -> AbstractContextManager[EnvSource]:
-    """The env source ``config`` describes (``config.kind`` picks the opener); closes what it made on exit."""
-    if config.kind not in SOURCE_KINDS:
-        load_plugins(ENTRY_POINT_GROUP)
-    opener = SOURCE_KINDS.get(config.kind)
-    if opener is None:
-        raise ValueError(f"unknown env source kind {config.kind!r}; choose one of {sorted(SOURCE_KINDS)}")
-    return opener(config)
+    """The env source ``config`` describes (``config.kind`` picks the opener); closes what it made on exit.
+
+    An unknown kind raises :class:`~rockroll.envs.registries.UnknownNameError` (a ``ValueError``).
+    """
+    return SOURCE_KINDS.get(config.kind)(config)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,9 @@ kinds are a registry (:func:`rockroll.agentrl.env_source.open_source`, re-export
 comes from :mod:`rockroll.api.remote_source`.
 
 Report per env id and per registry tag: episodes, masked, success rate, valid-action rate (valid
-actions / actions), mean turns, mean final reward, agent failures (context exhausted).
+actions / actions), mean turns, mean final reward, agent failures (context exhausted). The JSON also
+holds one record per episode (env, seed, success, turns, reward, masked, ...) in (env, seed) order,
+and a ``summary`` (count, masked, successes, success rate over the scored episodes).
 """
 
 from __future__ import annotations
@@ -32,7 +34,17 @@ from rockroll.agentrl.eval_config import EngineConfig, EvalConfig, from_dict, lo
 from rockroll.agentrl.trajectory import Trajectory
 from rockroll.envhub import UnknownEnvError
 
-__all__ = ["EvalReport", "run_eval", "run_eval_job", "evaluate", "build_engine", "open_source", "summarize"]
+__all__ = [
+    "EvalReport",
+    "run_eval",
+    "run_eval_job",
+    "evaluate",
+    "build_engine",
+    "open_source",
+    "summarize",
+    "summary_of",
+    "episode_record",
+]
 
 
 @dataclass
@@ -47,6 +59,8 @@ class EvalReport:
     overall: dict[str, float] = field(default_factory=dict)
     wall_time_s: float = 0.0
     config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, float] = field(default_factory=dict)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,6 +90,13 @@ class EvalReport:
                 lines.append(f"| {name} | " + " | ".join(cells) + " |")
             lines.append("")
         return "\n".join(lines)
+
+    def write_json(self, path: str | Path) -> Path:
+        """Write the report (summary and per-episode records included) as JSON to ``path``."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(self.to_dict(), indent=2))
+        return out
 
     def write(self, out_dir: str | Path) -> tuple[Path, Path]:
         """Write ``report.json`` and ``report.md`` into ``out_dir``."""
@@ -109,6 +130,35 @@ def _row(trajs: list[Trajectory]) -> dict[str, float]:
     }
 
 
+def episode_record(traj: Trajectory) -> dict[str, Any]:
+    """One episode of the report: what it played and how it ended."""
+    return {
+        "env": traj.env_id,
+        "seed": traj.seed,
+        "success": bool(traj.success),
+        "turns": len(traj.turns),
+        "reward": traj.final_reward,
+        "valid_actions": sum(t.action_is_valid for t in traj.turns),
+        "terminated": traj.terminated,
+        "truncated": traj.truncated,
+        "masked": traj.masked,
+        "failure": None if traj.failure is None else f"{traj.failure.kind}: {traj.failure.error}",
+    }
+
+
+def summary_of(trajs: list[Trajectory]) -> dict[str, float]:
+    """``count`` (episodes played), ``masked`` (infra failures, not scored), ``successes`` and
+    ``success_rate`` (over the scored episodes)."""
+    scored = [t for t in trajs if not t.masked]
+    wins = sum(t.success for t in scored)
+    return {
+        "count": len(trajs),
+        "masked": len(trajs) - len(scored),
+        "successes": wins,
+        "success_rate": wins / len(scored) if scored else 0.0,
+    }
+
+
 def _tags(env_id: str) -> tuple[str, ...]:
     try:
         return envhub.spec(env_id).tags
@@ -133,17 +183,18 @@ def summarize(
     )
 
 
-def expand_envs(config: EvalConfig) -> list[tuple[str, int, dict[str, Any]]]:
-    """``(env_id, episodes, kwargs)`` for every env the config names (tags expanded)."""
-    out: list[tuple[str, int, dict[str, Any]]] = []
+def expand_envs(config: EvalConfig) -> list[tuple[str, list[int], dict[str, Any]]]:
+    """``(env_id, seeds, kwargs)`` for every env the config names (tags expanded)."""
+    out: list[tuple[str, list[int], dict[str, Any]]] = []
     for entry in config.envs:
+        seeds = entry.env_seeds(config.seed)
         if entry.env:
-            out.append((entry.env, entry.episodes, dict(entry.kwargs)))
+            out.append((entry.env, seeds, dict(entry.kwargs)))
             continue
         specs = envhub.list_envs(entry.tag)
         if not specs:
             raise ValueError(f"no env carries the tag {entry.tag!r}; `rockroll envs list` shows the tags")
-        out += [(s.id, entry.episodes, dict(entry.kwargs)) for s in specs]
+        out += [(s.id, list(seeds), dict(entry.kwargs)) for s in specs]
     return out
 
 
@@ -162,9 +213,9 @@ async def evaluate(
 ) -> list[Trajectory]:
     """Play every episode the config asks for; ``on_episode(traj, done, total)`` after each one."""
     specs = [
-        EpisodeSpec(env_id, config.seed + i, f"{env_id}/{config.seed + i}", f"{env_id}/{i}", kwargs, env_id)
-        for env_id, episodes, kwargs in expand_envs(config)
-        for i in range(episodes)
+        EpisodeSpec(env_id, seed, f"{env_id}/{seed}", f"{env_id}/{i}", kwargs, env_id)
+        for env_id, seeds, kwargs in expand_envs(config)
+        for i, seed in enumerate(seeds)
     ]
     manager = EnvManager(engine, source, config.episode, threads=max(16, config.concurrency))
     sem = asyncio.Semaphore(config.concurrency)
@@ -214,7 +265,7 @@ def run_eval(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=sum(n for _, n, _ in expand_envs(config)), desc=config.name, file=sys.stderr, unit="ep")
+        bar = tqdm(total=sum(len(s) for _, s, _ in expand_envs(config)), desc=config.name, file=sys.stderr, unit="ep")
 
     def step(traj: Trajectory, done: int, total: int) -> None:
         if bar is not None:
@@ -241,6 +292,8 @@ def run_eval(
         overall,
         time.monotonic() - started,
         config.model_dump(mode="json"),
+        summary_of(trajs),
+        [episode_record(t) for t in trajs],
     )
     if config.output_dir:
         report.write(config.output_dir)

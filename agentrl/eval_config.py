@@ -13,6 +13,11 @@ Example::
     concurrency: 16
     output_dir: eval-out
 
+An entry may list its env seeds instead (``{env: FrozenLake-v0, seeds: [5000, 5001, 5007]}``): one
+episode per seed, exactly those. ``rockroll eval --model DIR --env ID --seeds A:B`` (the direct form)
+builds such a config with :func:`model_eval_config`; :func:`parse_seeds` and :func:`parse_env_kwargs`
+read its command-line values.
+
 Loaded by the one config loader (:mod:`rockroll.agentrl.config_loader`): unknown keys, wrong types
 and bad choices raise :class:`~rockroll.agentrl.config_loader.ConfigError` naming the dotted key
 (``envs.0.episodes``) and what it accepts; ``key=value`` overrides work as for ``rockroll train``.
@@ -21,19 +26,37 @@ The choices of ``engine.kind``, ``source.kind`` and ``source.backend`` are their
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any
 
+import yaml
 from pydantic import Field, model_validator
 
+import rockroll.envhub as envhub
 from rockroll.agentrl.config import EpisodeConfig
-from rockroll.agentrl.config_loader import ConfigModel, OneOf, load_config, parse_config
+from rockroll.agentrl.config_loader import ConfigModel, OneOf, apply_overrides, load_config, parse_config
 from rockroll.agentrl.engines import ENGINE_KINDS
 from rockroll.agentrl.env_source import ENTRY_POINT_GROUP, SOURCE_KINDS
 from rockroll.sandbox.backends import backend_names
 
-__all__ = ["EngineConfig", "SourceConfig", "EvalEnvConfig", "EvalConfig", "from_dict", "load_eval_config"]
+__all__ = [
+    "EngineConfig",
+    "SourceConfig",
+    "EvalEnvConfig",
+    "EvalConfig",
+    "from_dict",
+    "load_eval_config",
+    "model_eval_config",
+    "parse_env_kwargs",
+    "parse_seeds",
+]
+
+#: most episodes one seeds expression may ask for
+MAX_SEEDS = 1_000_000
 
 
 def source_kinds() -> tuple[str, ...]:
@@ -71,7 +94,10 @@ class EvalEnvConfig(ConfigModel):
 
     env: str = Field("", description="env id (FrozenLake-v0); give exactly one of env and tag")
     tag: str = Field("", description="registry tag (grid); expands to every env carrying it")
-    episodes: int = Field(10, ge=1, description="episodes per env, on seeds seed, seed+1, ...")
+    episodes: int = Field(10, ge=1, description="episodes per env, on seeds seed, seed+1, ... (unless seeds is given)")
+    seeds: list[int] | None = Field(
+        None, description="the env seeds to play, one episode each (null: `episodes` seeds counting up from `seed`)"
+    )
     kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor kwargs")
 
     @model_validator(mode="after")
@@ -80,7 +106,13 @@ class EvalEnvConfig(ConfigModel):
             raise ValueError(
                 f"each envs entry needs exactly one of 'env' or 'tag', got env={self.env!r} tag={self.tag!r}"
             )
+        if self.seeds is not None:
+            _check_seeds(self.seeds)
         return self
+
+    def env_seeds(self, first: int) -> list[int]:
+        """The seeds this entry plays: ``seeds``, else ``first, first+1, ...`` (``episodes`` of them)."""
+        return list(self.seeds) if self.seeds is not None else list(range(first, first + self.episodes))
 
 
 class EvalConfig(ConfigModel):
@@ -116,3 +148,128 @@ def from_dict(cls: type[Any], data: Any) -> Any:
 def load_eval_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> EvalConfig:
     """Read a YAML file (plus ``key=value`` overrides) into an :class:`EvalConfig` (ConfigError on bad content)."""
     return load_config(EvalConfig, path, overrides)
+
+
+def _check_seeds(seeds: list[int]) -> None:
+    if not seeds:
+        raise ValueError("seeds must list at least one seed, e.g. [5000, 5001] (or null for episodes from seed)")
+    if min(seeds) < 0:
+        raise ValueError(f"seeds must be >= 0, got {min(seeds)}")
+    if len(set(seeds)) != len(seeds):
+        twice = sorted(s for s, n in Counter(seeds).items() if n > 1)[:5]
+        raise ValueError(f"seeds must not repeat, got {', '.join(map(str, twice))} more than once")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """Seeds from ``A:B`` (A, A+1, ..., B-1), ``N`` or a comma list of both (``0:10,42``), in that order.
+
+    Raises ValueError saying what is wrong (an empty range such as ``10:5``, a negative or repeated seed).
+    """
+    seeds: list[int] = []
+    for part in (p.strip() for p in str(text).split(",")):
+        a, colon, b = part.partition(":")
+        if not colon:
+            seeds.append(_int(a, text))
+            continue
+        start, stop = _int(a, text), _int(b, text)
+        if start >= stop:
+            raise ValueError(f"seed range {part} is empty: A:B means A, A+1, ..., B-1, so A < B")
+        if stop - start + len(seeds) > MAX_SEEDS:
+            raise ValueError(f"seeds {text!r} ask for more than {MAX_SEEDS:,} episodes")
+        seeds += range(start, stop)
+    _check_seeds(seeds)
+    return seeds
+
+
+def _int(raw: str, text: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ValueError(
+            f"cannot read seeds {text!r}: use A:B (A, A+1, ..., B-1), N, or a comma list of them"
+        ) from None
+
+
+def parse_env_kwargs(items: Iterable[str]) -> dict[str, Any]:
+    """``["is_slippery=true", "size=4"]`` -> ``{"is_slippery": True, "size": 4}`` (values read as YAML)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"env kwargs must look like key=value (e.g. is_slippery=true), got {item!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise ValueError(f"env kwarg {key.strip()}: cannot read {raw!r} as a value") from e
+    return out
+
+
+#: the file beside an exported model that records how its training episodes were played
+EPISODE_FILE = "rockroll_episode.json"
+#: the episode settings a trained policy depends on (its prompt format); eval defaults to them
+PROMPT_KEYS = ("history", "history_k", "system_prompt", "observation_format", "max_tokens_per_turn")
+
+
+def trained_episode(model_dir: Path) -> dict[str, Any]:
+    """The prompt-format settings a model was trained with (``{}`` when it was not exported by a run)."""
+    f = model_dir / EPISODE_FILE
+    if not f.is_file():
+        return {}
+    data = json.loads(f.read_text())
+    return {k: data[k] for k in PROMPT_KEYS if k in data}
+
+
+def model_eval_config(
+    model: str | Path,
+    env: str,
+    seeds: list[int],
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    temperature: float = 0.0,
+    max_turns: int | None = None,
+    max_tokens_per_turn: int | None = None,
+    history_k: int | None = None,
+    device: str = "cpu",
+    threads: int | None = None,
+    concurrency: int = 16,
+    name: str | None = None,
+    overrides: Iterable[str] = (),
+) -> EvalConfig:
+    """The config of ``rockroll eval --model DIR --env ID --seeds A:B``: the hf engine on ``model``, one
+    in-process env, one episode per seed (multi-turn: one action per turn, the env answering).
+
+    Checked before anything loads, each with a one-line ValueError: ``model`` is a model directory,
+    ``env`` is registered and accepts ``env_kwargs``. ``max_turns`` None: the env's step limit.
+    ``history_k`` None: full history; K: the system prompt and the last K exchanges. ``overrides``:
+    dotted ``key=value`` pairs over the result (``episode.max_context_tokens=2048``).
+    """
+    path = Path(model)
+    if not path.is_dir():
+        raise ValueError(f"model directory {path} does not exist")
+    if not (path / "config.json").is_file():
+        raise ValueError(f"{path} is not a Hugging Face model directory (no config.json)")
+    kwargs = dict(env_kwargs or {})
+    spec = envhub.spec(env)  # UnknownEnvError (a LookupError) names the nearest ids
+    try:
+        envhub.make(spec.id, **kwargs).close()
+    except (TypeError, ValueError) as e:
+        raise ValueError(str(e) if spec.id in str(e) else f"{spec.id}: {e}") from e
+    limit = kwargs.get("max_steps", spec.max_steps)
+    turns = max_turns if max_turns is not None else (limit or 10)
+    episode: dict[str, Any] = {**trained_episode(path), "temperature": temperature, "max_turns": turns}
+    if max_tokens_per_turn is not None:
+        episode["max_tokens_per_turn"] = max_tokens_per_turn
+    if history_k is not None:
+        episode.update(history="last_k", history_k=history_k)
+    engine_args: dict[str, Any] = {"model_path": str(path), "device": device}
+    if threads is not None:
+        engine_args["num_threads"] = threads
+    data = {
+        "name": name or f"{path.name} on {spec.id}",
+        "engine": {"kind": "hf", "args": engine_args},
+        "source": {"kind": "local"},
+        "envs": [{"env": spec.id, "seeds": list(seeds), "episodes": len(seeds), "kwargs": kwargs}],
+        "episode": episode,
+        "concurrency": concurrency,
+    }
+    return parse_config(EvalConfig, apply_overrides(data, list(overrides)))

@@ -139,7 +139,7 @@ class RolloutScheduler:
         def launch() -> None:
             n = stats["groups_launched"]
             env_id = cfg.env_ids[n % len(cfg.env_ids)]
-            g = _Group(f"b{index}-g{n}", env_id, int(rng.integers(0, 2**31 - 1)), cfg.group_size)
+            g = _Group(f"b{index}-g{n}", env_id, int(rng.integers(0, cfg.max_env_seed)), cfg.group_size)
             for i in range(cfg.group_size + cfg.group_size_redundancy):
                 spec = EpisodeSpec(env_id, g.seed, g.gid, f"{g.gid}/{i}", dict(cfg.env_kwargs.get(env_id, {})), env_id)
                 task = asyncio.create_task(episode(spec), name=spec.episode_id)

@@ -38,6 +38,8 @@ class Turn:
     action_is_valid: bool = True
     action_is_effective: bool = False
     finish_reason: str = "stop"
+    #: the observation the policy acted on (GiGPO-style anchor states group turns by it)
+    state_key: str = ""
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.response_ids):

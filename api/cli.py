@@ -28,7 +28,7 @@ app.add_typer(image_app, name="image")
 app.add_typer(model_app, name="model")
 app.command("serve-model")(serve_model_cmd)
 app.add_typer(eval_app, name="eval")
-register_train(app)  # rockroll train / rockroll plot
+register_train(app)  # rockroll train / rockroll plot / rockroll export
 
 
 @app.command()

@@ -5,6 +5,8 @@ if __name__ != "rockroll.envs":  # a second copy under another name would duplic
 
 from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv, TextEnvProtocol, TextSpace, parse_answer
 from rockroll.envs.errors import ActionTypeError, EnvConfigError, EnvError, ResetNeeded, RockrollError, StateError
+from rockroll.envs.exec_result import ExecResult
+from rockroll.envs.registries import Registry, UnknownNameError
 from rockroll.envs.wrappers import MaxSteps
 
 __all__ = [
@@ -12,7 +14,9 @@ __all__ = [
     "ActionTypeError",
     "EnvConfigError",
     "EnvError",
+    "ExecResult",
     "MaxSteps",
+    "Registry",
     "ResetNeeded",
     "RockrollError",
     "StateError",
@@ -20,5 +24,6 @@ __all__ = [
     "TextEnv",
     "TextEnvProtocol",
     "TextSpace",
+    "UnknownNameError",
     "parse_answer",
 ]

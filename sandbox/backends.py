@@ -17,8 +17,9 @@ accept every registered type. Adding a backend is one file plus one registration
             return FirecrackerBackend(state_dir=self.state_dir, kernel=self.kernel)
 
 then ``SandboxManager(backend="firecracker")`` or ``SandboxManager(backend=FirecrackerConfig(kernel=...))``.
-The built-in types are registered as lazy ``"module:Class"`` strings, so listing them imports no
-backend; this module imports nothing beyond the standard library and the sandbox errors.
+The types are one :class:`~rockroll.envs.registries.Registry`; the built-in ones are registered as
+lazy ``"module:Class"`` strings, so listing them imports no backend. This module imports nothing
+beyond the standard library, the registry and the sandbox errors.
 
 Threat model: none of its own; each backend's module states how strongly it isolates.
 """
@@ -27,10 +28,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import difflib
-import importlib
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from rockroll.envs.registries import Registry, UnknownNameError
 from rockroll.sandbox.errors import SandboxError
 
 if TYPE_CHECKING:
@@ -51,23 +51,21 @@ __all__ = [
 C = TypeVar("C", bound="type[BackendConfig]")
 
 
-class UnknownBackendError(SandboxError, ValueError):
-    """No backend is registered under this type.
+class UnknownBackendError(UnknownNameError, SandboxError):
+    """No backend is registered under this type (a ``ValueError`` and a ``SandboxError``).
 
     Attributes:
-        backend: the type asked for.
+        backend: the type asked for (also ``name``).
         choices: the registered types.
         suggestions: registered types close to ``backend``.
     """
 
     def __init__(self, backend: object, choices: tuple[str, ...]) -> None:
-        self.backend, self.choices = backend, choices
-        self.suggestions = difflib.get_close_matches(str(backend), choices, n=3, cutoff=0.5)
-        hint = f" Did you mean {' or '.join(repr(s) for s in self.suggestions)}?" if self.suggestions else ""
         super().__init__(
-            f"unknown sandbox backend {backend!r}: backend must be one of {', '.join(choices)}.{hint} "
-            "A new backend registers itself with rockroll.sandbox.backends.register_backend."
-        )
+            "sandbox backend", backend, choices, "backend",
+            hint="A new backend registers itself with rockroll.sandbox.backends.register_backend.",
+        )  # fmt: skip
+        self.backend = backend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,11 +87,16 @@ class BackendConfig(abc.ABC):
 
 
 #: backend type -> its config class, or ``"module:Class"`` imported on first use
-_BACKENDS: dict[str, type[BackendConfig] | str] = {
-    "auto": "rockroll.sandbox.docker_backend:AutoConfig",
-    "docker": "rockroll.sandbox.docker_backend:DockerConfig",
-    "process": "rockroll.sandbox.process:ProcessConfig",
-}
+_BACKENDS: Registry[type[BackendConfig]] = Registry(
+    "sandbox backend",
+    "backend",
+    entries={
+        "auto": "rockroll.sandbox.docker_backend:AutoConfig",
+        "docker": "rockroll.sandbox.docker_backend:DockerConfig",
+        "process": "rockroll.sandbox.process:ProcessConfig",
+    },
+    error=UnknownBackendError,
+)
 
 
 def register_backend(config_cls: C, *, override: bool = False) -> C:
@@ -108,40 +111,33 @@ def register_backend(config_cls: C, *, override: bool = False) -> C:
         raise ValueError(f"{config_cls.__name__} must declare its backend type: type: ClassVar[str] = 'name'")
     if not dataclasses.is_dataclass(config_cls):
         raise TypeError(f"{config_cls.__name__} must be a dataclass (@dataclass(frozen=True))")
-    if kind in _BACKENDS and not override and _BACKENDS[kind] is not config_cls:
-        raise ValueError(f"sandbox backend {kind!r} is already registered (pass override=True to replace it)")
-    _BACKENDS[kind] = config_cls
+    again = kind in _BACKENDS and _BACKENDS.entry(kind) is config_cls  # registering the same class twice is fine
+    _BACKENDS.add(kind, config_cls, override=override or again)
     return config_cls
 
 
 def unregister_backend(kind: str) -> None:
     """Remove a registered type (tests use it to clean up)."""
-    validate_backend_name(kind)
-    del _BACKENDS[kind]
+    _BACKENDS.remove(kind)
 
 
 def backend_names() -> tuple[str, ...]:
     """Every registered backend type, in registration order (``auto``, ``docker``, ``process`` first)."""
-    return tuple(_BACKENDS)
+    return _BACKENDS.names()
 
 
 def validate_backend_name(kind: str) -> str:
     """``kind`` when it is registered; else :class:`UnknownBackendError` (a ``ValueError``). Imports nothing."""
-    if not isinstance(kind, str) or kind not in _BACKENDS:
-        raise UnknownBackendError(kind, backend_names())
-    return kind
+    return _BACKENDS.check(kind)
 
 
 def backend_config_class(kind: str) -> type[BackendConfig]:
     """The config class registered as ``kind`` (imported now when it was registered lazily)."""
-    target = _BACKENDS[validate_backend_name(kind)]
-    if isinstance(target, str):
-        module, _, attr = target.partition(":")
-        loaded = getattr(importlib.import_module(module), attr)
-        if not (isinstance(loaded, type) and issubclass(loaded, BackendConfig)) or loaded.type != kind:
-            raise TypeError(f"{target} is not a BackendConfig with type {kind!r}")
-        _BACKENDS[kind] = target = loaded
-    return target
+    target = _BACKENDS.entry(kind)
+    loaded = _BACKENDS.get(kind)
+    if not (isinstance(loaded, type) and issubclass(loaded, BackendConfig)) or loaded.type != kind:
+        raise TypeError(f"{target} is not a BackendConfig with type {kind!r}")
+    return loaded
 
 
 def backend_config(kind: str, **settings: Any) -> BackendConfig:

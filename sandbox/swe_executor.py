@@ -29,11 +29,10 @@ from rockroll.envs.swe.executor import (
     CLEAN_CMD,
     COMMAND_ENV,
     MAX_CAPTURE,
-    CommandResult,
     ExecutorError,
     register_executor,
 )
-from rockroll.sandbox.base import DEFAULT_IMAGE, SandboxBackend, SandboxSpec
+from rockroll.sandbox.base import DEFAULT_IMAGE, ExecResult, SandboxBackend, SandboxSpec
 from rockroll.sandbox.docker_backend import DockerBackend
 from rockroll.sandbox.errors import BackendUnavailable, SandboxError, SandboxPathError
 from rockroll.sandbox.process import ProcessBackend
@@ -84,9 +83,9 @@ class SandboxExecutor:
         except Exception as e:  # noqa: BLE001 - every other failure here is the infrastructure's
             raise ExecutorError(f"sandbox {what} failed: {type(e).__name__}: {e}") from e
 
-    def run(self, cmd: str, timeout_s: float) -> CommandResult:
-        res = self._call("exec", self._client.exec, cmd, timeout_s=timeout_s, env=self._env, max_output=MAX_CAPTURE)
-        return CommandResult(res.exit_code, res.stdout, res.stderr, res.timed_out, res.truncated)
+    def run(self, cmd: str, timeout_s: float) -> ExecResult:
+        """Run ``cmd`` in the workspace; the sandbox's :class:`~rockroll.envs.exec_result.ExecResult` as it came."""
+        return self._call("exec", self._client.exec, cmd, timeout_s=timeout_s, env=self._env, max_output=MAX_CAPTURE)
 
     def write_file(self, path: str, content: str) -> None:
         """Write a workspace file; raises :class:`rockroll.sandbox.errors.SandboxPathError` on a bad path."""

@@ -153,9 +153,7 @@ class PolicyTrainer:
             mb = batch.select(idx or rows[:1])  # empty: a zero-weight pad so every rank runs the same passes
             mask = mb.extras["loss_mask"] if idx else mb.extras["loss_mask"] * 0
             ntok = float(mask.sum())
-            lp, ent = token_logprobs(
-                self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=a.entropy_coef > 0
-            )
+            lp, ent = token_logprobs(self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=True)
             old = mb.extras["old_logprobs"]
             loss_tok, st = policy_loss(
                 a.pg_variant, lp, old, mb.extras["advantages"], mask,
@@ -171,9 +169,10 @@ class PolicyTrainer:
                 )
                 loss = loss + a.kl_coef * kl
                 acc[1] += kl.item()
-            if ent is not None:
-                e = aggregate_loss(ent, mask, a.loss_agg_mode, denom)
-                loss = loss - a.entropy_coef * e
+            if ent is not None:  # always logged (entropy collapse is the failure to watch); a loss term when asked
+                e = aggregate_loss(ent if a.entropy_coef > 0 else ent.detach(), mask, a.loss_agg_mode, denom)
+                if a.entropy_coef > 0:
+                    loss = loss - a.entropy_coef * e
                 acc[2] += e.item()
             self._backward(loss, "actor", last)
             acc[0] += pg.item()

@@ -1,4 +1,4 @@
-"""``rockroll train CONFIG.yaml [key=value ...]`` and ``rockroll plot RUN`` (typer commands)."""
+"""``rockroll train CONFIG.yaml [key=value ...]``, ``rockroll plot RUN`` and ``rockroll export RUN`` (typer commands)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 
 from rockroll.trainer.config_io import config_help, load_config
 
-__all__ = ["train", "plot", "register"]
+__all__ = ["train", "plot", "export", "register"]
 
 
 def train(
@@ -64,6 +64,9 @@ def train(
         console.print(f"success before SFT warm start: {before:.1%}")
     if "success_start" in summary:
         console.print(f"success before RL:  {summary['success_start']:.1%}")
+    if summary.get("report"):
+        console.print(f"held-out success by difficulty (greedy, {cfg.rollout.eval_episodes} maps):")
+        console.print(summary["report"], markup=False, highlight=False)
     console.print(
         f"success after RL:   {summary['success_end']:.1%}   (held-out, greedy; run dir {summary['run_dir']})"
     )
@@ -85,7 +88,27 @@ def plot(
         typer.echo(str(p))
 
 
+def export(
+    run: Path = typer.Argument(..., help="run directory (runs/<name>)"),
+    step: str = typer.Option("final", "--step", help="checkpoint step N, final (the newest) or warmstart"),
+    out: Path = typer.Option(None, "--out", help="export directory (default <run>/export/{step-N|final|warmstart})"),
+    base_model: Path = typer.Option(
+        None, "--base-model", help="the run's base model (default: model.path of its config)"
+    ),
+) -> None:
+    """Export a run's policy as a Hugging Face directory (safetensors, tokenizer, chat template)."""
+    from rockroll.trainer.export import export_run
+
+    try:
+        path = export_run(run, step, out, base_model=base_model)
+    except (ValueError, OSError) as e:  # ExportError, a config.yaml that does not read
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    typer.echo(str(path))
+
+
 def register(app: typer.Typer) -> None:
-    """Mount ``train`` and ``plot`` on the ``rockroll`` app."""
+    """Mount ``train``, ``plot`` and ``export`` on the ``rockroll`` app."""
     app.command("train")(train)
     app.command("plot")(plot)
+    app.command("export")(export)

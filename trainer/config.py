@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+import rockroll.envhub as envhub
 from rockroll.agentrl.config_loader import ConfigModel, OneOf
 from rockroll.sandbox.backends import backend_names
 from rockroll.trainer.algos import KL_ESTIMATORS, LOSS_AGG_MODES, REWARD_NORMS
@@ -39,6 +40,15 @@ def f(default: Any, description: str, **constraints: Any) -> Any:
     return Field(default, description=description, **constraints)
 
 
+def _expert_of(env_id: str) -> Any:
+    """The expert entry point on ``env_id``'s spec; ``""`` when the id is not registered here (it may be a custom
+    env registered inside its sandbox only: the warm start then reports it)."""
+    try:
+        return envhub.spec(env_id).expert
+    except Exception:  # noqa: BLE001 - unknown here; checked again when the demos are built
+        return ""
+
+
 class ModelConfig(ConfigModel):
     path: str = f(
         "runs/tiny-model", "model directory (HF format); a tiny model is built there when `build_tiny` and missing"
@@ -57,8 +67,34 @@ class RolloutConfig(ConfigModel):
     env_id: str = f("FrozenLake-v0", "envhub id of the training env")
     env_kwargs: dict[str, Any] = f({}, "keyword arguments for envhub.make (e.g. {is_slippery: false})")
     mode: Literal["plan", "multiturn"] = f(
-        "plan",
-        "plan: one response holds the whole action plan (cheap); multiturn: one action per turn (agentrl scheduler)",
+        "multiturn",
+        "multiturn: one action per turn, the env answering each turn (agentrl scheduler); plan: one response holds "
+        "the whole action plan, executed open loop (cheap, but blind to the env's answers)",
+    )
+    history_window: int | None = f(
+        2,
+        "multiturn: past exchanges shown each turn (0: the current observation only, right for fully observed "
+        "envs like FrozenLake; null: the whole conversation)",
+        ge=0,
+    )
+    max_turns: int = f(20, "multiturn: most turns per episode (the env's own step limit may end it first)", ge=1)
+    max_invalid_actions: int | None = f(
+        5, "multiturn: consecutive invalid actions that end an episode (null: no cap)", ge=1
+    )
+    max_context_tokens: int | None = f(
+        None, "multiturn: prompt + response token budget; an episode that outgrows it is truncated (null: none)"
+    )
+    system_prompt: Literal["env", "none"] = f(
+        "env", "multiturn: env: the env's instructions as the system message; none: no system message"
+    )
+    observation_format: Literal["raw", "cells"] = f(
+        "raw", "multiturn: raw observations, or cells: grid characters spaced apart (one token per cell)"
+    )
+    select_episodes: int = f(
+        0,
+        "multiturn: validation episodes (seeds apart from training and eval) that pick the best checkpoint, "
+        "exported as export/final (0: the last step is final)",
+        ge=0,
     )
     prompt_style: Literal["short", "grid", "env"] = f(
         "short",
@@ -127,6 +163,20 @@ class AlgoConfig(ConfigModel):
     dynamic_sampling: bool = f(True, "drop groups whose rewards are all equal (no GRPO signal)")
     mask_truncated: bool = f(False, "drop responses cut at max_new_tokens")
     tis_cap: float = f(0.0, "truncated importance sampling cap between trainer and rollout logprobs (0: off)", ge=0)
+    turn_credit: Literal["episode", "gigpo", "fork", "gae"] = f(
+        "episode",
+        "multiturn: per-turn advantages (episode: the episode's group advantage on every turn; gigpo: plus a "
+        "step advantage among turns of the group that acted from the same state; fork: a per-turn baseline from "
+        "forked continuations; gae: the critic's values, GAE over turns); adv_estimator applies to plan mode",
+    )
+    credit_std_norm: bool = f(True, "multiturn: divide episode advantages by the group's std (GRPO) or not (Dr.GRPO)")
+    step_gamma: float = f(0.95, "multiturn gigpo/fork: discount of per-turn returns", ge=0, le=1)
+    step_weight: float = f(1.0, "multiturn gigpo: weight of the step advantage added to the episode advantage", ge=0)
+    merge_identical_turns: bool = f(
+        True,
+        "multiturn with a history window: train identical turns with same-sign advantages as one weighted row "
+        "(same loss and gradient, fewer forward passes)",
+    )
     value_clip: float = f(0.2, "critic value clip (0: off)", ge=0)
     critic_coef: float = f(1.0, "critic loss weight", ge=0)
 
@@ -231,6 +281,13 @@ class TrainConfig(ConfigModel):
     def _check(self) -> TrainConfig:
         if get_advantage_estimator(self.algo.adv_estimator).group_based and self.rollout.group_size < 2:
             raise ValueError(f"adv_estimator {self.algo.adv_estimator} needs rollout.group_size >= 2")
+        if self.rollout.mode == "multiturn" and self.sft.steps > 0:
+            expert = _expert_of(self.rollout.env_id)
+            if expert is None:
+                raise ValueError(
+                    f"sft.steps > 0 needs an expert for {self.rollout.env_id} to demonstrate multi-turn play, and it "
+                    "has none: register one (envhub.register(..., expert='module:factory')) or set sft.steps: 0"
+                )
         if not self.name or "/" in self.name:
             raise ValueError(f"name must be a non-empty string without '/', got {self.name!r}")
         return self

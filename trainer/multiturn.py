@@ -10,18 +10,25 @@ loop in a background thread (:class:`LoopThread`) and the synchronous controller
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import rockroll.envhub as envhub
 from rockroll.agentrl.async_rollout import AsyncRollout
+from rockroll.agentrl.chat import PromptBuilder, format_observation
 from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.eval_config import EPISODE_FILE
 from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.trajectory import Trajectory
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
 
-__all__ = ["LoopThread", "MultiTurnDriver"]
+__all__ = ["LoopThread", "MultiTurnDriver", "check_context", "episode_config", "success_metrics", "write_episode"]
 
 
 class LoopThread:
@@ -40,6 +47,74 @@ class LoopThread:
         self._thread.join(timeout=10)
 
 
+def success_metrics(
+    trajs: list[Trajectory], prefix: str, tag: str, difficulty: Callable[[int], int | None]
+) -> dict[str, float]:
+    """``<prefix>/<tag>/success`` and its split by difficulty, ``success_len<k>`` (with ``n_len<k>`` episodes)."""
+    out = {f"{prefix}/{tag}/success": sum(t.success for t in trajs) / max(len(trajs), 1)}
+    by: dict[int, list[bool]] = {}
+    for t in trajs:
+        k = difficulty(t.seed)
+        if k is not None:
+            by.setdefault(k, []).append(t.success)
+    for k in sorted(by):
+        out[f"{prefix}/{tag}/success_len{k}"] = sum(by[k]) / len(by[k])
+        out[f"{prefix}/{tag}/n_len{k}"] = float(len(by[k]))
+    return out
+
+
+def episode_config(cfg: TrainConfig) -> EpisodeConfig:
+    """How the trainer's multi-turn episodes are played (rollout, warm-start demos and evaluation alike)."""
+    r = cfg.rollout
+    return EpisodeConfig(
+        max_turns=r.max_turns,
+        max_tokens_per_turn=r.max_new_tokens,
+        temperature=r.temperature,
+        top_p=r.top_p,
+        history="full" if r.history_window is None else "last_k",
+        history_k=r.history_window or 0,
+        max_context_tokens=r.max_context_tokens,
+        max_invalid_actions=r.max_invalid_actions,
+        system_prompt=r.system_prompt,
+        observation_format=r.observation_format,
+    )
+
+
+def write_episode(model_dir: Path, cfg: TrainConfig) -> Path:
+    """Record beside an exported model how its episodes were played (``rockroll eval --model`` reads it)."""
+    data = episode_config(cfg).model_dump() if cfg.rollout.mode == "multiturn" else {}
+    (Path(model_dir) / EPISODE_FILE).write_text(json.dumps(data, indent=2) + "\n")
+    return Path(model_dir)
+
+
+def check_context(cfg: TrainConfig, tokenizer: Any) -> None:
+    """Fail before any rollout when a full history window cannot fit ``rollout.max_context_tokens``.
+
+    The window is filled with copies of the first observation and a legal answer, which is what a
+    prompt of that many exchanges costs at least.
+    """
+    r = cfg.rollout
+    if r.max_context_tokens is None:
+        return
+    env = envhub.make(r.env_id, **r.env_kwargs)
+    try:
+        obs, _ = env.reset(seed=0)
+        obs = format_observation(obs, r.observation_format)
+        action = f"<answer>{(env.action_candidates() or ['x'])[0]}</answer>"
+        window = r.history_window if r.history_window is not None else r.max_turns - 1
+        builder = PromptBuilder(tokenizer, env.system_prompt() if r.system_prompt == "env" else "", history="last_k")
+        msgs = builder._messages([(obs, action)] * window, obs)
+        needed = len(tokenizer.encode(builder._render(msgs), add_special_tokens=False)) + r.max_new_tokens
+    finally:
+        env.close()
+    if needed > r.max_context_tokens:
+        raise ValueError(
+            f"rollout.history_window={r.history_window} needs about {needed} tokens per turn (prompt + "
+            f"max_new_tokens) but rollout.max_context_tokens is {r.max_context_tokens}: lower history_window "
+            "or raise max_context_tokens"
+        )
+
+
 class MultiTurnDriver:
     """Training batches and greedy evaluation from agentrl's scheduler (see the module docstring)."""
 
@@ -47,13 +122,7 @@ class MultiTurnDriver:
         r = cfg.rollout
         self.cfg, self.engine, self.source = cfg, engine, source
         self.tag = r.env_id.split("-")[0]
-        self.episode = EpisodeConfig(
-            max_turns=r.max_actions,
-            max_tokens_per_turn=r.max_new_tokens,
-            temperature=r.temperature,
-            top_p=r.top_p,
-            history="full",
-        )
+        self.episode = episode_config(cfg)
         self.sched_cfg = SchedulerConfig(
             env_ids=[r.env_id],
             env_kwargs={r.env_id: dict(r.env_kwargs)},
@@ -61,12 +130,16 @@ class MultiTurnDriver:
             group_size=r.group_size,
             async_generation_ratio=r.async_generation_ratio,
             seed=cfg.seed,
+            max_env_seed=r.train_seeds or r.eval_seed_offset,
             episode=self.episode,
         )
+        self._difficulty: dict[int, int | None] = {}
+        self.last_eval: list[Trajectory] = []
         self.loop = LoopThread()
-        self.producer = self.loop.run(self._start())
+        self.producer: AsyncRollout | None = None  # started by the first next_batch (after the warm start)
+        self.scheduler: RolloutScheduler | None = None
 
-    async def _start(self) -> Any:
+    async def _start(self) -> AsyncRollout:
         self.scheduler = RolloutScheduler(self.engine, self.source, self.sched_cfg)
         producer = AsyncRollout(self.scheduler)
         producer.start()
@@ -74,34 +147,64 @@ class MultiTurnDriver:
 
     def next_batch(self) -> tuple[list[Any], dict[str, float]]:
         """The next buffered batch: its trajectories (complete groups) and its rollout metrics."""
+        if self.producer is None:
+            self.producer = self.loop.run(self._start())
         batch = self.loop.run(self.producer.get_batch())
         return batch.trajectories, dict(batch.metrics)
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         """Pause generation, load the weights into the engine, resume (agentrl's protocol)."""
-        self.loop.run(self.producer.update_weights(state_dict, version))
+        if self.producer is None:
+            self.engine.update_weights(state_dict, version)
+        else:
+            self.loop.run(self.producer.update_weights(state_dict, version))
 
-    def evaluate(self, episodes: int, seed: int, prefix: str = "eval") -> dict[str, float]:
-        """Greedy success over ``episodes`` episodes (a fresh scheduler: the same env seeds every time)."""
-        greedy = self.episode.model_copy(update={"temperature": 0.0})
-        update = {"num_env_groups": episodes, "group_size": 1, "async_generation_ratio": 0, "seed": seed}
-        cfg = self.sched_cfg.model_copy(update={**update, "episode": greedy})
+    def play(self, seeds: list[int], *, temperature: float = 0.0) -> list[Trajectory]:
+        """One episode per seed (greedy by default), played by the same env manager code as training."""
+        episode = self.episode.model_copy(update={"temperature": temperature})
+        r = self.cfg.rollout
+        limit = max(1, r.groups_per_step * r.group_size)
 
-        async def run() -> Any:
-            sched = RolloutScheduler(self.engine, self.source, cfg)
+        async def run() -> list[Trajectory]:
+            manager = EnvManager(self.engine, self.source, episode, threads=min(256, max(16, limit)))
+            sem = asyncio.Semaphore(limit)
+
+            async def one(seed: int) -> Trajectory:
+                async with sem:
+                    spec = EpisodeSpec(r.env_id, seed, f"eval{seed}", f"eval{seed}", dict(r.env_kwargs), self.tag)
+                    return await manager.run(spec)
+
             try:
-                return await sched.run_batch()
+                return list(await asyncio.gather(*(one(s) for s in seeds)))
             finally:
-                await sched.close()
+                await manager.drain()
+                manager.shutdown()
 
-        batch = self.loop.run(run())
-        trajs = batch.trajectories
-        return {f"{prefix}/{self.tag}/success": sum(t.success for t in trajs) / max(len(trajs), 1)}
+        return self.loop.run(run())
+
+    def evaluate(self, seeds: list[int], prefix: str = "eval") -> dict[str, float]:
+        """Greedy success on ``seeds`` (``<prefix>/<tag>/success``), split by map difficulty (``success_len<k>``)."""
+        trajs = self.play(seeds)
+        self.last_eval = trajs
+        return success_metrics(trajs, prefix, self.tag, self.difficulty)
+
+    def difficulty(self, seed: int) -> int | None:
+        """The env's own difficulty of the episode on ``seed`` (FrozenLake: the no-slip shortest path), if any."""
+        if seed not in self._difficulty:
+            r = self.cfg.rollout
+            env = envhub.make(r.env_id, **r.env_kwargs)
+            env.reset(seed=seed)
+            measure = getattr(env.unwrapped, "difficulty", None)
+            self._difficulty[seed] = int(measure()) if callable(measure) else None
+            env.close()
+        return self._difficulty[seed]
 
     def close(self) -> None:
         async def stop() -> None:
-            await self.producer.stop()
-            await self.scheduler.close()
+            if self.producer is not None:
+                await self.producer.stop()
+            if self.scheduler is not None:
+                await self.scheduler.close()
 
         try:
             self.loop.run(stop(), timeout=60)

@@ -27,6 +27,10 @@ from rockroll.agentrl.engines.hf import HFEngine
 from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.trainer.config import TrainConfig
+from rockroll.trainer.multiturn import MultiTurnDriver, check_context, episode_config, write_episode
+from rockroll.trainer.report import env_references, success_table
+from rockroll.trainer.selection import BestCheckpoint, select_seeds
+from rockroll.trainer.turns import merge_identical, merge_ok, turn_rows
 
 __all__ = ["run_training", "ProgressCallback"]
 
@@ -116,18 +120,15 @@ def run_training(
     from rockroll.trainer.batch import collate
     from rockroll.trainer.config_io import config_to_dict, save_config
     from rockroll.trainer.evaluate import evaluate_plans
+    from rockroll.trainer.export import export_model, export_weights
     from rockroll.trainer.metrics import MetricsLogger
     from rockroll.trainer.models import frozen_copy, load_policy
     from rockroll.trainer.plan_rollout import PlanRollout
     from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.sft import build_demos, sft_train
+    from rockroll.trainer.sft import build_demos, build_turn_demos, sft_train
     from rockroll.trainer.workers import make_workers
 
     multiturn = cfg.rollout.mode == "multiturn"
-    if multiturn and cfg.sft.steps > 0:
-        raise ValueError(
-            "the SFT warm start builds whole-plan demos: use rollout.mode: plan, or sft.steps: 0 with multiturn"
-        )
     torch.set_num_threads(cfg.torch_threads)
     _seed_everything(cfg.seed)
     run_dir = Path(cfg.logging.run_dir) / cfg.name
@@ -146,6 +147,8 @@ def run_training(
     pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
     with ExitStack() as stack:
         model, tok = load_policy(cfg.model)
+        if multiturn:
+            check_context(cfg, tok)  # a history window that cannot fit fails here, before any rollout
         source = _env_source(cfg, stack, run_dir)
         rollout = PlanRollout(
             r.env_id, r.env_kwargs, tok, source=source, prompt_style=r.prompt_style, max_actions=r.max_actions
@@ -160,11 +163,15 @@ def run_training(
             engine = HFEngine(model=frozen_copy(model), tokenizer=tok, max_batch_size=256, seed=cfg.seed)
         stack.callback(lambda: asyncio.run(engine.close()))
         tag = rollout.tag
+        if multiturn:
+            driver = MultiTurnDriver(cfg, engine, source)
+            stack.callback(driver.close)
+        best = BestCheckpoint(select_seeds(cfg)) if multiturn else None
 
         def evaluate(prefix: str = "eval") -> dict[str, float]:
             t0 = time.perf_counter()
             if driver is not None:
-                m = driver.evaluate(r.eval_episodes, r.eval_seed_offset, prefix)
+                m = driver.evaluate(eval_seeds, prefix)
             else:
                 m = evaluate_plans(rollout, engine, eval_seeds, max_new_tokens=r.max_new_tokens, prefix=prefix)
             m["time/eval"] = time.perf_counter() - t0
@@ -175,7 +182,11 @@ def run_training(
             if cfg.sft.steps > 0:
                 pre = evaluate("eval_pre_sft")
                 summary["success_before_sft"] = pre[f"eval_pre_sft/{tag}/success"]
-                demos = build_demos(rollout, _demo_seeds(cfg))
+                summary["eval_pre_sft"] = pre
+                if multiturn:
+                    demos = build_turn_demos(r.env_id, r.env_kwargs, tok, episode_config(cfg), _demo_seeds(cfg))
+                else:
+                    demos = build_demos(rollout, _demo_seeds(cfg))
                 sft_m = sft_train(
                     model,
                     demos,
@@ -186,6 +197,8 @@ def run_training(
                     pad_id=tok.pad_token_id,
                 )
                 engine.update_weights(model.state_dict(), 0)
+                warm = export_model(model, tok, run_dir / "export" / "warmstart")
+                summary["export_warmstart"] = str(write_episode(warm, cfg))
                 logger.log(-1, {**pre, **sft_m})
         workers = make_workers(model, cfg)
         stack.callback(workers.close)
@@ -196,11 +209,6 @@ def run_training(
             start_step, version, buffer = state["step"] + 1, state["version"], state.get("buffer")
             engine.update_weights(workers.policy_weights(), version)
             summary.update(state.get("summary", {}))
-        if multiturn:
-            from rockroll.trainer.multiturn import MultiTurnDriver
-
-            driver = MultiTurnDriver(cfg, engine, source)
-            stack.callback(driver.close)
         if state is None:
             m0 = evaluate()
             summary["success_start"] = m0[f"eval/{tag}/success"]
@@ -224,9 +232,20 @@ def run_training(
             if driver is None and r.async_generation_ratio > 0 and step + 1 < cfg.total_steps:
                 prefetch = pool.submit(_rollout, cfg, rollout, engine, step + 1)
             t1 = time.perf_counter()
-            samples = [s for t in trajs if not t.masked for s in t.to_samples("concat")]
+            rows = None
+            if driver is not None:
+                rows = turn_rows(trajs, cfg.algo, "concat" if r.history_window is None else "per_turn")
+                if merge_ok(cfg):
+                    rows = merge_identical(rows)
+                samples = rows.samples
+            else:
+                samples = [s for t in trajs if not t.masked for s in t.to_samples("concat")]
+            if not samples:  # no episode of the batch carries a learning signal: nothing to update
+                logger.log(step, {**rollout_metrics, **_env_metrics(trajs, tag), **(rows.metrics if rows else {})})
+                continue
             batch = collate(samples, tok.pad_token_id)
-            batch.extras["truncated"] = torch.tensor([float(_truncated(t)) for t in trajs if not t.masked])
+            if rows is None:
+                batch.extras["truncated"] = torch.tensor([float(_truncated(t)) for t in trajs if not t.masked])
             # 2. old / reference logprobs, values
             batch.extras["old_logprobs"] = workers.old_logprobs(batch)
             ref = workers.ref_logprobs(batch)
@@ -237,7 +256,12 @@ def run_training(
                 batch.extras["values"] = values
             t2 = time.perf_counter()
             # 3. advantages, 4. PPO update
-            metrics = compute_advantages(batch, cfg.algo, r.max_new_tokens)
+            if rows is not None:
+                batch.extras["advantages"] = rows.advantage_tensor(batch.input_ids.shape[1])
+                batch.extras["loss_mask"] = batch.response_mask * rows.loss_weights()
+                metrics = dict(rows.metrics)
+            else:
+                metrics = compute_advantages(batch, cfg.algo, r.max_new_tokens)
             metrics.update(workers.update(batch, step))
             t3 = time.perf_counter()
             # 5. weight sync
@@ -258,6 +282,8 @@ def run_training(
             out_of_time = bool(cfg.time_budget_s) and time.perf_counter() - t_run > cfg.time_budget_s
             if (r.eval_every and (step + 1) % r.eval_every == 0) or last or out_of_time:
                 metrics.update(evaluate())
+                if best is not None and driver is not None:
+                    metrics.update(best.consider(driver, step, workers.policy_weights()))
             logger.log(step, metrics)
             if progress_callback is not None:
                 progress_callback(step, cfg.total_steps, metrics)
@@ -275,11 +301,23 @@ def run_training(
                 break
         if prefetch is not None:
             prefetch.result()
+        if best is not None and best.weights is not None and best.step != step:
+            (driver or engine).update_weights(
+                best.weights, version + 1
+            )  # the final evaluation scores the selected policy
+            summary["best_step"] = best.step
         final = evaluate()
+        chosen = best.weights if best is not None and best.weights is not None else workers.policy_weights()
+        meta = {"run_dir": str(run_dir), "export": "final", "step": summary.get("best_step", step)}
+        final_dir = export_weights(chosen, cfg.model.path, run_dir / "export" / "final", metadata=meta)
+        summary["export_final"] = str(write_episode(final_dir, cfg))
         summary["success_end"] = final[f"eval/{tag}/success"]
         summary["eval_end"] = final
         summary["steps"] = step + 1
         summary["rl_time_s"] = time.perf_counter() - t_run
+        refs = env_references(r.env_id, r.env_kwargs, eval_seeds, r.max_turns) if multiturn else None
+        summary["report"] = success_table(summary, tag, refs)
+        (run_dir / "report.md").write_text(summary["report"] + "\n")
         logger.close()
     pool.shutdown()
     (run_dir / "summary.json").write_text(__import__("json").dumps(summary, indent=2, default=str))

@@ -11,9 +11,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rockroll.agentrl.trajectory import TrainSample
+import rockroll.envhub as envhub
+from rockroll.agentrl.chat import PromptBuilder, format_observation
+from rockroll.agentrl.config import EpisodeConfig
+from rockroll.agentrl.trajectory import TrainSample, Trajectory, Turn
+from rockroll.envs.experts import expert_for
 
-__all__ = ["build_demos", "sft_train"]
+__all__ = ["build_demos", "build_turn_demos", "sft_train"]
 
 
 def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
@@ -38,6 +42,78 @@ def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
     if not out:
         raise ValueError("no expert demonstration fits rollout.max_actions; raise it")
     return out
+
+
+def expert_trajectory(
+    env_id: str, env_kwargs: dict[str, Any], tokenizer: Any, episode: EpisodeConfig, seed: int
+) -> Trajectory:
+    """The env's expert playing one episode, rendered turn by turn exactly as the multi-turn rollout
+    renders the policy's episodes (the same :class:`PromptBuilder`, history window and chat template).
+
+    Each response is ``<answer>ACTION</answer>`` plus the tokenizer's end-of-turn token, which is what
+    the policy generates; the expert re-plans from every state the env answers with (slips included).
+    """
+    env = envhub.make(env_id, **env_kwargs)
+    try:
+        obs, _ = env.reset(seed=seed)
+        expert = expert_for(env)
+        system = env.system_prompt() if episode.system_prompt == "env" else ""
+        builder = PromptBuilder(
+            tokenizer, system, history=episode.history, last_k=episode.history_k,
+            max_context_tokens=episode.max_context_tokens, max_new_tokens=episode.max_tokens_per_turn,
+        )  # fmt: skip
+        traj = Trajectory(f"demo{seed}", f"demo{seed}", env_id, seed)
+        prompt = builder.first_prompt(format_observation(obs, episode.observation_format))
+        for turn in range(episode.max_turns):
+            action = expert()
+            if action is None:
+                break
+            state_key = builder.pending_obs
+            response = list(tokenizer.encode(f"<answer>{action}</answer>", add_special_tokens=False))
+            response.append(tokenizer.eos_token_id)
+            text = builder.add_response(response)
+            obs, reward, terminated, truncated, info = env.step(text)
+            traj.turns.append(
+                Turn(prompt, response, [0.0] * len(response), 0, action_text=text, observation=obs,
+                     reward=float(reward), state_key=state_key)
+            )  # fmt: skip
+            traj.success = bool(info.get("success", False))
+            if terminated or truncated:
+                traj.terminated, traj.truncated = bool(terminated), bool(truncated)
+                break
+            if turn + 1 < episode.max_turns:
+                prompt = builder.next_prompt(format_observation(obs, episode.observation_format))
+        traj.final_reward = traj.total_reward
+        return traj
+    finally:
+        env.close()
+
+
+def build_turn_demos(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    tokenizer: Any,
+    episode: EpisodeConfig,
+    seeds: range | list[int],
+    *,
+    successful_only: bool = True,
+) -> list[TrainSample]:
+    """Multi-turn SFT rows from expert episodes on ``seeds`` (loss on the assistant's tokens only).
+
+    ``history: full`` gives one concatenated row per episode, ``last_k`` one row per turn, as the
+    rollout's own samples. With ``successful_only`` (default) episodes the expert failed (a slip
+    into a hole) are left out: their moves are as good, but the imitation target is the winning play.
+    Raises ``ValueError`` when no expert exists for the env or a prompt overflows the context budget.
+    """
+    layout = "concat" if episode.history == "full" else "per_turn"
+    rows: list[TrainSample] = []
+    for seed in seeds:
+        traj = expert_trajectory(env_id, env_kwargs, tokenizer, episode, seed)
+        if traj.turns and (traj.success or not successful_only):
+            rows += traj.to_samples(layout)
+    if not rows:
+        raise ValueError(f"the {env_id} expert produced no usable demonstration on {len(seeds)} seeds")
+    return rows
 
 
 def sft_train(

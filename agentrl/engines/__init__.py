@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.envs.registries import Registry
 
 __all__ = [
     "ENGINE_KINDS",
@@ -21,14 +21,17 @@ __all__ = [
     "make_engine",
 ]
 
-#: engine kind -> "module:Class", imported lazily
-ENGINE_KINDS: dict[str, str] = {
-    "hf": "rockroll.agentrl.engines.hf:HFEngine",
-    "openai": "rockroll.agentrl.engines.openai_engine:OpenAIEngine",
-    "vllm": "rockroll.agentrl.engines.vllm_engine:VLLMEngine",
-    "sglang": "rockroll.agentrl.engines.sglang_engine:SGLangEngine",
-    "random": "rockroll.agentrl.engines.random_engine:RandomEngine",
-}
+#: engine kind -> "module:Class" (an :class:`LLMEngine` subclass), imported when :func:`make_engine` asks for it
+ENGINE_KINDS: Registry[type[LLMEngine]] = Registry(
+    "engine kind",
+    entries={
+        "hf": "rockroll.agentrl.engines.hf:HFEngine",
+        "openai": "rockroll.agentrl.engines.openai_engine:OpenAIEngine",
+        "vllm": "rockroll.agentrl.engines.vllm_engine:VLLMEngine",
+        "sglang": "rockroll.agentrl.engines.sglang_engine:SGLangEngine",
+        "random": "rockroll.agentrl.engines.random_engine:RandomEngine",
+    },
+)
 
 
 def make_engine(kind: str, **kwargs: Any) -> LLMEngine:
@@ -37,10 +40,6 @@ def make_engine(kind: str, **kwargs: Any) -> LLMEngine:
     Examples: ``make_engine("hf", model_path="/tmp/tiny")``,
     ``make_engine("openai", base_url="http://127.0.0.1:8001", tokenizer="/tmp/tiny")``,
     ``make_engine("vllm", model_path="Qwen/Qwen2.5-0.5B-Instruct")``, ``make_engine("random")``.
+    An unknown kind raises :class:`~rockroll.envs.registries.UnknownNameError` (a ``ValueError``).
     """
-    target = ENGINE_KINDS.get(kind)
-    if target is None:
-        raise ValueError(f"unknown engine kind {kind!r}; choose one of {sorted(ENGINE_KINDS)}")
-    module_name, cls_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(**kwargs)
+    return ENGINE_KINDS.get(kind)(**kwargs)

@@ -6,7 +6,7 @@ from typing import Any
 
 from rockroll.envs.core import StepOutcome, TextEnv
 from rockroll.envs.errors import EnvConfigError
-from rockroll.envs.frozenlake.maps import ACTIONS, generate_map, neighbours
+from rockroll.envs.frozenlake.maps import ACTIONS, generate_map, neighbours, shortest_path
 
 __all__ = ["FrozenLakeEnv"]
 
@@ -96,6 +96,10 @@ class FrozenLakeEnv(TextEnv[int]):
 
     def action_candidates(self) -> list[str]:
         return list(ACTIONS)
+
+    def difficulty(self) -> int:
+        """The map's difficulty: moves of a shortest hole-free path from the start, ignoring slips."""
+        return len(shortest_path(self.grid))
 
     def _get_state(self) -> dict[str, Any]:
         return {"grid": list(self.grid), "row": self.row, "col": self.col}

@@ -12,10 +12,11 @@
 from rockroll.envs.swe.env import Bash, Edit, Submit, SWEEnv, SWEForkUnsupported, reference_actions
 from rockroll.envs.swe.executor import (
     EXECUTOR_KINDS,
-    CommandResult,
+    ExecResult,
     Executor,
     ExecutorError,
     LocalExecutor,
+    UnknownExecutorError,
     make_executor,
     register_executor,
 )
@@ -37,8 +38,9 @@ __all__ = [
     "SWEForkUnsupported",
     "reference_actions",
     "Executor",
-    "CommandResult",
+    "ExecResult",
     "ExecutorError",
+    "UnknownExecutorError",
     "LocalExecutor",
     "EXECUTOR_KINDS",
     "register_executor",

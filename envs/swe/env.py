@@ -28,7 +28,8 @@ from typing import Any
 
 from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
 from rockroll.envs.errors import EnvConfigError, EnvError
-from rockroll.envs.swe.executor import BACKENDS, CommandResult, ExecutorError, make_executor
+from rockroll.envs.exec_result import ExecResult
+from rockroll.envs.swe.executor import BACKENDS, ExecutorError, make_executor
 from rockroll.envs.swe.tasks import SWETask, generated_tasks, grade, load_task_file, parse_test_report
 
 __all__ = ["SWEEnv", "Bash", "Edit", "Submit", "SWEForkUnsupported", "reference_actions"]
@@ -273,7 +274,7 @@ class SWEEnv(TextEnv[SWEAction]):
         info = {**g.as_info(), "tests_timed_out": result.timed_out}
         return StepOutcome(self._obs, g.reward, True, effective=True, success=g.resolved, info=info)
 
-    def _format_output(self, header: str, result: CommandResult) -> str:
+    def _format_output(self, header: str, result: ExecResult) -> str:
         text = result.stdout
         if result.stderr:
             text += ("" if not text or text.endswith("\n") else "\n") + result.stderr

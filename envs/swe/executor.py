@@ -34,17 +34,19 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from rockroll.envs.errors import EnvError
+from rockroll.envs.exec_result import ExecResult
 from rockroll.envs.plugins import load_plugins
+from rockroll.envs.registries import Registry, UnknownNameError
 
 __all__ = [
     "Executor",
-    "CommandResult",
+    "ExecResult",
     "ExecutorError",
+    "UnknownExecutorError",
     "LocalExecutor",
     "EXECUTOR_KINDS",
     "register_executor",
@@ -70,15 +72,15 @@ class ExecutorError(EnvError, RuntimeError):
     """
 
 
-@dataclass(frozen=True)
-class CommandResult:
-    """What one command did (a timeout is a result, not an error)."""
+class UnknownExecutorError(UnknownNameError, ExecutorError):
+    """No executor kind has this name (its plugin may be missing): lists the known ones, suggests the nearest."""
 
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-    truncated: bool = False
+    def __init__(self, backend: object, choices: tuple[str, ...]) -> None:
+        super().__init__(
+            "executor kind", backend, choices, "backend",
+            hint="Is rockroll installed (its entry points register docker, process and auto)? "
+            "Pass backend='local' for the weaker fallback.",
+        )  # fmt: skip
 
 
 class Executor(Protocol):
@@ -86,7 +88,7 @@ class Executor(Protocol):
 
     name: str
 
-    def run(self, cmd: str, timeout_s: float) -> CommandResult: ...
+    def run(self, cmd: str, timeout_s: float) -> ExecResult: ...
 
     def write_file(self, path: str, content: str) -> None: ...
 
@@ -117,7 +119,7 @@ class LocalExecutor:
             raise ValueError(f"path {path!r} is outside the workspace")
         return full
 
-    def run(self, cmd: str, timeout_s: float) -> CommandResult:
+    def run(self, cmd: str, timeout_s: float) -> ExecResult:
         if self.root is None:
             raise ExecutorError("the local executor is closed")
         argv = ["/bin/sh", "-c", cmd]
@@ -142,12 +144,12 @@ class LocalExecutor:
         _killpg(proc.pid)
         truncated = len(out) > MAX_CAPTURE or len(err) > MAX_CAPTURE
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-        return CommandResult(
+        return ExecResult(
             code,
             out[:MAX_CAPTURE].decode("utf-8", "replace"),
             err[:MAX_CAPTURE].decode("utf-8", "replace"),
-            timed_out,
-            truncated,
+            timed_out=timed_out,
+            truncated=truncated,
         )
 
     def write_file(self, path: str, content: str) -> None:
@@ -198,14 +200,16 @@ def _bwrap_works() -> bool:
         return False
 
 
-#: executor kind -> factory of a fresh :class:`Executor` (raising :class:`ExecutorError`)
-EXECUTOR_KINDS: dict[str, Callable[[], Executor]] = {"local": LocalExecutor}
 ENTRY_POINT_GROUP = "rockroll.swe_executors"
+#: executor kind -> factory of a fresh :class:`Executor` (raising :class:`ExecutorError`)
+EXECUTOR_KINDS: Registry[Callable[[], Executor]] = Registry(
+    "executor kind", "backend", entries={"local": LocalExecutor}, plugins=ENTRY_POINT_GROUP, error=UnknownExecutorError
+)
 
 
 def register_executor(kind: str, factory: Callable[[], Executor]) -> None:
     """Make ``make_executor(kind)`` call ``factory()`` (a later registration replaces an earlier one)."""
-    EXECUTOR_KINDS[kind] = factory
+    EXECUTOR_KINDS.add(kind, factory, override=True)
 
 
 def _load_plugins() -> None:
@@ -219,7 +223,8 @@ def _load_plugins() -> None:
 
 
 def make_executor(backend: str) -> Executor:
-    """An executor of kind ``backend`` (see :data:`BACKENDS`); raises :class:`ExecutorError`.
+    """An executor of kind ``backend`` (see :data:`BACKENDS`); raises :class:`ExecutorError`
+    (:class:`UnknownExecutorError`, also a ``ValueError``, for an unknown kind).
 
     ``auto`` tries Docker once per process (daemon answers and the image exists) and otherwise
     uses the process backend from then on; inside a rockroll sandbox (``ROCKROLL_IN_SANDBOX=1``,
@@ -230,12 +235,5 @@ def make_executor(backend: str) -> Executor:
         # isolation boundary already: commands run as children in a private directory there.
         return LocalExecutor()
     if backend not in EXECUTOR_KINDS:
-        _load_plugins()
-    factory = EXECUTOR_KINDS.get(backend)
-    if factory is None:
-        raise ExecutorError(
-            f"no executor of kind {backend!r} is registered (known: {', '.join(sorted(EXECUTOR_KINDS))}); "
-            "is rockroll installed (its entry points register docker/process/auto)? "
-            "pass backend='local' for the weaker fallback"
-        )
-    return factory()
+        _load_plugins()  # here, so that a broken plugin is an ExecutorError
+    return EXECUTOR_KINDS.get(backend)()

@@ -381,7 +381,7 @@ def test_factory(tiny_path: Path) -> None:
     ]
     assert [len(r.token_ids) for r in _run(hf, reqs)] == [4 + i for i in range(7)]  # more requests than batch rows
     asyncio.run(hf.close())
-    with pytest.raises(ValueError, match="choose one of"):
+    with pytest.raises(ValueError, match=r"unknown engine kind 'tgi': engine kind must be one of hf, openai, "):
         make_engine("tgi")
 
 

@@ -74,7 +74,7 @@ def test_help_config_lists_every_key_with_type_default_and_description() -> None
     for r in describe_config():
         assert r.key in lines, r.key
         assert r.type in lines[r.key] and r.default in lines[r.key] and r.description in lines[r.key]
-    assert "plan|multiturn" in lines["rollout.mode"] and '"plan"' in lines["rollout.mode"]
+    assert "plan|multiturn" in lines["rollout.mode"] and '"multiturn"' in lines["rollout.mode"]
     assert "grpo" in lines["algo.adv_estimator"] and "int, >= 1" in lines["rollout.group_size"]
 
 

@@ -46,6 +46,7 @@ def test_run_job_reports_progress_and_stops_when_cancelled(tiny_model_dir, tmp_p
     base = {
         "model": {"path": str(tiny_model_dir)},
         "rollout": {
+            "mode": "plan",
             "env_kwargs": {"is_slippery": False},
             "group_size": 2,
             "groups_per_step": 2,
@@ -82,6 +83,7 @@ def test_post_v1_jobs_train_runs_the_pipeline(tiny_model_dir, tmp_path) -> None:
         "total_steps": 2,
         "model": {"path": str(tiny_model_dir)},
         "rollout": {
+            "mode": "plan",
             "env_kwargs": {"is_slippery": False},
             "group_size": 2,
             "groups_per_step": 2,

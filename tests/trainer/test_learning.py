@@ -28,6 +28,7 @@ def test_grpo_raises_success(small_model_dir, tmp_path) -> None:
             "total_steps": 60,
             "model": {"path": str(small_model_dir)},
             "rollout": {
+                "mode": "plan",
                 "env_kwargs": {"is_slippery": False},
                 "prompt_style": "grid",
                 "group_size": 8,

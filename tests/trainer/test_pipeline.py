@@ -22,7 +22,7 @@ def _cfg(tiny_model_dir: Path, run_dir: Path, name: str, **over):
         "seed": 1,
         "total_steps": 4,
         "model": {"path": str(tiny_model_dir)},
-        "rollout": {"env_kwargs": {"is_slippery": False}, "prompt_style": "grid", "group_size": 4, "groups_per_step": 2,
+        "rollout": {"mode": "plan", "env_kwargs": {"is_slippery": False}, "prompt_style": "grid", "group_size": 4, "groups_per_step": 2,
                     "max_new_tokens": 8, "eval_episodes": 8, "eval_every": 2},
         "algo": {"dynamic_sampling": False, "kl_coef": 0.01},
         "optim": {"lr": 1e-3, "mini_batch_size": 4, "micro_batch_size": 4},
@@ -135,11 +135,11 @@ def test_multiturn_mode_through_agentrl_scheduler(tiny_model_dir: Path, tmp_path
 
     cfg = _cfg(
         tiny_model_dir, tmp_path, "mt", total_steps=2,
-        rollout={"mode": "multiturn", "max_actions": 3, "async_generation_ratio": 1.0},
+        rollout={"mode": "multiturn", "max_turns": 3, "async_generation_ratio": 1.0},
         sft={"steps": 0}, checkpoint={"every": 0},
     )  # fmt: skip
     summary = run_training(cfg)
     records = read_metrics(tmp_path / "mt")
     assert [r["step"] for r in records] == [0, 1] and summary["steps"] == 2
     assert records[1]["system/weight_version"] == 2.0 and "env/FrozenLake/success" in records[1]
-    assert records[0]["rollout/response_len"] > cfg.rollout.max_new_tokens  # several turns per episode
+    assert records[0]["env/FrozenLake-v0/turns"] > 1  # several turns per episode

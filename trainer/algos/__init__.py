@@ -5,6 +5,7 @@ Policy losses and advantage estimators are registries: ``@register_policy_loss("
 ``algo.adv_estimator``. Importing this package is light: torch is imported inside the functions.
 """
 
+from rockroll.envs.registries import Registry, UnknownNameError
 from rockroll.trainer.algos.advantages import (
     compute_gae,
     discounted_returns,
@@ -45,7 +46,21 @@ from rockroll.trainer.algos.normalize import (
     max_length_mask,
     shape_rewards,
 )
-from rockroll.trainer.algos.registry import Registry, UnknownNameError
+from rockroll.trainer.algos.turn_credit import (
+    TURN_CREDIT_MODES,
+    TurnCredit,
+    TurnCreditConfig,
+    TurnEpisode,
+    continuation_return,
+    episode_advantages,
+    episode_from_trajectory,
+    fork_advantages,
+    fork_value,
+    gae_turn_advantages,
+    gigpo_advantages,
+    register_turn_credit,
+    turn_advantages,
+)
 
 __all__ = [
     "compute_gae",
@@ -87,4 +102,17 @@ __all__ = [
     "shape_rewards",
     "Registry",
     "UnknownNameError",
+    "TURN_CREDIT_MODES",
+    "TurnCredit",
+    "TurnCreditConfig",
+    "TurnEpisode",
+    "continuation_return",
+    "episode_advantages",
+    "episode_from_trajectory",
+    "fork_advantages",
+    "fork_value",
+    "gae_turn_advantages",
+    "gigpo_advantages",
+    "register_turn_credit",
+    "turn_advantages",
 ]

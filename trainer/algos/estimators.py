@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
+from rockroll.envs.registries import Registry
 from rockroll.trainer.algos.advantages import compute_gae, group_advantages, reinforce_pp_advantages, rloo_advantages
-from rockroll.trainer.algos.registry import Registry
 
 if TYPE_CHECKING:
     import torch

@@ -34,8 +34,8 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rockroll.envs.registries import Registry
 from rockroll.trainer.algos.masked import masked_mean
-from rockroll.trainer.algos.registry import Registry
 
 if TYPE_CHECKING:
     import torch

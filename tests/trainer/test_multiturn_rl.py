@@ -1,0 +1,149 @@
+"""Multi-turn RL pieces on real parts: expert demos in the rollout's chat format, masks that keep env
+tokens out of the loss, per-turn advantages on the right tokens, merged identical turns with an
+unchanged loss and gradient, the episode caps, and configs that cannot work failing before rollout."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rockroll.agentrl.config import EpisodeConfig  # noqa: E402
+from rockroll.agentrl.tiny import load_model_and_tokenizer  # noqa: E402
+
+SLIPPERY = {"is_slippery": True, "size": 4}
+
+
+def _algo(**over):
+    from rockroll.trainer.config import AlgoConfig
+
+    return AlgoConfig(**{"turn_credit": "gigpo", "dynamic_sampling": False, **over})
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_dir: Path):
+    return load_model_and_tokenizer(tiny_model_dir)[1]
+
+
+@pytest.mark.parametrize("history", ["full", "last_k"])
+def test_demo_masks_cover_exactly_the_assistant_tokens(tok, history: str) -> None:
+    from rockroll.trainer.sft import expert_trajectory
+    from rockroll.trainer.turns import turn_rows
+
+    episode = EpisodeConfig(history=history, history_k=0, max_turns=20, max_tokens_per_turn=8)
+    traj = next(
+        t for s in range(50) if len((t := expert_trajectory("FrozenLake-v0", SLIPPERY, tok, episode, s)).turns) >= 3
+    )
+    layout = "concat" if history == "full" else "per_turn"
+    rows = traj.to_samples(layout)
+    answers = [tok.decode(t.response_ids, skip_special_tokens=False) for t in traj.turns]
+    policy_tokens = [tid for r in rows for tid, m in zip(r.input_ids, r.response_mask, strict=True) if m]
+    assert tok.decode(policy_tokens, skip_special_tokens=False) == "".join(answers)
+    for r in rows:  # the env's grid and the template's markers are in the rows, never under the mask
+        context = tok.decode([t for t, m in zip(r.input_ids, r.response_mask, strict=True) if not m])
+        assert "<|im_start|>user" in context and "<answer>" not in context.split("<|im_start|>assistant")[-1]
+    # per-turn advantages sit on their own turn's tokens only
+    traj.group_id = "g"
+    other = expert_trajectory("FrozenLake-v0", SLIPPERY, tok, episode, traj.seed + 1000)
+    other.group_id = "g"
+    out = turn_rows([traj, other], _algo(), layout)
+    for sample, adv in zip(out.samples, out.advantages, strict=True):
+        assert all(a == 0.0 for a, m in zip(adv, sample.response_mask, strict=True) if not m)
+    if layout == "concat":  # one row: each turn's run of response tokens carries one value
+        mask, adv = out.samples[0].response_mask, out.advantages[0]
+        runs, prev = [], 0
+        for i, m in enumerate(mask):
+            if m and not prev:
+                runs.append(adv[i])
+            if m:
+                assert adv[i] == runs[-1]
+            prev = m
+        assert len(runs) == len(traj.turns)
+
+
+def test_merged_identical_turns_keep_loss_and_gradient(tiny_model_dir: Path) -> None:
+    from rockroll.agentrl.trajectory import TrainSample
+    from rockroll.trainer.algos import aggregate_loss, policy_loss
+    from rockroll.trainer.batch import collate, token_logprobs
+    from rockroll.trainer.turns import TurnRows, merge_identical
+
+    model, tok = load_model_and_tokenizer(tiny_model_dir)
+    prompt = tok.encode("<|im_start|>user\nP _ _\n_ O G<|im_end|>\n<|im_start|>assistant\n")
+    moves = [tok.encode(f"<answer>{m}</answer>") + [tok.eos_token_id] for m in ("Right", "Down", "Right")]
+    samples, advs = [], []
+    for resp, a in zip(moves * 3, [0.5, -0.4, 0.9, 0.7, -1.0, 0.3, 0.2, -0.2, 0.4], strict=True):
+        samples.append(
+            TrainSample(
+                prompt + resp, [0] * len(prompt) + [1] * len(resp), [0.0] * (len(prompt) + len(resp)), 0, "g", "e", 0
+            )
+        )
+        advs.append([0.0] * len(prompt) + [a] * len(resp))
+    rows = TurnRows(samples, advs, {})
+    merged = merge_identical(rows)
+    assert len(merged.samples) < len(samples)
+
+    def loss_and_grad(r: TurnRows):
+        model.zero_grad()
+        batch = collate(r.samples, tok.pad_token_id)
+        adv = r.advantage_tensor(batch.input_ids.shape[1])
+        mask = batch.response_mask * r.loss_weights()
+        with torch.no_grad():
+            old, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
+        lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
+        lp = lp + 0.05 * (lp.detach() != 0)  # ratios away from 1, so clipping is exercised
+        loss_tok, _ = policy_loss("ppo", lp, old, adv, mask, clip_low=0.01, clip_high=0.01)
+        loss = aggregate_loss(loss_tok, mask, "token-mean")
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    l1, g1 = loss_and_grad(rows)
+    l2, g2 = loss_and_grad(merged)
+    assert l1 == pytest.approx(l2, rel=1e-5, abs=1e-7)
+    for a, b in zip(g1, g2, strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-7)
+
+
+def test_consecutive_invalid_actions_end_the_episode_as_the_agents_failure() -> None:
+    from rockroll.agentrl.engines.random_engine import RandomEngine
+    from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
+    from rockroll.agentrl.env_source import LocalSource
+
+    engine = RandomEngine(invalid_prob=1.0, seed=0)
+    manager = EnvManager(
+        engine, LocalSource(), EpisodeConfig(max_turns=20, max_invalid_actions=3, history="last_k", history_k=0)
+    )
+    traj = asyncio.run(manager.run(EpisodeSpec("FrozenLake-v0", 3, env_kwargs=SLIPPERY)))
+    manager.shutdown()
+    assert len(traj.turns) == 3 and traj.truncated and not traj.masked
+    assert traj.failure is not None and traj.failure.kind == "agent" and traj.failure.error == "InvalidActions"
+    assert traj.total_reward == pytest.approx(-0.3)  # the format penalty per invalid action, nothing hidden
+
+
+def test_warm_start_without_an_expert_fails_at_config_time(tiny_model_dir: Path) -> None:
+    import rockroll.envhub as envhub
+    from rockroll.agentrl.config_loader import ConfigError
+    from rockroll.trainer.config_io import config_from_dict
+
+    envhub.register("NoExpertLake-v0", "rockroll.envs.frozenlake:FrozenLakeEnv", max_steps=20)
+    try:
+        data = {"model": {"path": str(tiny_model_dir)}, "rollout": {"env_id": "NoExpertLake-v0"}, "sft": {"steps": 10}}
+        with pytest.raises(ConfigError, match="needs an expert for NoExpertLake-v0"):
+            config_from_dict(data)
+        config_from_dict({**data, "sft": {"steps": 0}})  # RL alone is fine
+    finally:
+        envhub.deregister("NoExpertLake-v0")
+
+
+def test_history_window_beyond_the_context_fails_before_rollout(tok) -> None:
+    from rockroll.trainer.config_io import config_from_dict
+    from rockroll.trainer.multiturn import check_context
+
+    base = {
+        "rollout": {"env_kwargs": SLIPPERY, "history_window": 8, "max_context_tokens": 100, "system_prompt": "none"}
+    }
+    with pytest.raises(ValueError, match="history_window=8 needs about .* rollout.max_context_tokens is 100"):
+        check_context(config_from_dict(base), tok)
+    check_context(config_from_dict({"rollout": {**base["rollout"], "history_window": 0}}), tok)

@@ -1,0 +1,76 @@
+"""The held-out report of a run: success split by difficulty, before the warm start, after it and
+after RL, next to exact references where the env has them.
+
+For slippery FrozenLake the references are computed on the very maps evaluated
+(:mod:`rockroll.envs.frozenlake.exact`): the value-iteration optimum (dynamic programming over the
+slips, no sampling) and the best blind whole-plan answer (a beam search over fixed action
+sequences, a lower bound), plus the re-planning no-slip expert the warm start imitates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import rockroll.envhub as envhub
+from rockroll.envs.frozenlake.exact import references
+
+__all__ = ["REFERENCES", "env_references", "success_table"]
+
+PHASES = (("eval_pre_sft", "before warm start"), ("eval_start", "after warm start"), ("eval_end", "after RL"))
+
+
+def _frozenlake(env_kwargs: dict[str, Any], seeds: list[int], steps: int) -> dict[str, Any] | None:
+    if not env_kwargs.get("is_slippery", True):
+        return None
+    size, p = int(env_kwargs.get("size", 4)), float(env_kwargs.get("p", 0.8))
+    refs = references(seeds, size=size, p=p, steps=steps)
+    names = {"optimal": "optimum (VI)", "best_blind": "best blind plan (beam)", "expert": "re-planning expert"}
+    table = {"all": {names[k]: refs["mean"][k] for k in names}}
+    for length, row in refs["by_path_len"].items():
+        table[int(length)] = {names[k]: row[k] for k in names}
+    return table
+
+
+#: env id -> fn(env_kwargs, seeds, steps) -> {difficulty | "all": {reference name: success}} (None: none apply)
+REFERENCES: dict[str, Callable[[dict[str, Any], list[int], int], dict[Any, dict[str, float]] | None]] = {
+    "FrozenLake-v0": _frozenlake,
+}
+
+
+def env_references(env_id: str, env_kwargs: dict[str, Any], seeds: list[int], max_turns: int) -> dict | None:
+    """Exact references of ``env_id`` on ``seeds`` (None when the env has none)."""
+    fn = REFERENCES.get(env_id)
+    if fn is None:
+        return None
+    limit = envhub.spec(env_id).max_steps
+    steps = min(max_turns, limit) if limit else max_turns
+    return fn(dict(env_kwargs), seeds, steps)
+
+
+def success_table(summary: dict[str, Any], tag: str, refs: dict | None = None) -> str:
+    """A Markdown table: rows by difficulty (and all), columns by phase, then references."""
+    cols = [(key, title) for key, title in PHASES if isinstance(summary.get(key), dict)]
+    ref_names = list(next(iter(refs.values())).keys()) if refs else []
+    end = summary.get("eval_end") or {}
+    lengths = sorted(int(k.rsplit("len", 1)[1]) for k in end if k.startswith(f"eval/{tag}/success_len"))
+    header = ["difficulty", "maps"] + [t for _, t in cols] + ref_names
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in ["all", *lengths]:
+        suffix = "success" if row == "all" else f"success_len{row}"
+        n = (
+            end.get(f"eval/{tag}/n_len{row}")
+            if row != "all"
+            else sum(end.get(f"eval/{tag}/n_len{k}", 0) for k in lengths)
+        )
+        cells = [str(row), str(int(n or 0))]
+        for key, _ in cols:
+            metrics = summary[key]
+            prefix = next((k.split("/")[0] for k in metrics if k.endswith(f"/{tag}/success")), "eval")
+            value = metrics.get(f"{prefix}/{tag}/{suffix}")
+            cells.append("" if value is None else f"{value:.1%}")
+        for name in ref_names:
+            value = (refs or {}).get(row, {}).get(name)
+            cells.append("" if value is None else f"{value:.1%}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""Multi-turn training rows: trajectories -> per-turn advantages -> token-aligned rows.
+
+Every turn of an episode gets its own advantage (``algo.turn_credit``, computed by
+:mod:`rockroll.trainer.algos.turn_credit`), placed on exactly that turn's response tokens: env and
+template tokens carry no advantage and no loss. With a history window the rows are one per turn
+(``per_turn`` layout, the prompt as the policy saw it); with the whole conversation they are one per
+episode (``concat``), each turn's response tokens carrying that turn's advantage.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from rockroll.agentrl.trajectory import TrainSample, Trajectory
+from rockroll.trainer.algos.turn_credit import TurnCreditConfig, episode_from_trajectory, turn_advantages
+
+if TYPE_CHECKING:
+    from rockroll.trainer.config import AlgoConfig
+
+__all__ = ["TurnRows", "turn_rows", "credit_config", "merge_identical", "merge_ok"]
+
+Layout = Literal["concat", "per_turn"]
+
+
+class TurnRows:
+    """Training rows of one batch and, per row, one advantage per token (0 off the response)."""
+
+    def __init__(
+        self,
+        samples: list[TrainSample],
+        advantages: list[list[float]],
+        metrics: dict[str, float],
+        weights: list[float] | None = None,
+    ) -> None:
+        self.samples, self.advantages, self.metrics = samples, advantages, metrics
+        #: how many identical turns each row stands for (see :func:`merge_identical`)
+        self.weights = weights or [1.0] * len(samples)
+
+    def loss_weights(self) -> Any:
+        """``[rows, 1]`` weights to multiply the response mask with (the loss mask)."""
+        import torch
+
+        return torch.tensor(self.weights, dtype=torch.float32).unsqueeze(1)
+
+    def advantage_tensor(self, length: int) -> Any:
+        """``[rows, length]`` right-padded advantages, aligned with :func:`rockroll.trainer.batch.collate`."""
+        import torch
+
+        out = torch.zeros((len(self.advantages), length), dtype=torch.float32)
+        for i, row in enumerate(self.advantages):
+            out[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
+        return out
+
+
+def credit_config(algo: AlgoConfig) -> TurnCreditConfig:
+    """The turn-credit settings of ``algo``."""
+    return TurnCreditConfig(
+        mode=algo.turn_credit,
+        gamma=algo.step_gamma,
+        lam=algo.lam,
+        norm_std=algo.credit_std_norm,
+        step_weight=algo.step_weight,
+    )
+
+
+def _concat_advantages(traj: Trajectory, row: TrainSample, per_turn: list[float]) -> list[float]:
+    out: list[float] = []
+    seen = 0
+    for turn, adv in zip(traj.turns, per_turn, strict=True):
+        new_context = len(turn.prompt_ids) - seen
+        out += [0.0] * new_context + [adv] * len(turn.response_ids)
+        seen = len(turn.prompt_ids) + len(turn.response_ids)
+    if len(out) != len(row.input_ids):
+        raise ValueError(
+            f"episode {traj.episode_id}: advantages cover {len(out)} tokens, the row has {len(row.input_ids)}"
+        )
+    return out
+
+
+def merge_ok(cfg: Any) -> bool:
+    """Whether ``cfg`` lets :func:`merge_identical` run: per-turn rows, token-mean loss, no TIS weights
+    (those read each row's own rollout logprobs)."""
+    a = cfg.algo
+    return bool(
+        a.merge_identical_turns and cfg.rollout.history_window is not None
+        and a.loss_agg_mode == "token-mean" and not a.tis_cap
+    )  # fmt: skip
+
+
+def merge_identical(rows: TurnRows) -> TurnRows:
+    """One row for identical turns (same tokens) whose advantages have the same sign.
+
+    With a short history window many turns repeat exactly (a group's episodes cross the same cells
+    and choose the same moves). PPO's clipped objective is linear in the advantage for a given sign
+    and ratio, so ``n`` identical rows with advantages ``a_i`` of one sign cost the same as one row
+    with advantage ``mean(a_i)`` whose loss mask counts ``n``: the loss, its gradient and the token
+    average's denominator are unchanged, and the forward passes shrink.
+    """
+    merged: dict[tuple[tuple[int, ...], bool], int] = {}
+    samples: list[TrainSample] = []
+    sums: list[list[float]] = []
+    weights: list[float] = []
+    for sample, adv in zip(rows.samples, rows.advantages, strict=True):
+        key = (tuple(sample.input_ids), sum(adv) > 0)
+        i = merged.get(key)
+        if i is None:
+            merged[key] = len(samples)
+            samples.append(sample)
+            sums.append(list(adv))
+            weights.append(1.0)
+        else:
+            sums[i] = [a + b for a, b in zip(sums[i], adv, strict=True)]
+            weights[i] += 1.0
+    advantages = [[a / w for a in row] for row, w in zip(sums, weights, strict=True)]
+    metrics = {**rows.metrics, "rollout/unique_row_fraction": len(samples) / max(len(rows.samples), 1)}
+    return TurnRows(samples, advantages, metrics, weights)
+
+
+def turn_rows(trajs: list[Trajectory], algo: AlgoConfig, layout: Layout) -> TurnRows:
+    """Rows and token advantages of the non-masked episodes of ``trajs`` (masked ones are infra failures).
+
+    With ``algo.dynamic_sampling`` rows whose advantage is 0 on every token are dropped: they carry
+    no signal and would only dilute the loss average.
+    """
+    kept = [t for t in trajs if not t.masked and t.turns]
+    if not kept:
+        return TurnRows([], [], {"rollout/kept_fraction": 0.0})
+    credit = turn_advantages([episode_from_trajectory(t) for t in kept], credit_config(algo))
+    samples: list[TrainSample] = []
+    advantages: list[list[float]] = []
+    total = 0
+    for traj, per_turn in zip(kept, credit.advantages, strict=True):
+        rows = traj.to_samples(layout)
+        if layout == "per_turn":
+            row_advs = [[a * m for m in row.response_mask] for row, a in zip(rows, per_turn, strict=True)]
+        else:
+            row_advs = [_concat_advantages(traj, rows[0], per_turn)]
+        for row, adv in zip(rows, row_advs, strict=True):
+            total += 1
+            if algo.dynamic_sampling and not any(adv):
+                continue
+            samples.append(row)
+            advantages.append(adv)
+    flat = [a for row in advantages for a in row if a]
+    metrics = {k: float(v) for k, v in credit.metrics.items()}
+    metrics.update({
+        "rollout/kept_fraction": len(samples) / max(total, 1),
+        "rollout/adv_abs_mean": sum(abs(a) for a in flat) / max(len(flat), 1),
+        "rollout/turns_per_episode": sum(len(t.turns) for t in kept) / len(kept),
+        "rollout/invalid_action_rate": sum(not u.action_is_valid for t in kept for u in t.turns)
+        / max(sum(len(t.turns) for t in kept), 1),
+    })  # fmt: skip
+    return TurnRows(samples, advantages, metrics)
