@@ -66,7 +66,7 @@ def train(
         console.print(f"success before RL:  {summary['success_start']:.1%}")
     if summary.get("report"):
         console.print(f"held-out success by difficulty (greedy, {cfg.rollout.eval_episodes} maps):")
-        console.print(summary["report"], markup=False, highlight=False)
+        typer.echo(summary["report"])
     console.print(
         f"success after RL:   {summary['success_end']:.1%}   (held-out, greedy; run dir {summary['run_dir']})"
     )
