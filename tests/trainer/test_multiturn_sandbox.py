@@ -1,0 +1,58 @@
+"""The trainer's multi-turn rollout through process sandboxes survives a sandbox killed mid-episode:
+the batch completes, the lost episodes are replayed on a fresh env (or masked), and no infra loss is
+scored as the agent's failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.slow
+def test_multiturn_batch_survives_a_killed_process_sandbox(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from rockroll.agentrl.engines.hf import HFEngine
+    from rockroll.agentrl.env_source import SandboxSource
+    from rockroll.sandbox.manager import SandboxManager
+    from rockroll.trainer.config_io import config_from_dict
+    from rockroll.trainer.multiturn import MultiTurnDriver
+
+    cfg = config_from_dict({
+        "model": {"path": str(tiny_model_dir)},
+        "rollout": {"env_kwargs": {"is_slippery": True}, "history_window": 0, "system_prompt": "none",
+                    "max_turns": 12, "max_new_tokens": 6, "group_size": 4, "groups_per_step": 4,
+                    "max_invalid_actions": None, "sandbox": "process"},
+    })  # fmt: skip
+    manager = SandboxManager(backend="process", name="mt-kill", db_url=f"sqlite:///{tmp_path}/sb.db")
+    engine = HFEngine(model_path=str(tiny_model_dir), max_batch_size=64, seed=0)
+    driver = MultiTurnDriver(cfg, engine, SandboxSource(manager))
+    killed: list[str] = []
+
+    def kill_one() -> None:
+        if manager.wait_until(lambda: any(sb.sessions > 0 for sb in manager.list()), 60):
+            time.sleep(0.5)  # episodes are under way
+            sb = next(sb for sb in manager.list() if sb.sessions > 0)
+            os.killpg(int(sb.handle.ref), signal.SIGKILL)
+            killed.append(sb.id)
+
+    killer = threading.Thread(target=kill_one, daemon=True)
+    killer.start()
+    try:
+        trajs, metrics = driver.next_batch()
+    finally:
+        killer.join(10)
+        driver.close()
+        manager.close()
+    assert killed, "no sandbox was killed"
+    assert len(trajs) == 16  # complete groups: every episode replayed or masked, none lost
+    assert metrics["rollout/infra_retries"] + sum(t.masked for t in trajs) > 0
+    for t in trajs:
+        assert t.failure is None or t.failure.kind == "agent" or t.masked
+        if not t.masked:
+            assert t.turns and all(u.response_ids for u in t.turns)
