@@ -39,7 +39,15 @@ import numpy as np
 
 from rockroll.envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
 
-__all__ = ["TextEnv", "TextEnvProtocol", "TextSpace", "StepOutcome", "parse_answer", "DEFAULT_FORMAT_PENALTY"]
+__all__ = [
+    "TextEnv",
+    "TextEnvProtocol",
+    "TextSpace",
+    "StepOutcome",
+    "parse_answer",
+    "reseed_snapshot",
+    "DEFAULT_FORMAT_PENALTY",
+]
 
 DEFAULT_FORMAT_PENALTY = -0.1
 STATE_FORMAT = 1
@@ -268,6 +276,17 @@ class TextEnv(gym.Env[str, str], abc.ABC, Generic[A]):
         self._np_random = rng
         self._needs_reset = bool(state["needs_reset"])
         self._success = bool(state["success"])
+
+
+def reseed_snapshot(state: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A copy of a snapshot (from :meth:`TextEnv.get_state`, possibly inside wrappers' snapshots) whose
+    RNG stream is fresh and seeded by ``seed``: the same game state, independent future randomness
+    (forked continuations of one state each see their own slips, spawns...)."""
+    if isinstance(state, dict) and state.get("format") == STATE_FORMAT:
+        return {**state, "rng": _jsonable(np.random.Generator(np.random.PCG64(seed)).bit_generator.state)}
+    if isinstance(state, dict):
+        return {k: reseed_snapshot(v, seed) if isinstance(v, dict) else v for k, v in state.items()}
+    return state
 
 
 def _jsonable(obj: Any) -> Any:

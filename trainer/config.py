@@ -163,12 +163,14 @@ class AlgoConfig(ConfigModel):
     dynamic_sampling: bool = f(True, "drop groups whose rewards are all equal (no GRPO signal)")
     mask_truncated: bool = f(False, "drop responses cut at max_new_tokens")
     tis_cap: float = f(0.0, "truncated importance sampling cap between trainer and rollout logprobs (0: off)", ge=0)
-    turn_credit: Literal["episode", "gigpo", "fork", "gae"] = f(
+    turn_credit: Literal["episode", "gigpo", "fork"] = f(
         "episode",
         "multiturn: per-turn advantages (episode: the episode's group advantage on every turn; gigpo: plus a "
-        "step advantage among turns of the group that acted from the same state; fork: a per-turn baseline from "
-        "forked continuations; gae: the critic's values, GAE over turns); adv_estimator applies to plan mode",
+        "step advantage among turns of the group that acted from the same state; fork: G_t - V(s_t) with V from "
+        "fork_k continuations forked at fork_turns turns per episode); adv_estimator applies to plan mode",
     )
+    fork_k: int = f(4, "multiturn fork: continuations per forked turn", ge=1)
+    fork_turns: int = f(2, "multiturn fork: forked turns per episode (spread over the episode)", ge=1)
     credit_std_norm: bool = f(True, "multiturn: divide episode advantages by the group's std (GRPO) or not (Dr.GRPO)")
     step_gamma: float = f(0.95, "multiturn gigpo/fork: discount of per-turn returns", ge=0, le=1)
     step_weight: float = f(1.0, "multiturn gigpo: weight of the step advantage added to the episode advantage", ge=0)

@@ -24,6 +24,7 @@ from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
 from rockroll.agentrl.eval_config import EPISODE_FILE
 from rockroll.agentrl.scheduler import RolloutScheduler
 from rockroll.agentrl.trajectory import Trajectory
+from rockroll.trainer.forks import ForkEstimator
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
@@ -134,6 +135,7 @@ class MultiTurnDriver:
             episode=self.episode,
         )
         self._difficulty: dict[int, int | None] = {}
+        self._forks: ForkEstimator | None = None
         self.last_eval: list[Trajectory] = []
         self.loop = LoopThread()
         self.producer: AsyncRollout | None = None  # started by the first next_batch (after the warm start)
@@ -158,6 +160,20 @@ class MultiTurnDriver:
             self.engine.update_weights(state_dict, version)
         else:
             self.loop.run(self.producer.update_weights(state_dict, version))
+
+    def fork_values(self, trajs: list[Trajectory]) -> tuple[dict[str, list[float | None]], dict[str, float]]:
+        """Per-turn ``V(s_t)`` of the batch from forked continuations (``algo.turn_credit: fork``)."""
+        a, r = self.cfg.algo, self.cfg.rollout
+        if self._forks is None:
+            self._forks = ForkEstimator(self.engine, self.source, r.env_id, r.env_kwargs, self.episode,
+                                        k=a.fork_k, turns=a.fork_turns, gamma=a.step_gamma, seed=self.cfg.seed)  # fmt: skip
+        before = self._forks.failures
+        values = self.loop.run(self._forks.values(trajs))
+        forked = sum(v is not None for vs in values.values() for v in vs)
+        return values, {
+            "rollout/forked_turns": float(forked),
+            "rollout/fork_failures": float(self._forks.failures - before),
+        }
 
     def play(self, seeds: list[int], *, temperature: float = 0.0) -> list[Trajectory]:
         """One episode per seed (greedy by default), played by the same env manager code as training."""

@@ -234,7 +234,11 @@ def run_training(
             t1 = time.perf_counter()
             rows = None
             if driver is not None:
-                rows = turn_rows(trajs, cfg.algo, "concat" if r.history_window is None else "per_turn")
+                forks = None
+                if cfg.algo.turn_credit == "fork":
+                    forks, fork_metrics = driver.fork_values(trajs)
+                    rollout_metrics.update(fork_metrics)
+                rows = turn_rows(trajs, cfg.algo, "concat" if r.history_window is None else "per_turn", forks)
                 if merge_ok(cfg):
                     rows = merge_identical(rows)
                 samples = rows.samples

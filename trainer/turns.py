@@ -116,7 +116,12 @@ def merge_identical(rows: TurnRows) -> TurnRows:
     return TurnRows(samples, advantages, metrics, weights)
 
 
-def turn_rows(trajs: list[Trajectory], algo: AlgoConfig, layout: Layout) -> TurnRows:
+def turn_rows(
+    trajs: list[Trajectory],
+    algo: AlgoConfig,
+    layout: Layout,
+    fork_values: dict[str, list[float | None]] | None = None,
+) -> TurnRows:
     """Rows and token advantages of the non-masked episodes of ``trajs`` (masked ones are infra failures).
 
     With ``algo.dynamic_sampling`` rows whose advantage is 0 on every token are dropped: they carry
@@ -125,7 +130,14 @@ def turn_rows(trajs: list[Trajectory], algo: AlgoConfig, layout: Layout) -> Turn
     kept = [t for t in trajs if not t.masked and t.turns]
     if not kept:
         return TurnRows([], [], {"rollout/kept_fraction": 0.0})
-    credit = turn_advantages([episode_from_trajectory(t) for t in kept], credit_config(algo))
+    forks = fork_values or {}
+    episodes = [
+        episode_from_trajectory(t, fork_values=forks[t.episode_id])
+        if t.episode_id in forks
+        else episode_from_trajectory(t)
+        for t in kept
+    ]
+    credit = turn_advantages(episodes, credit_config(algo))
     samples: list[TrainSample] = []
     advantages: list[list[float]] = []
     total = 0

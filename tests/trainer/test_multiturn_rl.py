@@ -147,3 +147,43 @@ def test_history_window_beyond_the_context_fails_before_rollout(tok) -> None:
     with pytest.raises(ValueError, match="history_window=8 needs about .* rollout.max_context_tokens is 100"):
         check_context(config_from_dict(base), tok)
     check_context(config_from_dict({"rollout": {**base["rollout"], "history_window": 0}}), tok)
+
+
+def test_reseeded_snapshots_keep_the_state_and_draw_their_own_slips() -> None:
+    import rockroll.envhub as envhub
+    from rockroll.envs.core import reseed_snapshot
+
+    env = envhub.make("FrozenLake-v0", **SLIPPERY)
+    env.reset(seed=11)
+    snap = env.get_state()
+    outcomes = set()
+    for seed in range(12):
+        fork = envhub.make("FrozenLake-v0", **SLIPPERY)
+        fork.reset(seed=11)
+        fork.set_state(reseed_snapshot(snap, seed))
+        assert fork.unwrapped.grid == env.unwrapped.grid and fork.get_state()["elapsed_steps"] == snap["elapsed_steps"]
+        outcomes.add(fork.step("<answer>Right</answer>")[0])
+    assert len(outcomes) > 1  # independent slips: the same move lands on different tiles
+
+
+def test_fork_values_estimate_state_values_from_continuations(tok) -> None:
+    from rockroll.agentrl.engines.random_engine import RandomEngine
+    from rockroll.agentrl.env_source import LocalSource
+    from rockroll.trainer.forks import ForkEstimator
+    from rockroll.trainer.sft import expert_trajectory
+
+    episode = EpisodeConfig(history="last_k", history_k=0, max_turns=20, max_tokens_per_turn=8)
+    trajs = [expert_trajectory("FrozenLake-v0", SLIPPERY, tok, episode, s) for s in range(6)]
+    engine = RandomEngine(tok, seed=0)
+    est = ForkEstimator(engine, LocalSource(), "FrozenLake-v0", SLIPPERY, episode, k=3, turns=2, gamma=0.9)
+    values = asyncio.run(est.values(trajs))
+    assert est.failures == 0
+    forked = [v for t in trajs for v in values[t.episode_id] if v is not None]
+    assert forked and all(0.0 <= v <= 1.0 for v in forked)
+    for t in trajs:  # one value slot per turn; only chosen turns (not the first) are forked
+        assert len(values[t.episode_id]) == len(t.turns) and values[t.episode_id][0] is None
+    # a turn whose replay does not reach the recorded observation yields no value, never a wrong one
+    bad = trajs[0]
+    if len(bad.turns) > 1:
+        bad.turns[1].state_key = "not this grid"
+        assert asyncio.run(est._value(bad, 1)) is None and est.failures == 1
