@@ -16,10 +16,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def test_rollout_survives_sandbox_faults(docker_image: str) -> None:
     cfg = ChaosConfig(
-        groups=4, group_size=4, sandboxes=4, sessions_per_sandbox=2, kill_fraction=0.25, wave_s=1.5,
-        max_waves=6, gen_ms=200.0, max_turns=8, timeout_s=120.0, image=docker_image,
+        groups=6, group_size=4, sandboxes=4, sessions_per_sandbox=2, kill_fraction=0.25, wave_s=1.5,
+        max_waves=6, gen_ms=200.0, max_turns=10, timeout_s=120.0, image=docker_image,
     )  # fmt: skip
-    res = run_chaos(cfg)
+    res = run_chaos(cfg)  # long enough (about 7 s) for 3 or more fault waves of 1.5 s
     report = render(res)
     applied = [f for f in res.faults if "error" not in f]
     assert len(applied) >= 3, report
