@@ -14,6 +14,14 @@ sources hand out objects with the text-env contract (``reset``, ``step``, ``clos
 ``open``/``close`` block; env managers call them in a thread pool. ``close`` never raises, and
 ``open_count`` says how many envs are out (the leak check of tests and benches).
 
+Batched calls: env managers hand the resets and steps made at the same moment to
+:meth:`EnvSource.call_batch` together, grouped by :meth:`EnvSource.batch_key`. :class:`LocalSource`
+runs a batch one call after another in one worker thread (a thread hand-off per call costs more
+than a FrozenLake step); :class:`SandboxSource` sends the calls for the sessions of one sandbox in
+one round trip (``env.batch`` of the in-sandbox server, :func:`rockroll.sandbox.session.run_batch`)
+instead of one round trip per session. Other sources (key None) get one worker call per env call,
+as before. Each call's answer or exception comes back on its own.
+
 Source kinds (what ``source.kind`` of an eval config names) are a registry, like the engines:
 :data:`SOURCE_KINDS` maps a kind to an opener, ``opener(config)`` a context manager yielding a
 source and closing whatever it started; :func:`open_source` picks one. ``local`` and ``sandbox``
@@ -25,15 +33,16 @@ plus :func:`register_source_kind` (and an entry point when it lives above this l
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Literal
 
 import rockroll.envhub as envhub
 from rockroll.envs.core import TextEnvProtocol
@@ -43,8 +52,10 @@ from rockroll.sandbox.errors import CapacityError
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.sandbox.pool import PoolConfig
 from rockroll.sandbox.retry import POLL_MAX_DELAY_S, retry_call
+from rockroll.sandbox.session import RemoteSession, run_batch
 
 __all__ = [
+    "EnvCall",
     "EnvSource",
     "LocalSource",
     "SandboxSource",
@@ -57,11 +68,25 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: one env call of a batch: ``(env, "step", action)`` or ``(env, "reset", seed)``
+EnvCall = tuple[TextEnvProtocol, Literal["step", "reset"], Any]
+
+
+def _call_one(env: TextEnvProtocol, op: str, arg: Any) -> Any:
+    if op == "step":
+        return env.step(arg)
+    if op == "reset":
+        return env.reset(seed=arg)
+    raise ValueError(f"env call op must be 'step' or 'reset', got {op!r}")
+
 
 class EnvSource:
-    """Base class: opens and closes envs, counting those out."""
+    """Base class: opens and closes envs, counting those out, and runs batches of env calls."""
 
     name = "base"
+    #: True when :meth:`call_batch` costs one round trip per batch key, so a group goes in one call;
+    #: False: calls may be handed over one at a time (a slow one then holds up only itself)
+    round_trip_batches = False
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -89,44 +114,171 @@ class EnvSource:
             with self._lock:
                 self.open_count -= 1
 
+    def give_back(self, env: TextEnvProtocol, *, reusable: bool = False) -> None:
+        """Give the env back after an episode attempt (blocking, never raises). ``reusable``: the
+        attempt ended cleanly (no infra failure, no cancellation, no call left running), so a
+        source that keeps envs for later episodes may keep this one; the default closes it."""
+        self.close(env)
+
+    def release_idle(self) -> None:
+        """Close the envs kept for reuse (none by default)."""
+
+    def batch_key(self, env: TextEnvProtocol) -> Hashable | None:
+        """Calls to envs with the same key may be batched (one :meth:`call_batch`); None (the
+        default, for envs whose calls may be slow, e.g. over HTTP): one call per worker thread."""
+        return None
+
+    def call_batch(self, calls: list[EnvCall]) -> list[Any]:
+        """Run ``calls`` (blocking); each one's answer (a step's 5-tuple, a reset's pair) or the
+        exception it raised, in order: one failure never spoils the others."""
+        out: list[Any] = []
+        for env, op, arg in calls:
+            try:
+                out.append(_call_one(env, op, arg))
+            except Exception as e:  # noqa: BLE001 - answered per call
+                out.append(e)
+        return out
+
 
 class LocalSource(EnvSource):
-    """Envs built in this process with ``envhub.make``."""
+    """Envs built in this process with ``envhub.make``; their calls run one after another in one
+    worker thread per batch (a slow one gets help, see :mod:`rockroll.agentrl.env_manager`)."""
 
     name = "local"
 
     def _open(self, env_id: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
         return envhub.make(env_id, **kwargs)
 
+    def batch_key(self, env: TextEnvProtocol) -> Hashable | None:
+        return self.name
+
 
 class SandboxSource(EnvSource):
     """Env sessions in sandboxes of a :class:`~rockroll.sandbox.manager.SandboxManager`.
+
+    Sessions are reused: a session given back after a clean episode (:meth:`give_back` with
+    ``reusable``) waits, open, for the next episode of the same env id and kwargs, which resets it
+    on its own seed (the text-env contract: same seed, same episode), so an episode costs no
+    ``env.make``/``env.close`` round trips and no new connection. A kept session whose sandbox was
+    replaced or deleted is closed instead of reused; when every sandbox is full, kept sessions of
+    other envs are closed to make room; :meth:`release_idle` closes them all (the env manager does
+    at shutdown).
 
     Args:
         manager: the sandbox manager (owned by the caller).
         spec: sandbox spec (pool) to place sessions on; None: the manager's default.
         capacity_wait_s: how long an open waits for a free session slot when the manager is at
             capacity (a full pool is backpressure, not a failure).
+        reuse_sessions: keep sessions for later episodes (False: one session per episode).
     """
 
     name = "sandbox"
+    round_trip_batches = True
 
     def __init__(
-        self, manager: SandboxManager, spec: SandboxSpec | None = None, *, capacity_wait_s: float = 120.0
+        self,
+        manager: SandboxManager,
+        spec: SandboxSpec | None = None,
+        *,
+        capacity_wait_s: float = 120.0,
+        reuse_sessions: bool = True,
     ) -> None:
         super().__init__()
         self.manager = manager
         self.spec = spec
         self.capacity_wait_s = capacity_wait_s
+        self.reuse_sessions = reuse_sessions
+        self.reused = 0
+        self._idle: dict[str, list[RemoteSession]] = {}  # env id + kwargs -> kept sessions
+        self._opened: dict[int, tuple[str, int]] = {}  # id(session) -> (its key, its sandbox's generation at open)
+
+    @staticmethod
+    def _key(env_id: str, kwargs: dict[str, Any]) -> str:
+        return json.dumps([env_id, kwargs], sort_keys=True, default=repr)
 
     def _open(self, env_id: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
-        """Open a session; while every sandbox is full and none may start, wait (backpressure)."""
-        return retry_call(
-            lambda: self.manager.open_session(env_id, spec=self.spec, **kwargs),
-            retry_on=CapacityError,
-            timeout_s=self.capacity_wait_s,
-            max_delay_s=POLL_MAX_DELAY_S,
+        """A kept session of this env, else a new one; while every sandbox is full and none may
+        start, make room by closing kept sessions, else wait (backpressure)."""
+        key = self._key(env_id, kwargs)
+        while True:
+            with self._lock:
+                kept = self._idle.get(key)
+                session = kept.pop() if kept else None
+            if session is None:
+                break
+            if self._alive(session):
+                self.reused += 1
+                return session
+            self._discard(session)
+
+        def open_session() -> RemoteSession:
+            try:
+                return self.manager.open_session(env_id, spec=self.spec, **kwargs)
+            except CapacityError:
+                if not self._discard_one():
+                    raise
+                return self.manager.open_session(env_id, spec=self.spec, **kwargs)
+
+        session = retry_call(
+            open_session, retry_on=CapacityError, timeout_s=self.capacity_wait_s, max_delay_s=POLL_MAX_DELAY_S
         )
+        self._opened[id(session)] = (key, session.sandbox.generation)
+        return session
+
+    def _alive(self, session: RemoteSession) -> bool:
+        sb = session.sandbox
+        opened = self._opened.get(id(session))
+        return opened is not None and not session.closed and not sb.deleted and sb.generation == opened[1]
+
+    def _discard(self, session: RemoteSession) -> None:
+        """Close a kept session (not counted as out)."""
+        self._opened.pop(id(session), None)
+        try:
+            session.close()
+        except Exception as e:  # noqa: BLE001 - closing a lost session must not break the rollout
+            log.debug("closing %r failed: %s", session, e)
+
+    def _discard_one(self) -> bool:
+        with self._lock:
+            kept = next((v for v in self._idle.values() if v), None)
+            session = kept.pop() if kept else None
+        if session is None:
+            return False
+        self._discard(session)
+        return True
+
+    def give_back(self, env: TextEnvProtocol, *, reusable: bool = False) -> None:
+        keep = reusable and self.reuse_sessions and isinstance(env, RemoteSession) and self._alive(env)
+        if not keep:
+            self.close(env)
+            return
+        with self._lock:
+            self._idle.setdefault(self._opened[id(env)][0], []).append(env)  # type: ignore[arg-type]
+            self.open_count -= 1
+
+    def close(self, env: TextEnvProtocol) -> None:
+        self._opened.pop(id(env), None)
+        super().close(env)
+
+    def release_idle(self) -> None:
+        with self._lock:
+            kept = [s for v in self._idle.values() for s in v]
+            self._idle.clear()
+        for session in kept:
+            self._discard(session)
+
+    def batch_key(self, env: TextEnvProtocol) -> Hashable | None:
+        """Sessions of one sandbox batch together: one round trip for all of them."""
+        return ("sandbox", env.sandbox_id) if isinstance(env, RemoteSession) else None
+
+    def call_batch(self, calls: list[EnvCall]) -> list[Any]:
+        """The sessions' calls in one ``env.batch`` round trip per sandbox (other envs one by one)."""
+        if not all(isinstance(env, RemoteSession) for env, _op, _arg in calls):
+            return super().call_batch(calls)
+        items = [
+            (env, op, {"action": arg} if op == "step" else {"seed": arg, "options": None}) for env, op, arg in calls
+        ]
+        return run_batch(items)  # type: ignore[arg-type]
 
 
 class CallableSource(EnvSource):

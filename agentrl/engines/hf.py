@@ -1,21 +1,40 @@
-"""The transformers engine: continuous batching with a KV cache on CPU or CUDA.
+"""The transformers engine: continuous batching with a slot KV buffer and prefix reuse, on CPU or CUDA.
 
 Concurrent :meth:`HFEngine.generate` calls put requests on a queue. A background thread collects
-the waiting requests (up to ``max_batch_size``, after a short ``batch_wait_s`` window), left-pads
-and prefills them, then decodes the batch one batched forward per step with a KV cache. A request
-leaves the batch at a stop token or its ``max_new_tokens`` (its cache rows are dropped) and its
-result goes back to its awaiting future at once. Requests arriving meanwhile are prefilled
-together and merged into the running batch at the next step (the shorter cache is left-padded
-with masked zeros; all-padding columns are trimmed), so nobody waits for the longest response.
-Models whose cache is not a plain ``DynamicCache`` fall back to static waves.
+the waiting requests (up to ``max_batch_size``, after a short ``batch_wait_s`` window when idle)
+and decodes them together, one batched forward per step; requests arriving meanwhile join the
+running batch at the next step, and a request leaves it at a stop token or its
+``max_new_tokens``, its result going back to its awaiting future at once.
 
-What a result holds:
+How a request is computed (models whose layers all keep a plain ``DynamicCache`` and attend
+with ``sdpa`` or ``eager``, e.g. Qwen2/Llama-style models; see :mod:`rockroll.agentrl.engines.kv`):
+
+* **Slots.** The running requests' KV live in one preallocated buffer, one slot (row) per request;
+  a decoding step writes one column in place. Nothing is concatenated, re-selected or merged per
+  step, so a step costs the same whatever the context length, up to attention itself.
+* **Prefix reuse.** Finished requests leave their tokens' KV (prompt and response) in a radix
+  tree (``prefix_cache_mb``). A new prompt that extends a cached sequence (the next turn of a
+  full-history conversation) or shares a leading part with one (a system prompt, the same
+  observation again) takes that KV and only its remaining tokens are computed. A prompt missing
+  only its last token joins the next decoding step directly, with no forward of its own; the
+  others are prefilled together (grouped by how many tokens they need).
+* **Duplicates.** Identical prompts arriving together are prefilled once and sampled
+  independently.
+* **Forward.** Qwen2/Llama models run through a TorchScript forward
+  (:mod:`rockroll.agentrl.engines.fast_decoder`) that takes the GIL once per step instead of at each
+  of ~100 operations, so the model computes while the rollout's event loop runs Python; other
+  models through transformers, with a ``Cache`` over the slot buffer.
+
+Other models fall back to static waves: each wave is left-padded, prefilled and decoded to the end
+with a ``DynamicCache``, without prefix reuse (:attr:`HFEngine.mode` says which path runs).
+
+What a result holds (the same on both paths):
 
 * ``token_ids``: sampled tokens; the stop token that ended the response is included.
 * ``logprobs[i]``: ``log_softmax(logits)[token_ids[i]]`` of the model's raw float32 logits at
   that step, i.e. under temperature 1 without top-k/top-p, whatever the sampling settings were.
   This is what a trainer's forward pass over ``prompt + response`` computes (within float
-  tolerance), so it serves as PPO's old logprobs.
+  tolerance: a reused prefix was computed by other kernels), so it serves as PPO's old logprobs.
 * ``weight_version``: the version loaded while the request ran; no response mixes weights.
 
 Sampling is seedable per request (``SamplingParams.seed``: a private ``torch.Generator`` draws one
@@ -23,7 +42,9 @@ uniform per token, so a seeded request samples the same tokens whatever else is 
 to float noise of the batched forward). Requests without a seed get one from the engine's own
 seeded RNG. ``temperature=0`` is greedy (argmax).
 
-:meth:`HFEngine.update_weights` pauses admission, lets the running batch drain, loads, resumes.
+:meth:`HFEngine.update_weights` pauses admission, lets the running batch drain, loads, drops the
+prefix cache (its KV belongs to the old weights), resumes. The batching thread runs under
+``torch.inference_mode``.
 """
 
 from __future__ import annotations
@@ -39,6 +60,9 @@ from typing import Any
 import numpy as np
 
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.fast_decoder import FastDecoder
+from rockroll.agentrl.engines.fast_decoder import plan as plan_fast_decoder
+from rockroll.agentrl.engines.kv import Prefix, PrefixCache, SlotBatch, buffer_cache
 
 __all__ = ["HFEngine"]
 
@@ -58,17 +82,28 @@ class _Row:
     pending: _Pending
     gen: Any  # torch.Generator
     stops: set[int]
+    max_new: int
     toks: list[int] = field(default_factory=list)
     lps: list[float] = field(default_factory=list)
+    slot: int = -1
+    uniforms: list[float] = field(default_factory=list)  # drawn, not used yet (last = next)
 
     @property
     def params(self) -> SamplingParams:
         return self.pending.request.params
 
+    def uniform(self) -> float:
+        """The next uniform of the row's generator: drawn 64 at a time (one torch call, not one per
+        token; the same numbers as drawing them one by one)."""
+        if not self.uniforms:
+            n = max(1, min(64, self.max_new - len(self.toks)))
+            self.uniforms = _draw(self.gen, n)[::-1]
+        return self.uniforms.pop()
+
 
 @dataclass
 class _State:
-    """The running batch: rows, their KV cache, attention mask [B, S], last positions [B, 1]."""
+    """A static wave (fallback path): rows, their KV cache, attention mask [B, S], last positions [B, 1]."""
 
     rows: list[_Row]
     cache: Any
@@ -76,11 +111,17 @@ class _State:
     pos: Any
 
 
+# a prompt group of one admission: its tokens, the requests asking for it, cached tokens, path in the prefix cache
+_Group = tuple[tuple[int, ...], list[_Pending], int, Prefix]
+
+
 class HFEngine(LLMEngine):
     """Batched transformers engine (see the module docstring).
 
     Give either ``model_path`` (loaded with :func:`rockroll.agentrl.tiny.load_model_and_tokenizer`) or a
-    loaded ``model`` and ``tokenizer``.
+    loaded ``model`` and ``tokenizer``. ``prefix_cache_mb`` is the KV budget of the prefix cache
+    (0: no prefix reuse). ``fast_decoder``: run supported models (Qwen2, Llama) through the
+    TorchScript forward of :mod:`rockroll.agentrl.engines.fast_decoder` (False: always transformers).
     """
 
     name = "hf"
@@ -97,6 +138,8 @@ class HFEngine(LLMEngine):
         batch_wait_s: float = 0.003,
         seed: int = 0,
         num_threads: int | None = None,
+        prefix_cache_mb: float = 256.0,
+        fast_decoder: bool = True,
     ) -> None:
         import torch
 
@@ -104,6 +147,8 @@ class HFEngine(LLMEngine):
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if batch_wait_s < 0:
             raise ValueError(f"batch_wait_s must be >= 0, got {batch_wait_s}")
+        if prefix_cache_mb < 0:
+            raise ValueError(f"prefix_cache_mb must be >= 0 (0: off), got {prefix_cache_mb}")
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         if model is None:
@@ -120,12 +165,36 @@ class HFEngine(LLMEngine):
         self.device = torch.device(device) if model_path is not None else next(model.parameters()).device
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
+        self.prefix_cache_mb = prefix_cache_mb
         self.weight_version = 0
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_token_id = int(pad if pad is not None else 0)
         self.eos_token_ids = self._eos_ids()
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
-        self.stats: dict[str, int] = {"forward_calls": 0, "waves": 0, "requests": 0, "tokens": 0}
+        #: forward passes, waves, requests, generated tokens; prompt tokens asked for, prompt tokens
+        #: computed (the rest came from the prefix cache or a duplicate in the same admission);
+        #: prefix-cache drops; decoding steps (slots path) and the rows they computed
+        self.stats: dict[str, int] = dict.fromkeys(
+            (
+                "forward_calls",
+                "waves",
+                "requests",
+                "tokens",
+                "prompt_tokens",
+                "prefill_tokens",
+                "cache_drops",
+                "steps",
+                "step_rows",
+            ),
+            0,
+        )
+        self.prefix_cache: PrefixCache | None = None
+        self.fast_decoder = fast_decoder
+        self._fast: FastDecoder | None = None
+        self._slots: SlotBatch | None = None
+        self._mode: str | None = None  # "slots" or "waves": known at the first request
+        self._can_join: bool | None = None  # fallback path: whether waves may merge
+        self._outbox: list[tuple[asyncio.AbstractEventLoop, asyncio.Future, GenerationResult]] = []
         self._rng = np.random.default_rng(seed)
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._weights_lock = threading.Lock()
@@ -133,7 +202,6 @@ class HFEngine(LLMEngine):
         self._closed = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
-        self._can_join: bool | None = None  # known after the first prefill
 
     # ------------------------------------------------------------------ API
     async def generate(self, request: GenerationRequest) -> GenerationResult:
@@ -155,11 +223,14 @@ class HFEngine(LLMEngine):
         """Load ``state_dict`` once the running batch drains; tag later results with ``version``.
 
         Blocks meanwhile. Keys must be parameter/buffer names of the model; a partial state dict
-        updates only those tensors.
+        updates only those tensors. The prefix cache is dropped (its KV came from the old weights).
         """
         self._update_waiting.set()
         try:
-            with self._weights_lock:
+            with self._weights_lock:  # the batching thread is idle: its prefix cache can go
+                if self.prefix_cache is not None:
+                    self.stats["cache_drops"] += self.prefix_cache.tokens > 0
+                    self.prefix_cache.clear()
                 result = self.model.load_state_dict(state_dict, strict=False)
                 if result.unexpected_keys:
                     raise KeyError(f"state_dict has keys the model lacks: {result.unexpected_keys[:5]}")
@@ -174,6 +245,11 @@ class HFEngine(LLMEngine):
         thread = self._thread
         if thread is not None:
             await asyncio.get_running_loop().run_in_executor(None, thread.join, 30.0)
+
+    @property
+    def mode(self) -> str | None:
+        """``slots`` or ``waves`` (see the module docstring); None until the first request."""
+        return self._mode
 
     # ------------------------------------------------------------- internals
     def _eos_ids(self) -> set[int]:
@@ -218,6 +294,10 @@ class HFEngine(LLMEngine):
         return items
 
     def _loop(self) -> None:
+        with self._torch.inference_mode():
+            self._run()
+
+    def _run(self) -> None:
         while True:
             first = self._queue.get()
             if first is None:
@@ -228,12 +308,19 @@ class HFEngine(LLMEngine):
             inflight: list[_Pending] = []
             with self._weights_lock:
                 try:
-                    self._serve(batch, self.weight_version, inflight)
+                    if self._mode is None:
+                        self._setup()
+                    if self._mode == "slots":
+                        self._serve_slots(batch, self.weight_version, inflight)
+                    else:
+                        self._serve_waves(batch, self.weight_version, inflight)
                 except Exception as e:  # noqa: BLE001 - every waiter must hear about it
+                    self._flush_outbox()  # results already made go first
                     err = EngineError(f"hf generation failed: {type(e).__name__}: {e}")
                     err.__cause__ = e
                     for p in inflight:  # delivered ones are done already: no-op for them
                         _post(p.loop, _deliver_error, p.future, err)
+                    self._slots = None  # rebuilt clean by the next wave
         # fail whatever is still queued
         while True:
             try:
@@ -243,10 +330,285 @@ class HFEngine(LLMEngine):
             if item is not None:
                 _post(item.loop, _deliver_error, item.future, EngineError("the hf engine is closed"))
 
-    def _serve(self, batch: list[_Pending], version: int, inflight: list[_Pending]) -> None:
+    def _setup(self) -> None:
+        """Pick the path from the model's cache layers and attention (one forward of one token)."""
+        torch = self._torch
+        out = self.model(input_ids=torch.tensor([[self.pad_token_id]], device=self.device), use_cache=True)
+        layers = getattr(out.past_key_values, "layers", None) or []
+        plain = bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+        shapes = (
+            {(tuple(layer.keys.shape[1::2]), tuple(layer.values.shape[1::2])) for layer in layers} if plain else set()
+        )
+        attention = getattr(self.model.config, "_attn_implementation", None)
+        self._can_join = plain
+        if plain and len(shapes) == 1 and attention in ("sdpa", "eager"):
+            (heads, dim), _ = shapes.pop()
+            self._slots_shape = (len(layers), int(heads), int(dim), layers[0].keys.dtype)
+            self._attention = attention
+            self._mode = "slots"
+            self._fast = plan_fast_decoder(self.model) if self.fast_decoder else None
+            if self.prefix_cache_mb > 0:
+                self.prefix_cache = PrefixCache(torch, int(self.prefix_cache_mb * 2**20))
+        else:
+            self._mode = "waves"
+
+    def _forward(self, **kwargs: Any) -> Any:
+        self.stats["forward_calls"] += 1
+        return self.model(**kwargs, use_cache=True, logits_to_keep=1)
+
+    def _slots_forward(self, ids: Any, pos: Any, allowed: Any, rows: tuple[int, int], start: int, write: int) -> Any:
+        """Logits ``[B, vocab]`` of the last position of slot rows ``rows`` fed ``ids`` at ``pos``:
+        their KV goes to columns ``[write, write + S)`` of the slot buffer, attention sees columns
+        ``[start, write + S)`` where ``allowed`` (``[B, 1, S, K]`` booleans). Through the TorchScript
+        decoder when the model has one (:mod:`rockroll.agentrl.engines.fast_decoder`), else transformers."""
+        kv = self._sb.kv
+        if self._fast is not None:
+            self.stats["forward_calls"] += 1
+            return self._fast(ids, pos, allowed, kv, rows, start, write)
+        cache = buffer_cache(kv, rows, start, write)
+        out = self._forward(input_ids=ids, attention_mask=self._mask(allowed), position_ids=pos, past_key_values=cache)
+        return out.logits[:, -1, :]
+
+    def _new_row(self, p: _Pending) -> _Row:
+        params = p.request.params
+        stops = self.eos_token_ids | set(params.stop_token_ids)
+        return _Row(p, self._torch.Generator().manual_seed(p.seed), stops, params.max_new_tokens)
+
+    def _advance(self, rows: list[_Row], logits: Any, version: int) -> tuple[list[int], Any]:
+        """Sample one token per row, queue finished requests' results; return the rows that go on
+        (indices) and the sampled tokens (a tensor)."""
+        torch = self._torch
+        chosen = self._sample(logits, [r.params for r in rows], rows)
+        logp = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None])[:, 0]
+        keep: list[int] = []
+        for j, (r, tok, lp) in enumerate(zip(rows, chosen.tolist(), logp.tolist(), strict=True)):
+            r.toks.append(tok)
+            r.lps.append(lp)
+            if tok in r.stops or len(r.toks) >= r.max_new:
+                reason = "stop" if tok in r.stops else "length"
+                res = GenerationResult(token_ids=r.toks, logprobs=r.lps, finish_reason=reason, weight_version=version)
+                self._outbox.append((r.pending.loop, r.pending.future, res))
+            else:
+                keep.append(j)
+        self.stats["tokens"] += len(rows)
+        return keep, chosen
+
+    def _flush_outbox(self) -> None:
+        """Hand the queued results to their event loops: one wake-up per loop, not per result."""
+        if not self._outbox:
+            return
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, GenerationResult]]] = {}
+        for loop, fut, res in self._outbox:
+            by_loop.setdefault(loop, []).append((fut, res))
+        self._outbox = []
+        for loop, items in by_loop.items():
+            _post(loop, _deliver_many, items)
+
+    def _mask(self, allowed: Any) -> Any:
+        """A 4D attention mask from booleans (True: attend): as is for sdpa, additive for eager."""
+        if self._attention == "sdpa":
+            return allowed
+        dtype = self._slots_shape[3]
+        zero = self._torch.zeros(allowed.shape, dtype=dtype, device=self.device)
+        return zero.masked_fill(~allowed, self._torch.finfo(dtype).min)
+
+    # ------------------------------------------------------------ slots path
+    @property
+    def _sb(self) -> SlotBatch:
+        if self._slots is None:
+            raise EngineError("the hf engine's slot batch is not set up")
+        return self._slots
+
+    def _serve_slots(self, batch: list[_Pending], version: int, inflight: list[_Pending]) -> None:
+        """Serve until the running batch is empty; waiting requests are admitted at every step
+        (unless a weight update waits)."""
+        if self._slots is None or self._slots.live:
+            layers, heads, dim, dtype = self._slots_shape
+            self._slots = SlotBatch(self._torch, self.device, (layers, heads, dim), dtype)
+        slots = self._slots
+        self.stats["waves"] += 1
+        waiting = batch
+        while True:
+            if waiting:
+                inflight.extend(waiting)
+                self.stats["requests"] += len(waiting)
+                self._admit(waiting, version)
+                self._flush_outbox()
+            if not slots.live:
+                break
+            self._decode(version)
+            self._flush_outbox()
+            room = self.max_batch_size - slots.live
+            waiting = self._take_new(room) if room > 0 and not self._update_waiting.is_set() else []
+
+    def _admit(self, items: list[_Pending], version: int) -> None:
+        """Group identical prompts, look each up in the prefix cache; prompts missing one token go
+        straight into slots (the next step computes it), the others are prefilled first."""
+        pc = self.prefix_cache
+        groups: dict[tuple[int, ...], list[_Pending]] = {}
+        for p in items:
+            groups.setdefault(tuple(p.request.prompt_ids), []).append(p)
+        direct: list[_Group] = []
+        prefill: list[_Group] = []
+        for key, ps in groups.items():
+            cached, path = pc.match(key, len(key) - 1) if pc is not None else (0, Prefix([], None))
+            self.stats["prompt_tokens"] += len(key) * len(ps)
+            (direct if len(key) - cached == 1 else prefill).append((key, ps, cached, path))
+        if prefill:
+            prefill.sort(key=lambda g: len(g[0]) - g[2], reverse=True)
+            bucket: list[_Group] = []
+            for g in prefill:  # rows needing at most half the longest one's tokens get a forward of their own
+                if bucket and 2 * (len(g[0]) - g[2]) <= len(bucket[0][0]) - bucket[0][2]:
+                    self._prefill(bucket, version)
+                    bucket = []
+                bucket.append(g)
+            self._prefill(bucket, version)
+        if direct:
+            slots = self._sb
+            slots.reserve(sum(len(g[1]) for g in direct), max(g[2] for g in direct))
+            end = slots.end
+            placed: list[int] = []
+            lengths: list[int] = []
+            feeds: list[int] = []
+            stacked: dict[int, tuple[list[int], list[Any]]] = {}  # length -> slots, their prefix KV
+            for key, ps, cached, path in direct:
+                src = pc.source(path, cached) if cached and pc is not None else None
+                first = -1
+                for p in ps:
+                    slot = slots.alloc(self._new_row(p))
+                    placed.append(slot)
+                    lengths.append(cached)
+                    feeds.append(key[-1])
+                    if not cached or pc is None:
+                        continue
+                    if src is not None:  # one tensor already: copied below with the others of its length
+                        bucket = stacked.setdefault(cached, ([], []))
+                        bucket[0].append(slot)
+                        bucket[1].append(src)
+                    elif first < 0:
+                        pc.copy_into(path, cached, slots.kv[:, :, slot, :, end - cached : end])
+                        first = slot
+                    else:  # the same prompt again: copy the copy
+                        slots.copy_row(first, slot, cached)
+                self.stats["prefill_tokens"] += len(ps)
+            for n, (where, srcs) in stacked.items():
+                idx = self._torch.tensor(where, device=self.device)
+                slots.kv[:, :, idx, :, end - n : end] = self._torch.stack(srcs, dim=2)
+            slots.place_many(placed, lengths, feeds)
+
+    def _prefill(self, groups: list[_Group], version: int) -> None:
+        """One forward over the groups' uncached tokens, computed in place in a block of fresh
+        slots (each row computes the same number ``S`` of columns: rows that need fewer recompute
+        cached ones rather than pad); then sample their first tokens. Duplicate requests get a
+        copy of their prompt's row; finished ones free their slots."""
+        torch = self._torch
+        slots, pc = self._sb, self.prefix_cache
+        width = max(len(k) - c for k, _ps, c, _path in groups)  # S: new columns per row
+        used = [max(0, len(k) - width) for k, _ps, _c, _path in groups]  # cached tokens each row takes
+        total = max(used) + width
+        m = len(groups)
+        firsts = [self._new_row(ps[0]) for _k, ps, _c, _path in groups]
+        block = slots.take_block(firsts, total)  # slots [block, block + m), tokens ending at ``end``
+        end = slots.end
+        ids: list[list[int]] = []
+        pos: list[list[int]] = []
+        lengths: list[int] = []
+        for i, ((key, _ps, _c, path), u) in enumerate(zip(groups, used, strict=True)):
+            n, k = len(key), len(key) - u
+            if u and pc is not None:
+                pc.copy_into(path, u, slots.kv[:, :, block + i, :, end - n : end - k])
+            ids.append([self.pad_token_id] * (width - k) + list(key[u:]))
+            pos.append([0] * (width - k) + list(range(u, n)))
+            lengths.append(n)
+            self.stats["prefill_tokens"] += k
+        rows_valid = slots.mark(range(block, block + m), lengths, total)  # [m, total] columns end - total ..
+        q = torch.arange(width, device=self.device)
+        causal = torch.arange(total, device=self.device)[None, :] <= (total - width + q)[:, None]
+        allowed = rows_valid[:, None, None, :] & causal[None, None]
+        allowed[:, :, q, total - width + q] = True  # padding queries attend to themselves: none is all masked
+        logits = self._slots_forward(
+            torch.tensor(ids, device=self.device),
+            torch.tensor(pos, device=self.device),
+            allowed,
+            (block, block + m),
+            end - total,
+            end - width,
+        ).float()
+        rows: list[_Row] = []
+        src: list[int] = []
+        first_at: list[int] = []
+        kv_of = slots.tokens_of(list(range(block, block + m)), lengths) if pc is not None else []
+        for i, (key, ps, _c, _path) in enumerate(groups):
+            if pc is not None:  # later requests with this prompt (or extending it) find it at once
+                pc.insert(key, kv_of[i])
+            first_at.append(len(rows))
+            rows.append(firsts[i])
+            src.append(i)
+            for p in ps[1:]:
+                rows.append(self._new_row(p))
+                src.append(i)
+        if len(src) > m:
+            logits = logits[torch.tensor(src, device=self.device)]
+        keep, _ = self._advance(rows, logits, version)
+        kept = set(keep)
+        dups = [(src[j], rows[j]) for j in keep if rows[j] is not firsts[src[j]]]
+        if dups:  # the same prompt asked for again: a copy of its row (while that row still holds it)
+            slots.reserve(len(dups), total)
+            for i, r in dups:
+                slots.copy_row(firsts[i].slot, slots.alloc(r), total)
+        for r, j in zip(firsts, first_at, strict=True):
+            if j not in kept:
+                slots.release(r.slot)
+        if keep:
+            slots.feed([rows[j].slot for j in keep], [rows[j].toks[-1] for j in keep], [lengths[src[j]] for j in keep])
+
+    def _decode(self, version: int) -> None:
+        """One decoding step of every slot: write column ``end``, sample, retire finished requests
+        (their tokens go to the prefix cache)."""
+        torch = self._torch
+        slots, pc = self._sb, self.prefix_cache
+        slots.reserve(0, 0, 1)
+        hi, start, end = slots.hi, slots.start, slots.end
+        slots.valid[:hi, end] = True
+        logits = self._slots_forward(
+            slots.next_tok[:hi, None],
+            slots.pos[:hi, None],
+            slots.valid[:hi, None, None, start : end + 1],
+            (0, hi),
+            start,
+            end,
+        )
+        slots.end = end + 1
+        slots.pos[:hi] += 1
+        self.stats["steps"] += 1
+        self.stats["step_rows"] += slots.live
+        live = slots.live_slots()
+        rows = [slots.rows[s] for s in live]
+        idx = torch.tensor(live, device=self.device) if len(live) < hi else None  # free slots computed padding
+        if idx is not None:
+            logits = logits[idx]
+        keep, chosen = self._advance(rows, logits.float(), version)
+        if idx is None:
+            slots.next_tok[:hi] = chosen
+        else:
+            slots.next_tok[idx] = chosen
+        if len(keep) < len(rows):
+            kept = set(keep)
+            done = [r for j, r in enumerate(rows) if j not in kept]
+            if pc is not None:  # their tokens (prompt and response but its last) go to the prefix cache
+                seqs = [[*r.pending.request.prompt_ids, *r.toks[:-1]] for r in done]
+                for seq, kv_of in zip(
+                    seqs, slots.tokens_of([r.slot for r in done], [len(q) for q in seqs]), strict=True
+                ):
+                    pc.insert(seq, kv_of)
+            for r in done:
+                slots.release(r.slot)
+
+    # ------------------------------------------------------------ fallback: static waves
+    def _serve_waves(self, batch: list[_Pending], version: int, inflight: list[_Pending]) -> None:
         """Decode ``batch`` to the end, one batched forward per step. New requests join the running
-        batch at step boundaries (continuous batching) unless a weight update is waiting or the
-        model's cache cannot be merged; then they wait for the batch to drain."""
+        batch at step boundaries unless a weight update is waiting or the model's cache cannot be
+        merged; then they wait for the batch to drain."""
         state: _State | None = None
         waiting = batch
         self.stats["waves"] += 1
@@ -254,19 +616,17 @@ class HFEngine(LLMEngine):
             if waiting:
                 inflight.extend(waiting)
                 self.stats["requests"] += len(waiting)
-                state = self._admit(state, waiting, version)
+                state = self._wave_admit(state, waiting, version)
+                self._flush_outbox()
             if state is None:
                 break
-            state = self._step(state, version)
+            state = self._wave_step(state, version)
+            self._flush_outbox()
             room = self.max_batch_size - (len(state.rows) if state else 0)
             joinable = state is None or self._can_join
             waiting = self._take_new(room) if joinable and room > 0 and not self._update_waiting.is_set() else []
 
-    def _forward(self, **kwargs: Any) -> Any:
-        self.stats["forward_calls"] += 1
-        return self.model(**kwargs, use_cache=True, logits_to_keep=1)
-
-    def _admit(self, state: _State | None, items: list[_Pending], version: int) -> _State | None:
+    def _wave_admit(self, state: _State | None, items: list[_Pending], version: int) -> _State | None:
         """Prefill ``items`` (left-padded), sample their first token, merge them into ``state``."""
         torch = self._torch
         dev = self.device
@@ -279,22 +639,18 @@ class HFEngine(LLMEngine):
             ids[i, width - k :] = torch.tensor(list(p.request.prompt_ids), dtype=torch.long)
             mask[i, width - k :] = 1
         ids, mask = ids.to(dev), mask.to(dev)
+        self.stats["prompt_tokens"] += int(mask.sum())
+        self.stats["prefill_tokens"] += int(mask.sum())
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        rows = [
-            _Row(p, torch.Generator().manual_seed(p.seed), self.eos_token_ids | set(p.request.params.stop_token_ids))
-            for p in items
-        ]
+        rows = [self._new_row(p) for p in items]
         out = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos)
-        if self._can_join is None:
-            layers = getattr(out.past_key_values, "layers", None)
-            self._can_join = bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
         new = _State(rows, out.past_key_values, mask, pos[:, -1:])
-        new = self._keep(new, self._advance(rows, out.logits[:, -1, :].float(), version))
+        new = self._wave_keep(new, self._advance(rows, out.logits[:, -1, :].float(), version)[0])
         if new is None or state is None:
             return new if new is not None else state
-        return self._merge(state, new)
+        return self._wave_merge(state, new)
 
-    def _step(self, state: _State, version: int) -> _State | None:
+    def _wave_step(self, state: _State, version: int) -> _State | None:
         """One decoding step of every running row."""
         torch = self._torch
         dev = self.device
@@ -302,28 +658,10 @@ class HFEngine(LLMEngine):
         mask = torch.cat([state.mask, torch.ones((len(state.rows), 1), dtype=state.mask.dtype, device=dev)], dim=1)
         pos = state.pos + 1
         out = self._forward(input_ids=next_ids, attention_mask=mask, position_ids=pos, past_key_values=state.cache)
-        keep = self._advance(state.rows, out.logits[:, -1, :].float(), version)
-        return self._keep(_State(state.rows, out.past_key_values, mask, pos), keep)
+        keep, _ = self._advance(state.rows, out.logits[:, -1, :].float(), version)
+        return self._wave_keep(_State(state.rows, out.past_key_values, mask, pos), keep)
 
-    def _advance(self, rows: list[_Row], logits: Any, version: int) -> list[int]:
-        """Sample one token per row, deliver finished requests; return the rows that go on."""
-        torch = self._torch
-        chosen = self._sample(logits, [r.params for r in rows], [r.gen for r in rows])
-        logp = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None])[:, 0]
-        keep: list[int] = []
-        for j, (r, tok, lp) in enumerate(zip(rows, chosen.tolist(), logp.tolist(), strict=True)):
-            r.toks.append(tok)
-            r.lps.append(lp)
-            if tok in r.stops or len(r.toks) >= r.params.max_new_tokens:
-                reason = "stop" if tok in r.stops else "length"
-                res = GenerationResult(token_ids=r.toks, logprobs=r.lps, finish_reason=reason, weight_version=version)
-                _post(r.pending.loop, _deliver, r.pending.future, res)
-            else:
-                keep.append(j)
-        self.stats["tokens"] += len(rows)
-        return keep
-
-    def _keep(self, state: _State, keep: list[int]) -> _State | None:
+    def _wave_keep(self, state: _State, keep: list[int]) -> _State | None:
         """Drop finished rows from the batch and the KV cache; trim all-padding columns."""
         if not keep:
             return None
@@ -339,7 +677,7 @@ class HFEngine(LLMEngine):
                 state.mask = state.mask[:, first:]
         return state
 
-    def _merge(self, a: _State, b: _State) -> _State:
+    def _wave_merge(self, a: _State, b: _State) -> _State:
         """One batch from two: left-pad the shorter cache (masked zeros), stack along the batch."""
         torch = self._torch
         F = torch.nn.functional
@@ -354,9 +692,10 @@ class HFEngine(LLMEngine):
         mask = torch.cat([F.pad(m, (width - m.shape[1], 0)) for m in (a.mask, b.mask)], dim=0)
         return _State(a.rows + b.rows, a.cache, mask, torch.cat([a.pos, b.pos], dim=0))
 
-    def _sample(self, logits: Any, params: list[SamplingParams], gens: list[Any]) -> Any:
+    # ------------------------------------------------------------ sampling
+    def _sample(self, logits: Any, params: list[SamplingParams], rows: list[_Row]) -> Any:
         """One token per row: argmax where temperature is 0, else inverse-CDF sampling from the
-        temperature/top-k/top-p distribution with one uniform drawn from the row's generator."""
+        temperature/top-k/top-p distribution with the next uniform of the row's generator."""
         torch = self._torch
         dev = logits.device
         greedy_tok = logits.argmax(dim=-1)
@@ -379,15 +718,22 @@ class HFEngine(LLMEngine):
             sp_ = sp_.masked_fill(cum - sp_ >= tp, 0.0)  # keep the smallest prefix with mass >= top_p
             probs = torch.zeros_like(probs).scatter(1, order, sp_)
         cdf = probs.cumsum(-1)
-        u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in gens]).to(dev, cdf.dtype)
+        u = torch.tensor([r.uniform() for r in rows], dtype=torch.float64).to(dev, cdf.dtype)
         sampled = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
         sampled = sampled.clamp(max=logits.shape[-1] - 1)
         return torch.where(temps == 0, greedy_tok, sampled)
 
 
-def _deliver(fut: asyncio.Future, result: GenerationResult) -> None:
-    if not fut.done():
-        fut.set_result(result)
+def _draw(gen: Any, n: int) -> list[float]:
+    import torch
+
+    return torch.rand(n, generator=gen, dtype=torch.float64).tolist()
+
+
+def _deliver_many(items: list[tuple[asyncio.Future, GenerationResult]]) -> None:
+    for fut, result in items:
+        if not fut.done():
+            fut.set_result(result)
 
 
 def _deliver_error(fut: asyncio.Future, err: BaseException) -> None:
