@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rockroll.trainer.batch import Batch
     from rockroll.trainer.config import AlgoConfig, OptimConfig, TrainConfig
 
-__all__ = ["PolicyTrainer", "make_scheduler", "total_updates"]
+__all__ = ["PolicyTrainer", "make_scheduler", "single_pass", "total_updates"]
 
 
 def total_updates(cfg: TrainConfig) -> int:
@@ -26,6 +26,16 @@ def total_updates(cfg: TrainConfig) -> int:
     n = cfg.rollout.group_size * cfg.rollout.groups_per_step
     mb = cfg.optim.mini_batch_size or n
     return cfg.total_steps * cfg.optim.ppo_epochs * max(1, -(-n // mb))
+
+
+def single_pass(cfg: TrainConfig, rows: int) -> bool:
+    """Whether the update of ``rows`` rows is one optimizer step over the whole batch.
+
+    Then the logprobs before the step (PPO's ``old_logprobs``) are those of the step's own forward
+    pass, detached: a separate no-grad pass over the batch would compute the same numbers.
+    """
+    mb = cfg.optim.mini_batch_size
+    return cfg.optim.ppo_epochs == 1 and (mb == 0 or mb >= rows) and not cfg.algo.tis_cap
 
 
 def make_scheduler(opt: Any, schedule: str, warmup: int, total: int) -> Any:
@@ -87,7 +97,7 @@ class PolicyTrainer:
             for start in range(0, len(batch), self.optim.micro_batch_size):
                 rows = list(range(start, min(len(batch), start + self.optim.micro_batch_size)))
                 mb = batch.select(rows)
-                out.append(token_logprobs(m, mb.input_ids, mb.attention_mask)[0])
+                out.append(token_logprobs(m, mb.input_ids, mb.attention_mask, need=mb.response_mask)[0])
         return torch.cat(out, 0)
 
     def compute_values(self, batch: Batch) -> torch.Tensor:
@@ -105,7 +115,11 @@ class PolicyTrainer:
 
     # ------------------------------------------------------------------ update
     def update(self, batch: Batch, step: int) -> dict[str, float]:
-        """PPO epochs over shuffled minibatches of ``batch`` (needs extras ``old_logprobs``, ``advantages``, ``loss_mask``)."""
+        """PPO epochs over shuffled minibatches of ``batch`` (needs extras ``advantages``, ``loss_mask``).
+
+        Extra ``old_logprobs`` is the policy's before this step; ``None`` when the step is a single
+        pass (:func:`single_pass`), where they equal the pass's own logprobs, detached.
+        """
         import torch
 
         n = len(batch)
@@ -153,8 +167,12 @@ class PolicyTrainer:
             mb = batch.select(idx or rows[:1])  # empty: a zero-weight pad so every rank runs the same passes
             mask = mb.extras["loss_mask"] if idx else mb.extras["loss_mask"] * 0
             ntok = float(mask.sum())
-            lp, ent = token_logprobs(self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=True)
-            old = mb.extras["old_logprobs"]
+            lp, ent = token_logprobs(
+                self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=True, need=mb.response_mask
+            )
+            old = mb.extras.get("old_logprobs")
+            if old is None:  # one pass over the batch (see single_pass): the policy before this step is lp itself
+                old = lp.detach()
             loss_tok, st = policy_loss(
                 a.pg_variant, lp, old, mb.extras["advantages"], mask,
                 clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip or None,

@@ -99,10 +99,26 @@ def _trim(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
     return int(attention_mask.sum(1).max())
 
 
+# Decoder-only models whose logits are exactly ``lm_head(final hidden state)`` (no soft-capping, no
+# logit scale): for them the head runs only where a logprob is needed.
+_PLAIN_HEAD_TYPES = frozenset({"qwen2", "qwen3", "llama", "mistral"})
+
+
 def token_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, with_entropy: bool = False
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    with_entropy: bool = False,
+    need: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Token-aligned logprobs (and entropies) of ``input_ids`` under ``model`` (grad follows the caller's mode)."""
+    """Token-aligned logprobs (and entropies) of ``input_ids`` under ``model`` (grad follows the caller's mode).
+
+    ``need`` (a 0/1 mask shaped like ``input_ids``) names the tokens whose logprob is used: for a
+    plain-head decoder the vocabulary projection then runs only at those positions (for short
+    answers after long prompts that is most of the work); elsewhere the result is 0. Without it
+    every position is computed.
+    """
     import torch
 
     from rockroll.trainer.algos.kl import entropy_from_logits
@@ -110,14 +126,21 @@ def token_logprobs(
     n, full = input_ids.shape
     length = _trim(input_ids, attention_mask)
     ids, attn = input_ids[:, :length], attention_mask[:, :length]
+    out = torch.zeros((n, full), dtype=torch.float32, device=input_ids.device)
+    ent = torch.zeros((n, full), dtype=torch.float32, device=input_ids.device) if with_entropy else None
+    if need is not None and getattr(model.config, "model_type", None) in _PLAIN_HEAD_TYPES:
+        rows, cols = need[:, 1:length].nonzero(as_tuple=True)  # token cols+1 is predicted at position cols
+        hidden = model.get_decoder()(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state
+        logits = model.get_output_embeddings()(hidden[rows, cols]).float()
+        logp = torch.log_softmax(logits, dim=-1)
+        out = out.index_put((rows, cols + 1), logp.gather(-1, ids[rows, cols + 1].unsqueeze(-1)).squeeze(-1))
+        if ent is not None:
+            ent = ent.index_put((rows, cols + 1), entropy_from_logits(logits))
+        return out, ent
     logits = model(input_ids=ids, attention_mask=attn, use_cache=False).logits.float()
     logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
-    lp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    out = torch.zeros((n, full), dtype=torch.float32, device=lp.device)
-    out[:, 1:length] = lp
-    ent = None
-    if with_entropy:
-        ent = torch.zeros((n, full), dtype=torch.float32, device=lp.device)
+    out[:, 1:length] = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    if ent is not None:
         ent[:, 1:length] = entropy_from_logits(logits[:, :-1])
     return out, ent
 

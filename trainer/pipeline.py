@@ -26,6 +26,7 @@ from typing import Any
 from rockroll.agentrl.engines.hf import HFEngine
 from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
 from rockroll.sandbox.manager import SandboxManager
+from rockroll.trainer.actor import single_pass
 from rockroll.trainer.config import TrainConfig
 from rockroll.trainer.multiturn import MultiTurnDriver, check_context, episode_config, write_episode
 from rockroll.trainer.report import env_references, success_table
@@ -251,7 +252,8 @@ def run_training(
             if rows is None:
                 batch.extras["truncated"] = torch.tensor([float(_truncated(t)) for t in trajs if not t.masked])
             # 2. old / reference logprobs, values
-            batch.extras["old_logprobs"] = workers.old_logprobs(batch)
+            if rows is None or not single_pass(cfg, len(batch)):
+                batch.extras["old_logprobs"] = workers.old_logprobs(batch)
             ref = workers.ref_logprobs(batch)
             if ref is not None:
                 batch.extras["ref_logprobs"] = ref

@@ -153,7 +153,7 @@ class _RefWorkerImpl:
         with torch.no_grad():
             for s in range(0, len(batch), self.micro):
                 mb = batch.select(list(range(s, min(len(batch), s + self.micro))))
-                out.append(token_logprobs(self.model, mb.input_ids, mb.attention_mask)[0])
+                out.append(token_logprobs(self.model, mb.input_ids, mb.attention_mask, need=mb.response_mask)[0])
         return torch.cat(out)
 
     def state_dict(self) -> dict[str, Any]:
