@@ -163,11 +163,12 @@ class AlgoConfig(ConfigModel):
     dynamic_sampling: bool = f(True, "drop groups whose rewards are all equal (no GRPO signal)")
     mask_truncated: bool = f(False, "drop responses cut at max_new_tokens")
     tis_cap: float = f(0.0, "truncated importance sampling cap between trainer and rollout logprobs (0: off)", ge=0)
-    turn_credit: Literal["episode", "gigpo", "fork"] = f(
+    turn_credit: Literal["episode", "gigpo", "fork", "gae"] = f(
         "episode",
         "multiturn: per-turn advantages (episode: the episode's group advantage on every turn; gigpo: plus a "
         "step advantage among turns of the group that acted from the same state; fork: G_t - V(s_t) with V from "
-        "fork_k continuations forked at fork_turns turns per episode); adv_estimator applies to plan mode",
+        "fork_k continuations forked at fork_turns turns per episode; gae: PPO with a critic, GAE over turns "
+        "with step_gamma and lam, the critic's value of each turn's prompt); adv_estimator applies to plan mode",
     )
     fork_k: int = f(4, "multiturn fork: continuations per forked turn", ge=1)
     fork_turns: int = f(2, "multiturn fork: forked turns per episode (spread over the episode)", ge=1)
@@ -190,7 +191,7 @@ class AlgoConfig(ConfigModel):
 
     @property
     def needs_critic(self) -> bool:
-        return get_advantage_estimator(self.adv_estimator).needs_critic
+        return self.turn_credit == "gae" or get_advantage_estimator(self.adv_estimator).needs_critic
 
 
 class OptimConfig(ConfigModel):
@@ -290,6 +291,11 @@ class TrainConfig(ConfigModel):
                     f"sft.steps > 0 needs an expert for {self.rollout.env_id} to demonstrate multi-turn play, and it "
                     "has none: register one (envhub.register(..., expert='module:factory')) or set sft.steps: 0"
                 )
+        if self.algo.turn_credit == "gae" and self.rollout.mode != "multiturn":
+            raise ValueError(
+                "algo.turn_credit: gae is per-turn credit for rollout.mode: multiturn; in plan mode a critic comes "
+                "from algo.adv_estimator: gae"
+            )
         if not self.name or "/" in self.name:
             raise ValueError(f"name must be a non-empty string without '/', got {self.name!r}")
         return self

@@ -31,7 +31,7 @@ from rockroll.trainer.config import TrainConfig
 from rockroll.trainer.multiturn import MultiTurnDriver, check_context, episode_config, write_episode
 from rockroll.trainer.report import env_references, success_table
 from rockroll.trainer.selection import BestCheckpoint, select_seeds
-from rockroll.trainer.turns import merge_identical, merge_ok, turn_rows
+from rockroll.trainer.turns import merge_identical, merge_ok, turn_rows, turn_values
 
 __all__ = ["run_training", "ProgressCallback"]
 
@@ -239,7 +239,11 @@ def run_training(
                 if cfg.algo.turn_credit == "fork":
                     forks, fork_metrics = driver.fork_values(trajs)
                     rollout_metrics.update(fork_metrics)
-                rows = turn_rows(trajs, cfg.algo, "concat" if r.history_window is None else "per_turn", forks)
+                layout = "concat" if r.history_window is None else "per_turn"
+                values_by_turn = None
+                if cfg.algo.turn_credit == "gae":
+                    values_by_turn = turn_values(trajs, layout, workers.values, tok.pad_token_id)
+                rows = turn_rows(trajs, cfg.algo, layout, forks, values_by_turn)
                 if merge_ok(cfg):
                     rows = merge_identical(rows)
                 samples = rows.samples
@@ -265,6 +269,8 @@ def run_training(
             if rows is not None:
                 batch.extras["advantages"] = rows.advantage_tensor(batch.input_ids.shape[1])
                 batch.extras["loss_mask"] = batch.response_mask * rows.loss_weights()
+                if rows.returns is not None:
+                    batch.extras["returns"] = rows.returns_tensor(batch.input_ids.shape[1])
                 metrics = dict(rows.metrics)
             else:
                 metrics = compute_advantages(batch, cfg.algo, r.max_new_tokens)

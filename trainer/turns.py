@@ -9,15 +9,17 @@ episode (``concat``), each turn's response tokens carrying that turn's advantage
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from rockroll.agentrl.trajectory import TrainSample, Trajectory
 from rockroll.trainer.algos.turn_credit import TurnCreditConfig, episode_from_trajectory, turn_advantages
+from rockroll.trainer.batch import Batch, collate
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import AlgoConfig
 
-__all__ = ["TurnRows", "turn_rows", "credit_config", "merge_identical", "merge_ok"]
+__all__ = ["TurnRows", "turn_rows", "turn_values", "credit_config", "merge_identical", "merge_ok"]
 
 Layout = Literal["concat", "per_turn"]
 
@@ -31,10 +33,13 @@ class TurnRows:
         advantages: list[list[float]],
         metrics: dict[str, float],
         weights: list[float] | None = None,
+        returns: list[list[float]] | None = None,
     ) -> None:
         self.samples, self.advantages, self.metrics = samples, advantages, metrics
         #: how many identical turns each row stands for (see :func:`merge_identical`)
         self.weights = weights or [1.0] * len(samples)
+        #: the critic's per-token targets (``turn_credit: gae``), aligned like the advantages
+        self.returns = returns
 
     def loss_weights(self) -> Any:
         """``[rows, 1]`` weights to multiply the response mask with (the loss mask)."""
@@ -44,12 +49,45 @@ class TurnRows:
 
     def advantage_tensor(self, length: int) -> Any:
         """``[rows, length]`` right-padded advantages, aligned with :func:`rockroll.trainer.batch.collate`."""
-        import torch
+        return _padded(self.advantages, length)
 
-        out = torch.zeros((len(self.advantages), length), dtype=torch.float32)
-        for i, row in enumerate(self.advantages):
-            out[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
-        return out
+    def returns_tensor(self, length: int) -> Any:
+        """``[rows, length]`` critic targets (None without a critic), aligned like :meth:`advantage_tensor`."""
+        return None if self.returns is None else _padded(self.returns, length)
+
+
+def _padded(rows: list[list[float]], length: int) -> Any:
+    import torch
+
+    out = torch.zeros((len(rows), length), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
+    return out
+
+
+def turn_values(
+    trajs: list[Trajectory], layout: Layout, values_of: Callable[[Batch], Any], pad_id: int
+) -> dict[str, list[float]]:
+    """The critic's value of the state each turn acted from, per episode id (``turn_credit: gae``).
+
+    A turn's state is its prompt: the value is read at the turn's first response token (token-aligned
+    values hold at ``t`` the value of the context before token ``t``), in either row layout.
+    """
+    kept = [t for t in trajs if not t.masked and t.turns]
+    rows: list[TrainSample] = []
+    where: list[tuple[str, int, int]] = []  # episode id, row, position
+    for t in kept:
+        samples = t.to_samples(layout)
+        for i, turn in enumerate(t.turns):
+            where.append((t.episode_id, len(rows) + (i if layout == "per_turn" else 0), len(turn.prompt_ids)))
+        rows += samples
+    if not rows:
+        return {}
+    values = values_of(collate(rows, pad_id))
+    out: dict[str, list[float]] = {}
+    for episode_id, row, pos in where:
+        out.setdefault(episode_id, []).append(float(values[row, pos]))
+    return out
 
 
 def credit_config(algo: AlgoConfig) -> TurnCreditConfig:
@@ -79,11 +117,11 @@ def _concat_advantages(traj: Trajectory, row: TrainSample, per_turn: list[float]
 
 def merge_ok(cfg: Any) -> bool:
     """Whether ``cfg`` lets :func:`merge_identical` run: per-turn rows, token-mean loss, no TIS weights
-    (those read each row's own rollout logprobs)."""
+    (those read each row's own rollout logprobs), no critic targets (each row keeps its own return)."""
     a = cfg.algo
     return bool(
         a.merge_identical_turns and cfg.rollout.history_window is not None
-        and a.loss_agg_mode == "token-mean" and not a.tis_cap
+        and a.loss_agg_mode == "token-mean" and not a.tis_cap and a.turn_credit != "gae"
     )  # fmt: skip
 
 
@@ -121,38 +159,44 @@ def turn_rows(
     algo: AlgoConfig,
     layout: Layout,
     fork_values: dict[str, list[float | None]] | None = None,
+    values: dict[str, list[float]] | None = None,
 ) -> TurnRows:
     """Rows and token advantages of the non-masked episodes of ``trajs`` (masked ones are infra failures).
 
     With ``algo.dynamic_sampling`` rows whose advantage is 0 on every token are dropped: they carry
-    no signal and would only dilute the loss average.
+    no signal and would only dilute the loss average. ``values`` (per episode id, one critic value
+    per turn: :func:`turn_values`) feed ``turn_credit: gae``; a truncated episode bootstraps from its
+    last turn's value (the state after it has no prompt of its own).
     """
     kept = [t for t in trajs if not t.masked and t.turns]
     if not kept:
         return TurnRows([], [], {"rollout/kept_fraction": 0.0})
-    forks = fork_values or {}
-    episodes = [
-        episode_from_trajectory(t, fork_values=forks[t.episode_id])
-        if t.episode_id in forks
-        else episode_from_trajectory(t)
-        for t in kept
-    ]
+    forks, vals = fork_values or {}, values or {}
+    episodes = []
+    for t in kept:
+        extra: dict[str, Any] = {}
+        if t.episode_id in forks:
+            extra["fork_values"] = forks[t.episode_id]
+        if t.episode_id in vals:
+            extra.update(values=vals[t.episode_id], last_value=vals[t.episode_id][-1] if t.truncated else None)
+        episodes.append(episode_from_trajectory(t, **extra))
     credit = turn_advantages(episodes, credit_config(algo))
     samples: list[TrainSample] = []
     advantages: list[list[float]] = []
+    returns: list[list[float]] | None = [] if credit.returns is not None else None
     total = 0
-    for traj, per_turn in zip(kept, credit.advantages, strict=True):
+    for i, (traj, per_turn) in enumerate(zip(kept, credit.advantages, strict=True)):
         rows = traj.to_samples(layout)
-        if layout == "per_turn":
-            row_advs = [[a * m for m in row.response_mask] for row, a in zip(rows, per_turn, strict=True)]
-        else:
-            row_advs = [_concat_advantages(traj, rows[0], per_turn)]
-        for row, adv in zip(rows, row_advs, strict=True):
+        row_advs = _spread(traj, rows, per_turn, layout)
+        row_rets = _spread(traj, rows, credit.returns[i], layout) if credit.returns is not None else None
+        for j, (row, adv) in enumerate(zip(rows, row_advs, strict=True)):
             total += 1
             if algo.dynamic_sampling and not any(adv):
                 continue
             samples.append(row)
             advantages.append(adv)
+            if returns is not None and row_rets is not None:
+                returns.append(row_rets[j])
     flat = [a for row in advantages for a in row if a]
     metrics = {k: float(v) for k, v in credit.metrics.items()}
     metrics.update({
@@ -162,4 +206,11 @@ def turn_rows(
         "rollout/invalid_action_rate": sum(not u.action_is_valid for t in kept for u in t.turns)
         / max(sum(len(t.turns) for t in kept), 1),
     })  # fmt: skip
-    return TurnRows(samples, advantages, metrics)
+    return TurnRows(samples, advantages, metrics, returns=returns)
+
+
+def _spread(traj: Trajectory, rows: list[TrainSample], per_turn: list[float], layout: Layout) -> list[list[float]]:
+    """One value per turn onto that turn's response tokens of the episode's rows."""
+    if layout == "per_turn":
+        return [[a * m for m in row.response_mask] for row, a in zip(rows, per_turn, strict=True)]
+    return [_concat_advantages(traj, rows[0], per_turn)]
