@@ -36,6 +36,9 @@ from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
 from rockroll.sandbox.errors import SandboxStartError
 
+#: bytes of a Unix socket path (``sun_path`` is 108 bytes with its trailing NUL on Linux)
+MAX_SOCKET_PATH = 107
+
 __all__ = ["ProcessBackend", "ProcessConfig", "detect_isolation", "DEFAULT_STATE_DIR"]
 
 DEFAULT_STATE_DIR = f"/tmp/rockroll-sb-{os.getuid()}"
@@ -111,6 +114,12 @@ class ProcessBackend(SandboxBackend):
         (d / "ws").mkdir(parents=True, mode=0o700)
         os.chmod(self.state_dir, 0o700)
         sock = str(d / "s.sock")
+        if len(os.fsencode(sock)) > MAX_SOCKET_PATH:
+            raise SandboxStartError(
+                f"sandbox socket path {sock!r} is {len(os.fsencode(sock))} bytes, over the {MAX_SOCKET_PATH} a Unix "
+                "socket address holds: use a shorter state directory (data dir)",
+                sandbox_id=sandbox_id,
+            )
         server = [self.python, "-m", "rockroll.sandbox.server", "--socket", sock, "--workspace", str(d / "ws")]
         server += ["--max-sessions", str(spec.max_sessions)]
         for k, v in sorted(labels.items()):

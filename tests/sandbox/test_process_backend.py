@@ -85,3 +85,13 @@ def test_spec_round_trips_through_a_record(make_manager: Any) -> None:
     m: SandboxManager = make_manager()
     sb = m.create(spec)
     assert sb.exec("echo $A").stdout == "1\n" and sb.pool == "custom"
+
+
+def test_a_socket_path_too_long_fails_with_a_message(tmp_path: Any) -> None:
+    from rockroll.sandbox.errors import SandboxStartError
+
+    deep = tmp_path / ("d" * 120)
+    backend = ProcessBackend(state_dir=str(deep))
+    with pytest.raises(SandboxStartError, match="shorter state directory"):
+        backend.start("sb-p1", SandboxSpec(), labels=LABELS)
+    assert backend.list_managed("ptest") == []
