@@ -25,7 +25,12 @@ def build_tiny(
     vocab_size: int = typer.Option(512, help="Target BPE vocabulary size."),
     seed: int = typer.Option(0, help="Seed of the random initialisation and the tokenizer corpus."),
 ) -> None:
-    """Build a tiny randomly initialised Qwen2-shaped LM and a BPE tokenizer trained on env text."""
+    """Build a tiny randomly initialised Qwen2-shaped LM and a BPE tokenizer trained on env text.
+
+    Example:
+
+        rockroll model build-tiny /tmp/tiny --layers 2 --hidden-size 128
+    """
     from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
 
     try:
@@ -55,7 +60,16 @@ def serve_model_cmd(
     threads: int = typer.Option(1, help="torch CPU threads (one is often fastest on a busy machine)."),
     seed: int = typer.Option(0, help="Seed of requests that bring none."),
 ) -> None:
-    """Serve a model over an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models)."""
+    """Serve a model over an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models).
+
+    Streaming, stop strings, n, logprobs/top_logprobs, max_tokens and seed work as OpenAI defines
+    them; errors are OpenAI's {"error": ...}. No authentication: keep it on 127.0.0.1.
+
+    Example (then point any OpenAI client at http://127.0.0.1:8001/v1, model "tiny"):
+
+        rockroll model build-tiny /tmp/tiny
+        rockroll serve-model /tmp/tiny --model-name tiny --port 8001
+    """
     from rockroll.agentrl.serve import serve_model
 
     serve_model(

@@ -19,7 +19,6 @@ inside the command, so ``rockroll --help`` stays fast.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import typer
@@ -28,8 +27,7 @@ from rockroll.envs.errors import RockrollError
 
 __all__ = ["eval_app"]
 
-eval_app = typer.Typer(
-    help="Evaluate a model (any engine) on env ids or tags; writes a JSON + Markdown report.",
+eval_app = typer.Typer(  # its help is the command's docstring (with examples)
     context_settings={"allow_interspersed_args": True},  # options may follow CONFIG
 )
 
@@ -78,7 +76,17 @@ def eval_cmd(
         None, "--json", help="Write the report (summary + one record per episode) as JSON to this file."
     ),
 ) -> None:
-    """Run an evaluation (CONFIG, or --model/--env/--seeds) and print the report (Markdown)."""
+    """Evaluate a model (any engine) on env ids or tags; print the report (Markdown), write JSON.
+
+    Give a CONFIG (YAML, see agentrl.eval_config) or the direct form --model DIR --env ID --seeds A:B.
+    Exits 0 when every episode finished, 1 when some failed (they are in the report, masked, with
+    the reason), 2 on bad input.
+
+    Examples:
+
+        rockroll eval --model runs/demo/export/final --env FrozenLake-v0 --seeds 5000:5100 --json report.json
+        rockroll eval eval.yaml concurrency=4 episode.temperature=0.7 --out eval-out
+    """
     from rockroll.agentrl.eval import build_engine, run_eval
     from rockroll.agentrl.eval_config import load_eval_config, model_eval_config, parse_env_kwargs, parse_seeds
 
@@ -133,14 +141,20 @@ def eval_cmd(
         engine = build_engine(cfg.engine)
     except Exception as e:  # whatever the loader raises (corrupt weights, bad args): one line
         raise _fail(f"cannot start the {cfg.engine.kind} engine: {_first_line(e)}", 1) from e
-    try:
-        report = run_eval(cfg, engine=engine, progress=progress)
-    except RockrollError as e:  # a fatal rollout error (the env refused its kwargs, ...)
+    try:  # the engine is closed inside run_eval's event loop (its HTTP clients belong to it)
+        report = run_eval(cfg, engine=engine, progress=progress, close_engine=True)
+    except RockrollError as e:  # the env source could not start (a sandbox backend missing, ...)
         raise _fail(_first_line(e), 1) from e
-    finally:
-        asyncio.run(engine.close())
     typer.echo(report.to_markdown())
     if cfg.output_dir:
         typer.echo(f"report written to {cfg.output_dir}/report.json and report.md")
     if json_path is not None:
         typer.echo(f"report written to {report.write_json(json_path)}")
+    failed = [e for e in report.episodes if e["masked"]]
+    if failed:  # the report holds them (masked, with their failure); the run was not clean
+        first = failed[0]
+        raise _fail(
+            f"{len(failed)} of {len(report.episodes)} episodes failed and are masked in the report "
+            f"(first: {first['env']} seed {first['seed']}: {first['failure']})",
+            1,
+        )

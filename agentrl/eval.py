@@ -31,7 +31,7 @@ from rockroll.agentrl.engines.base import LLMEngine
 from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
 from rockroll.agentrl.env_source import CallableSource, EnvSource, open_source
 from rockroll.agentrl.eval_config import EngineConfig, EvalConfig, from_dict, load_eval_config
-from rockroll.agentrl.trajectory import Trajectory
+from rockroll.agentrl.trajectory import FailureTag, Trajectory
 from rockroll.envhub import UnknownEnvError
 
 __all__ = [
@@ -142,8 +142,15 @@ def episode_record(traj: Trajectory) -> dict[str, Any]:
         "terminated": traj.terminated,
         "truncated": traj.truncated,
         "masked": traj.masked,
-        "failure": None if traj.failure is None else f"{traj.failure.kind}: {traj.failure.error}",
+        "failure": None if traj.failure is None else _failure_text(traj.failure),
     }
+
+
+def _failure_text(f: FailureTag) -> str:
+    """``kind: stage: Error: message`` (the message's first line, at most 300 characters)."""
+    lines = str(f.message).strip().splitlines()
+    message = lines[0][:300] if lines else ""
+    return f"{f.kind}: {f.stage}: {f.error}" + (f": {message}" if message else "")
 
 
 def summary_of(trajs: list[Trajectory]) -> dict[str, float]:
@@ -222,7 +229,10 @@ async def evaluate(
 
     async def one(spec: EpisodeSpec) -> Trajectory:
         async with sem:
-            return await manager.run(spec)
+            try:
+                return await manager.run(spec)
+            except Exception as e:  # noqa: BLE001 - one broken episode must not lose the others' report
+                return _errored(spec, e)
 
     tasks = [asyncio.create_task(one(s)) for s in specs]
     results: list[Trajectory] = []
@@ -241,6 +251,17 @@ async def evaluate(
     return sorted(results, key=lambda t: (t.env_id, t.seed))
 
 
+def _errored(spec: EpisodeSpec, e: Exception) -> Trajectory:
+    """The record of an episode that raised (a fatal rollout error, a bug): masked, never scored."""
+    traj = Trajectory(spec.episode_id, spec.group_id, spec.env_id, spec.seed, env_tag=spec.env_tag)
+    cause = getattr(e, "cause", None) or e
+    message = str(cause).strip().splitlines()
+    traj.failure = FailureTag(
+        "infra", getattr(e, "stage", "episode"), type(cause).__name__, message[0] if message else ""
+    )
+    return traj
+
+
 def run_eval(
     config: EvalConfig | dict[str, Any] | str | Path,
     *,
@@ -248,19 +269,24 @@ def run_eval(
     source: EnvSource | None = None,
     progress: bool = True,
     on_episode: Callable[[Trajectory, int, int], None] | None = None,
+    close_engine: bool | None = None,
 ) -> EvalReport:
     """Run an evaluation and return its report (also written to ``output_dir`` when set).
 
     ``config``: an :class:`EvalConfig`, its dict form, or a YAML path. ``engine``/``source``
-    override the config's (and are not closed here).
+    override the config's. The engine is closed at the end, in the event loop that used it (its
+    HTTP clients belong to that loop), when ``close_engine`` is True; None: only an engine built
+    here. An episode that fails (infra failure, fatal error) is in the report as masked
+    (``summary["masked"]``, its ``failure`` says why); the report is written all the same.
     """
     if isinstance(config, (str, Path)):
         config = load_eval_config(config)
     elif isinstance(config, dict):
         config = from_dict(EvalConfig, config)
     started = time.monotonic()
-    own_engine = engine is None
+    close = engine is None if close_engine is None else close_engine
     engine = engine or build_engine(config.engine)
+    closed = False
     bar = None
     if progress:
         from tqdm import tqdm
@@ -273,14 +299,23 @@ def run_eval(
         if on_episode is not None:
             on_episode(traj, done, total)
 
+    async def play(src: EnvSource) -> list[Trajectory]:
+        nonlocal closed
+        try:
+            return await evaluate(engine, src, config, step)
+        finally:
+            if close:
+                closed = True
+                await engine.close()
+
     try:
         with contextlib.nullcontext(source) if source is not None else open_source(config.source) as src:
-            trajs = asyncio.run(evaluate(engine, src, config, step))
+            trajs = asyncio.run(play(src))
             source_name = src.name
     finally:
         if bar is not None:
             bar.close()
-        if own_engine:
+        if close and not closed:  # the source failed to open: the engine never ran
             asyncio.run(engine.close())
     per_env, per_tag, overall = summarize(trajs)
     report = EvalReport(

@@ -11,7 +11,9 @@ What a job runs:
 * ``eval`` (built in): with a model-eval config (``engine``/``envs`` keys, the YAML of
   ``rockroll eval``), :func:`rockroll.agentrl.eval.run_eval_job` runs that engine on the envs, every
   session placed in a pooled sandbox; with ``{"env", "episodes", "policy"}`` it plays the
-  ``random`` (or ``expert``) policy of :func:`rockroll.envs.play.play_episode` on one sandboxed session;
+  ``random`` (or ``expert``) policy of :func:`rockroll.envs.play.play_episode` on one sandboxed session
+  (the expert reads a replica of the session's env kept here in step through ``get_state``, see
+  :class:`_Replica`: the sandboxed env's state is out of its reach);
 * ``train``: :func:`rockroll.trainer.jobs.run_job` runs ``rockroll train``'s pipeline.
 
 Job configs are the typed configs (``TrainJobConfig``, ``EvalConfig``, ``PolicyEvalConfig`` in
@@ -32,6 +34,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+import rockroll.envhub as envhub
 from rockroll.agentrl.config_loader import ConfigError, parse_config
 from rockroll.agentrl.eval import run_eval_job
 from rockroll.api.auth import Principal
@@ -261,6 +264,62 @@ def check_job_config(kind: str, config: Any) -> None:
         raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", details) from e
     except FileNotFoundError as e:
         raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", {"key": "config_path"}) from e
+    if kind == "eval" and isinstance(config, dict) and not is_model_eval(config) and config.get("policy") == "expert":
+        _check_expert(str(config.get("env")))
+
+
+def _check_expert(env_id: str) -> None:
+    """400 ``invalid_job`` unless ``env_id`` is an env of this server's registry with an expert."""
+    try:
+        spec = envhub.spec(env_id)
+    except envhub.UnknownEnvError as e:
+        raise ApiError(
+            400,
+            "invalid_job",
+            f"the expert policy plays registered envs only; {env_id!r} is not one (use policy random)",
+            {"key": "policy"},
+        ) from e
+    if spec.expert is None:
+        raise ApiError(400, "invalid_job", f"{env_id} has no expert policy (use policy random)", {"key": "policy"})
+
+
+class _Replica:
+    """A sandboxed session seen by an expert: calls go to the session; the expert reads a local
+    replica of its env (same id and kwargs), set to the session's state after every reset and step.
+
+    Experts read an env's private state (the map, the boxes), which a sandboxed env keeps to itself;
+    ``get_state`` is its complete snapshot, so the replica is the session's env as it is now. The
+    replica is never stepped: it runs none of the env's work (no tool, no shell), it only holds state.
+    """
+
+    def __init__(self, session: TextEnvProtocol, env_id: str, kwargs: dict[str, Any]) -> None:
+        self.session = session
+        self.replica = envhub.make(env_id, **kwargs)
+
+    def _sync(self) -> None:
+        self.replica.set_state(self.session.get_state())
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        obs, info = self.session.reset(seed=seed, options=options)
+        self.replica.reset(seed=seed, options=options)
+        self._sync()
+        return obs, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        out = self.session.step(action)
+        self._sync()
+        return out
+
+    def action_candidates(self) -> list[str]:
+        return self.session.action_candidates()
+
+    def close(self) -> None:
+        self.replica.close()
+
+    def __getattr__(self, name: str) -> Any:  # what the expert reads: the replica's env (spec, unwrapped, ...)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.replica, name)
 
 
 def run_eval(ctx: JobContext) -> dict[str, Any]:
@@ -269,14 +328,19 @@ def run_eval(ctx: JobContext) -> dict[str, Any]:
         return run_eval_job(ctx)
     cfg = parse_config(PolicyEvalConfig, ctx.config)
     env_id, episodes, policy, seed0 = cfg.env, cfg.episodes, cfg.policy, cfg.seed
+    if policy == "expert":
+        _check_expert(env_id)
     session = ctx.open_session(env_id, dict(cfg.kwargs))
     ctx.log(f"eval {env_id} with the {policy} policy, {episodes} episodes, on sandbox {session.sandbox_id}")
+    player: Any = session
     wins = steps = 0
     total = 0.0
     try:
+        if policy == "expert":
+            player = _Replica(session, env_id, dict(cfg.kwargs))
         for i in range(episodes):
             ctx.check()
-            res = play_episode(session, policy, seed0 + i)
+            res = play_episode(player, policy, seed0 + i)
             wins, steps, total = wins + res.success, steps + res.steps, total + res.total_reward
             metrics = {
                 f"eval/{env_id}/success": wins / (i + 1),
@@ -289,6 +353,8 @@ def run_eval(ctx: JobContext) -> dict[str, Any]:
                 f"episode {i}: seed={seed0 + i} steps={res.steps} return={res.total_reward:+.2f} success={res.success}"
             )
     finally:
+        if player is not session:
+            player.close()
         session.close()
     return metrics
 

@@ -1,6 +1,6 @@
 """An engine over any OpenAI-compatible server (vLLM, SGLang, TGI, ``rockroll serve-model``).
 
-Each request is one ``POST /v1/completions`` with the prompt as token ids and ``logprobs=1``;
+Each request is one ``POST /v1/completions`` with the prompt as token ids and ``logprobs=0``;
 the server batches concurrent requests itself. How the response tokens are recovered, best first:
 
 1. ``choices[0].token_ids`` (vLLM's ``return_token_ids``, ``rockroll serve-model``);
@@ -150,7 +150,7 @@ class OpenAIEngine(LLMEngine):
             "max_tokens": sp.max_new_tokens,
             "temperature": sp.temperature,
             "top_p": sp.top_p,
-            "logprobs": 1,
+            "logprobs": 0,  # the sampled tokens' logprobs, no alternatives (vLLM, OpenAI)
             "n": 1,
         }
         if sp.seed is not None:
@@ -209,7 +209,17 @@ class OpenAIEngine(LLMEngine):
         )
 
     async def close(self) -> None:
-        """Close the HTTP client."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Close the HTTP client (idempotent).
+
+        The client belongs to the event loop that made it: closed there when that is the running
+        loop; a client of a loop that has ended (``asyncio.run`` returned) is dropped, its
+        connections having gone with their loop.
+        """
+        client, loop = self._client, self._loop
+        self._client, self._loop, self._sem = None, None, None
+        if client is None:
+            return
+        if loop is asyncio.get_running_loop():
+            await client.aclose()
+        elif loop is not None and not loop.is_closed() and loop.is_running():  # another thread's loop
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client.aclose(), loop))
