@@ -19,7 +19,7 @@ from rockroll.api.auth import list_tokens
 from rockroll.api.body_limit import BodyLimit, body_limit_for
 from rockroll.api.errors import install_error_handlers
 from rockroll.api.metrics import RequestTimer
-from rockroll.api.routes import envs, health, jobs, sandboxes, session_ws, sessions, ui
+from rockroll.api.routes import docs, envs, health, jobs, sandboxes, session_ws, sessions, ui
 from rockroll.api.routes.sandboxes import MAX_FILE_BYTES
 from rockroll.api.settings import Settings
 from rockroll.api.state import AppState, build_state
@@ -53,11 +53,12 @@ def create_app(settings: Settings | None = None, *, state: AppState | None = Non
         version="0.1.0",
         description="Env sessions placed on sandboxes, the env hub, jobs and health.",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # /docs and /redoc are served offline by rockroll.api.routes.docs
+        redoc_url=None,
         openapi_url="/openapi.json",
     )
     install_error_handlers(app)
-    for module in (health, envs, sandboxes, sessions, session_ws, jobs, ui):
+    for module in (health, envs, sandboxes, sessions, session_ws, jobs, ui, docs):
         app.include_router(module.router)
 
     app.add_middleware(_LazyTimer)

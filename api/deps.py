@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rockroll.api.auth import DEV_PRINCIPAL, Principal, lookup_token
 from rockroll.api.errors import ApiError
@@ -17,13 +18,20 @@ __all__ = ["get_state", "get_principal", "principal_for", "TOKEN_CACHE_S", "Stat
 #: how long a looked-up token is trusted without asking the database again
 TOKEN_CACHE_S = 5.0
 
+#: declares the bearer scheme in the OpenAPI document (so /docs has "Authorize"); the header is checked below
+bearer_scheme = HTTPBearer(
+    auto_error=False, bearerFormat="rr_...", description="A token from `rockroll token create --name NAME`."
+)
+
 
 async def get_state(request: Request) -> AppState:
     """The app's :class:`AppState`."""
     return request.app.state.rr
 
 
-async def get_principal(request: Request) -> Principal:
+async def get_principal(
+    request: Request, _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None
+) -> Principal:
     """Who is calling: from ``Authorization: Bearer <token>``, or the dev principal in dev mode.
 
     Async so that the hot path (a cached token) costs no thread hop; a cache miss looks the

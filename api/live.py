@@ -2,8 +2,11 @@
 
 The live :class:`~rockroll.sandbox.session.RemoteSession` objects are kept in memory (the hot path: a step
 touches no database); each session is also recorded in ``api_sessions`` with its owner, env,
-sandbox and step count (written at open and at close). After a server restart a recorded session
-that was still open answers ``410 sandbox_lost``: its env state lived in the old connection.
+sandbox and step count (written at open and at close). After a server restart, graceful or a
+crash, a recorded session that was still open answers ``410 sandbox_lost`` with the reason: its env
+state lived in the old server. A graceful shutdown closes the env sessions in their sandboxes but
+leaves their records open for that answer; only a client's close (or the idle reaper) closes a
+record, after which the id answers 404.
 """
 
 from __future__ import annotations
@@ -87,8 +90,8 @@ class SessionRegistry:
                 raise ApiError(
                     410,
                     "sandbox_lost",
-                    "the session's sandbox connection was lost (server restart); open a new session",
-                    {"sandbox_id": rec.sandbox_id},
+                    "the server that held this session restarted, and its env state went with it; open a new session",
+                    {"sandbox_id": rec.sandbox_id, "session_id": session_id, "reason": "server_restart"},
                 )
         raise ApiError(404, "session_not_found", f"no session {session_id!r}")
 
@@ -246,11 +249,17 @@ class SessionRegistry:
         threading.Thread(target=loop, name="session-reaper", daemon=True).start()
 
     def close_all(self) -> None:
-        """Close every session (server shutdown)."""
+        """Server shutdown: close every env session in its sandbox, leaving its record open (so 410 later)."""
         self._stop.set()
         for live in list(self._live.values()):
+            with self._lock:
+                self._live.pop(live.id, None)
             try:
-                self.close(live)
+                live.remote.close()
+                with self.db.session() as s:
+                    rec = s.get(SessionRecord, live.id)
+                    if rec is not None:
+                        rec.steps = live.steps
             except Exception:  # noqa: BLE001 - shutting down
                 pass
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -25,7 +25,8 @@ __all__ = [
     "Number", "Health", "EnvValidation", "EnvInfo", "EnvList", "SandboxInfo", "SandboxList", "ExecOutput",
     "FileWritten", "SessionOpened", "SessionInfo", "SessionList", "ResetResult", "StepResult", "ItemError",
     "BatchResults", "Actions", "SessionState", "Ok", "JobInfo", "JobList", "PoolInfo", "Principal",
-    "OverviewSandbox", "Overview",
+    "OverviewSandbox", "Overview", "MetricPoint", "JobMetrics", "NodeCounts", "Summary", "RestartEvent",
+    "OverviewJob",
 ]  # fmt: skip
 
 Number = Annotated[float | int, WithJsonSchema({"type": "number"})]
@@ -235,8 +236,57 @@ class Principal(TypedDict):
 
 
 @_open
+class MetricPoint(TypedDict):
+    t: Annotated[Number, _d("When the job reported it (unix time).")]
+    metrics: Annotated[dict[str, Number], _d("The numeric metrics of that report.")]
+
+
+@_open
+class JobMetrics(TypedDict):
+    """Every numeric metrics report of a job, oldest first (kept in memory since the server started)."""
+
+    job_id: str
+    points: list[MetricPoint]
+
+
+@_open
 class OverviewSandbox(SandboxInfo):
     api_sessions: Annotated[int, _d("The caller's sessions on it.")]
+    node: Annotated[str, _d("Where it runs: its Docker host, or this machine's name.")]
+
+
+@_open
+class NodeCounts(TypedDict):
+    sandboxes: int
+    sessions: int
+
+
+@_open
+class Summary(TypedDict):
+    """Counts of the overview's own lists."""
+
+    sandboxes: int
+    sessions: int
+    sandboxes_by_state: dict[str, int]
+    sessions_by_env: dict[str, int]
+    by_node: dict[str, NodeCounts]
+
+
+@_open
+class RestartEvent(TypedDict):
+    """One replacement of a sandbox under its id (since the server started)."""
+
+    time: Number
+    sandbox_id: str
+    pool: str
+    generation: Annotated[int, _d("The generation it was replaced from.")]
+    reason: Annotated[str, _d("Why: dead (and how), unhealthy, restarted through the API...")]
+    owner: Annotated[str, _d("Its owner ('' for pooled sandboxes).")]
+
+
+@_open
+class OverviewJob(JobInfo):
+    history: Annotated[list[MetricPoint], _d("Its last 200 metrics reports, oldest first.")]
 
 
 @_open
@@ -246,8 +296,10 @@ class Overview(TypedDict):
     time: Number
     backend: str
     principal: Principal
+    summary: Summary
     sandboxes: list[OverviewSandbox]
     pools: list[PoolInfo]
     envs: list[EnvInfo]
     sessions: list[SessionInfo]
-    jobs: list[JobInfo]
+    restarts: Annotated[list[RestartEvent], _d("Restarts of the sandboxes shown, newest first.")]
+    jobs: list[OverviewJob]

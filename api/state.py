@@ -1,10 +1,16 @@
-"""Everything one running app holds: settings, database, catalog, placement, sessions, jobs, metrics."""
+"""Everything one running app holds: settings, database, catalog, placement, sessions, jobs, metrics.
+
+Also each job's metric history (:class:`MetricHistory`, in memory, for the page's live plots): every
+report a job makes is kept in order, where the job record keeps only the latest values.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,9 +22,49 @@ from rockroll.api.metrics import Metrics
 from rockroll.api.settings import Settings
 from rockroll.sandbox.session import RemoteSession
 
-__all__ = ["AppState", "build_state"]
+__all__ = ["AppState", "MetricHistory", "build_state"]
 
 log = logging.getLogger("rockroll.api")
+
+
+class MetricHistory:
+    """The numeric metrics each job reported, oldest first: ``[{"t": unix time, "metrics": {...}}]``.
+
+    Kept in memory for the newest ``max_jobs`` jobs, ``max_points`` reports each (evenly thinned
+    beyond that, so a long run keeps its whole shape); a server restart starts them afresh.
+    """
+
+    def __init__(self, max_points: int = 500, max_jobs: int = 200) -> None:
+        self.max_points, self.max_jobs = max_points, max_jobs
+        self._points: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, job_id: str, metrics: dict[str, Any]) -> None:
+        numeric = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if not numeric:
+            return
+        with self._lock:
+            points = self._points.setdefault(job_id, [])
+            points.append({"t": time.time(), "metrics": numeric})
+            if len(points) > self.max_points:
+                del points[1:-1:2]  # keep the first and the last, every other one between
+            while len(self._points) > self.max_jobs:
+                self._points.popitem(last=False)
+
+    def get(self, job_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._points.get(job_id, ()))
+
+    def watch(self, jobs: Any) -> None:
+        """Record every metrics report of ``jobs`` (a :class:`JobRunner`) from now on."""
+        update = jobs._update
+
+        def recording_update(job_id: str, **changes: Any) -> None:
+            update(job_id, **changes)
+            if changes.get("metrics"):
+                self.add(job_id, changes["metrics"])
+
+        jobs._update = recording_update
 
 
 @dataclass
@@ -34,6 +80,7 @@ class AppState:
     metrics: Metrics
     started_at: float = field(default_factory=time.time)
     token_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
+    metric_history: MetricHistory = field(default_factory=MetricHistory)
 
     def close(self) -> None:
         """Stop jobs, close sessions, stop the manager (sandboxes stay up), close the database."""
@@ -79,6 +126,7 @@ def build_state(settings: Settings) -> AppState:
 
     jobs = JobRunner(db, open_env, workers=settings.job_workers, train=settings.train_jobs)
     state = AppState(settings, db, catalog, placement, sessions, jobs, metrics)
+    state.metric_history.watch(jobs)
     holder["s"] = state
     jobs.recover()
     return state

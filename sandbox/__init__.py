@@ -43,6 +43,8 @@ __all__ = [
     "backend_names",
     "make_backend",
     "register_backend",
+    "ManagerBusy",
+    "exit_on_sigterm",
 ]
 
 _LAZY = {
@@ -60,6 +62,8 @@ _LAZY = {
     "backend_names": "rockroll.sandbox.backends",
     "make_backend": "rockroll.sandbox.backends",
     "register_backend": "rockroll.sandbox.backends",
+    "ManagerBusy": "rockroll.sandbox.lease",
+    "exit_on_sigterm": "rockroll.sandbox.shutdown",
 }
 
 

@@ -6,7 +6,7 @@ Each layer that owns tables ships the migrations of *its* tables, with a version
 
 * ``sandbox/migrations`` (version table ``sandbox_alembic_version``): the manager's sandbox
   records. :class:`~rockroll.sandbox.store.SandboxStore` runs them when it opens a database, so a
-  standalone manager (``sqlite:///.rockroll/sandboxes.db`` by default) is migrated too;
+  standalone manager (``sandboxes.db`` in the user data directory by default) is migrated too;
 * ``api/db/migrations`` (``api_alembic_version``): tokens, envs, owners, sessions and jobs.
   :meth:`rockroll.api.db.Database.migrate` runs the sandbox history first, then its own, on the
   one database the control plane and its sandbox manager share.

@@ -8,9 +8,15 @@
 * a health monitor (:mod:`rockroll.sandbox.monitor`) replaces dead or unhealthy sandboxes under the same
   id (sessions of the old incarnation raise :class:`SandboxLost`), reaps idle ones after
   ``idle_ttl_s`` and tops pools up;
-* records persist through SQLAlchemy (:mod:`rockroll.sandbox.store`); a new manager with the same ``name``
+* records persist through SQLAlchemy (:mod:`rockroll.sandbox.store`), by default in the user data
+  directory (``platformdirs``), whatever the current directory; a new manager with the same ``name``
   reconciles on start: labelled containers/processes with a matching record are adopted, others
-  removed, and records whose sandbox is gone are restarted, so nothing leaks.
+  removed, and records whose sandbox is gone are restarted, so nothing leaks (after a SIGKILL too);
+* one manager per name at a time: a second one raises :class:`~rockroll.sandbox.lease.ManagerBusy`
+  (:mod:`rockroll.sandbox.lease`) instead of removing the first one's sandboxes;
+* every replacement is logged with its reason in ``restart_log`` (newest last);
+* exits stop its sandboxes: ``close()``, ``with``, and, for a manager still open when the
+  interpreter exits (Ctrl-C, ``sys.exit``, SIGTERM), an exit hook (:mod:`rockroll.sandbox.shutdown`).
 
 Threat model: the manager is trusted and runs on the host; see each backend for isolation.
 """
@@ -20,6 +26,8 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -28,12 +36,14 @@ from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.backends import make_backend as build_backend
 from rockroll.sandbox.base import SandboxBackend, SandboxSpec
 from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
+from rockroll.sandbox.lease import Lease
 from rockroll.sandbox.managed import ManagedSandbox, SandboxState
 from rockroll.sandbox.manager_config import ManagerConfig
 from rockroll.sandbox.monitor import HealthMonitor
 from rockroll.sandbox.reconcile import reconcile
 from rockroll.sandbox.retry import POLL_MAX_DELAY_S, Backoff, retry_call, wait_until
 from rockroll.sandbox.session import RemoteSession
+from rockroll.sandbox.shutdown import track
 from rockroll.sandbox.store import SandboxStore
 
 __all__ = ["SandboxManager", "ManagerConfig", "make_backend"]
@@ -72,14 +82,28 @@ class SandboxManager:
         self.backend = backend or make_backend(self.config)
         self.reconcile_report: dict[str, list[str]] = {}
         self.store = SandboxStore(self.config.db_url, self.config.name)
+        self.lease = Lease(self.store.engine, self.config.name)
+        #: replacements, newest last: ``{"time", "sandbox_id", "pool", "generation", "reason"}``
+        self.restart_log: deque[dict[str, Any]] = deque(maxlen=500)
         self.pools = {p.name: p for p in self.config.pools}
         self._sandboxes: dict[str, ManagedSandbox] = {}
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closed = False
         self._workers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sandbox-worker")
-        reconcile(self)
+        try:
+            self.lease.acquire()  # ManagerBusy while another manager of this name runs
+        except BaseException:
+            self._workers.shutdown()
+            self.store.close()
+            raise
         self.monitor = HealthMonitor(self)
+        try:
+            reconcile(self)
+        except BaseException:
+            self.close(stop_sandboxes=False)
+            raise
+        track(self)
         if self.config.monitor_interval_s is not None:
             self.monitor.start()
         self._wake.set()
@@ -206,6 +230,8 @@ class SandboxManager:
             sb.handle = None
             sb.restarts += 1
             sb.state = SandboxState.RESTARTING
+            event = {"time": time.time(), "sandbox_id": sb.id, "pool": sb.pool, "generation": sb.generation}
+            self.restart_log.append(event | {"reason": reason})
             return self.boot(sb)
 
     def schedule_restart(self, sb: ManagedSandbox, reason: str, generation: int | None = None) -> None:
@@ -321,6 +347,7 @@ class SandboxManager:
                     self.delete(sb.id)
                 except SandboxError as e:
                     log.warning("cannot delete %s: %s", sb.id, e)
+        self.lease.release()
         self.store.close()
 
     def __enter__(self) -> SandboxManager:

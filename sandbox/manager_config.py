@@ -6,14 +6,31 @@ Its own module so the manager's helpers (:mod:`rockroll.sandbox.monitor`,
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rockroll.sandbox.backends import BackendConfig, validate_backend_name
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.pool import PoolConfig
 from rockroll.sandbox.process import DEFAULT_STATE_DIR
 
-__all__ = ["ManagerConfig"]
+__all__ = ["ManagerConfig", "data_dir", "default_db_url"]
+
+
+def data_dir() -> Path:
+    """rockroll's user data directory (``platformdirs``; ``ROCKROLL_DATA_DIR`` overrides it)."""
+    override = os.environ.get("ROCKROLL_DATA_DIR")
+    if override:
+        return Path(os.path.expanduser(override))
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("rockroll", appauthor=False))
+
+
+def default_db_url() -> str:
+    """Where a manager keeps its records unless told: one SQLite file in :func:`data_dir`, whatever the cwd."""
+    return f"sqlite:///{data_dir() / 'sandboxes.db'}"
 
 
 @dataclass(frozen=True)
@@ -26,7 +43,8 @@ class ManagerConfig:
             ``auto`` (Docker when a daemon answers and the image exists, else process), ``docker``,
             ``process``...; or a :class:`~rockroll.sandbox.backends.BackendConfig` with its own options.
         docker_hosts: Docker daemon URLs (empty: the local default socket).
-        db_url: SQLAlchemy URL of the sandbox records.
+        db_url: SQLAlchemy URL of the sandbox records (default: ``sandboxes.db`` in the user data
+            directory, :func:`default_db_url`); one manager per ``name`` may run on it at a time.
         state_dir: host directory for sockets and process workspaces (keep the path short).
         max_sandboxes: most sandboxes at once.
         default_spec: spec used when a call names none.
@@ -41,7 +59,7 @@ class ManagerConfig:
     name: str = "default"
     backend: str | BackendConfig = "auto"
     docker_hosts: tuple[str, ...] = ()
-    db_url: str = "sqlite:///.rockroll/sandboxes.db"
+    db_url: str = field(default_factory=default_db_url)
     state_dir: str = DEFAULT_STATE_DIR
     max_sandboxes: int = 8
     default_spec: SandboxSpec = field(default_factory=SandboxSpec)

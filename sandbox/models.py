@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, Boolean, DateTime, Integer, String
+from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "SandboxRecord", "SANDBOX_TABLES"]
+__all__ = ["Base", "SandboxRecord", "ManagerLease", "SANDBOX_TABLES"]
 
 
 def _now() -> datetime:
@@ -45,5 +45,18 @@ class SandboxRecord(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
 
 
+class ManagerLease(Base):
+    """Who runs the manager of one name now (:mod:`rockroll.sandbox.lease`): one row per running manager."""
+
+    __tablename__ = "sandbox_manager_leases"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(64))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    acquired_at: Mapped[float] = mapped_column(Float)
+    heartbeat_at: Mapped[float] = mapped_column(Float)
+
+
 #: the tables of the sandbox layer's migration history (``sandbox/migrations``)
-SANDBOX_TABLES = frozenset({SandboxRecord.__tablename__})
+SANDBOX_TABLES = frozenset({SandboxRecord.__tablename__, ManagerLease.__tablename__})

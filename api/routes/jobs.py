@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from rockroll.api.db import JobRecord
 from rockroll.api.deps import StateDep, Who
-from rockroll.api.responses import JobInfo, JobList
+from rockroll.api.responses import JobInfo, JobList, JobMetrics
 from rockroll.api.schemas import JobCreate
 
 __all__ = ["router", "job_view"]
@@ -50,6 +50,13 @@ def list_jobs(state: StateDep, who: Who, limit: Annotated[int, Query(ge=1, le=10
 def show_job(job_id: str, state: StateDep, who: Who) -> dict:
     """A job: state, progress and latest metrics."""
     return job_view(state.jobs.get(job_id, who))
+
+
+@router.get("/{job_id}/metrics", response_model=JobMetrics)
+def job_metric_history(job_id: str, state: StateDep, who: Who) -> dict[str, Any]:
+    """Every numeric metrics report of the job, oldest first (kept in memory since this server started)."""
+    job = state.jobs.get(job_id, who)
+    return {"job_id": job.id, "points": state.metric_history.get(job.id)}
 
 
 @router.get("/{job_id}/logs", response_class=PlainTextResponse)

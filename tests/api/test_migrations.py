@@ -52,7 +52,7 @@ def test_every_table_is_in_exactly_one_migration_history(db_url: str) -> None:
     assert all(api_models.owns_api_table(t) != owns_sandbox_table(t) for t in tables)
     assert schema_diff(db.engine, lambda t: t in tables) == []  # the migrations make exactly the models
     assert version(db.engine, VERSION_TABLE) == ["0001"]
-    assert version(db.engine, SANDBOX_VERSION_TABLE) == ["s0001"]
+    assert version(db.engine, SANDBOX_VERSION_TABLE) == ["s0002"]
     db.close()
 
 
@@ -64,6 +64,6 @@ def test_database_of_an_older_control_plane_upgrades(tmp_path: Any) -> None:
     sandbox_models.Base.metadata.create_all(db.engine, tables=[sandbox_models.SandboxRecord.__table__])
     token = create_token(db, "olga")
     db.migrate()
-    assert version(db.engine, SANDBOX_VERSION_TABLE) == ["s0001"]
+    assert version(db.engine, SANDBOX_VERSION_TABLE) == ["s0002"]
     assert lookup_token(db, token) is not None
     db.close()

@@ -139,8 +139,10 @@ def test_answers_carry_exactly_the_declared_keys(dev_client: TestClient) -> None
     job = check(c.post("/v1/jobs", json={"kind": "eval", "config": {"env": "FrozenLake-v0", "episodes": 100_000}}))
     check(c.get("/v1/jobs"))
     check(c.get(f"/v1/jobs/{job['id']}"))
+    assert check(c.get(f"/v1/jobs/{job['id']}/metrics"))["job_id"] == job["id"]
     check(c.post(f"/v1/jobs/{job['id']}/cancel"))
-    check(c.get("/v1/overview"))
+    overview = check(c.get("/v1/overview"))
+    assert overview["restarts"][0]["sandbox_id"] == sb and overview["summary"]["sandboxes"] >= 1
     assert set(declared) <= seen, f"not exercised: {set(declared) - seen}"
 
 

@@ -61,6 +61,7 @@ class Chromium:
             "capabilities": {
                 "alwaysMatch": {
                     "browserName": "chrome",
+                    "goog:loggingPrefs": {"browser": "ALL"},
                     "goog:chromeOptions": {
                         "binary": shutil.which("chromium") or shutil.which("chromium-browser"),
                         "args": args,
@@ -85,6 +86,24 @@ class Chromium:
 
     def script(self, js: str, *args: Any) -> Any:
         return self._cmd("POST", "/execute/sync", {"script": js, "args": list(args)})
+
+    def find(self, css: str) -> str:
+        """The WebDriver id of the first element matching ``css``."""
+        found = self._cmd("POST", "/element", {"using": "css selector", "value": css})
+        return next(iter(found.values()))
+
+    def click(self, css: str) -> None:
+        """Click the first element matching ``css`` (a real mouse click through the driver)."""
+        self._cmd("POST", f"/element/{self.find(css)}/click", {})
+
+    def type(self, css: str, text: str) -> None:
+        """Type ``text`` into the first element matching ``css`` (real key events)."""
+        self._cmd("POST", f"/element/{self.find(css)}/value", {"text": text})
+
+    def console_errors(self) -> list[str]:
+        """Browser console messages of level SEVERE since the last call (chromedriver's log)."""
+        entries = self._ok(self.http.post(f"/session/{self.session}/se/log", json={"type": "browser"}))
+        return [e["message"] for e in entries if e.get("level") == "SEVERE"]
 
     def text(self, css: str) -> str:
         """The rendered text of the first element matching ``css``."""

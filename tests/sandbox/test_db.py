@@ -37,8 +37,12 @@ def test_store_migrates_a_new_database_to_the_models(tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path}/sb.db"
     SandboxStore(url, "m").close()
     store = SandboxStore(url, "m")  # a second open finds it at head
-    assert set(sa.inspect(store.engine).get_table_names()) == {"sandboxes", SANDBOX_VERSION_TABLE}
-    assert version(store.engine, SANDBOX_VERSION_TABLE) == ["s0001"]
+    assert set(sa.inspect(store.engine).get_table_names()) == {
+        "sandboxes",
+        "sandbox_manager_leases",
+        SANDBOX_VERSION_TABLE,
+    }
+    assert version(store.engine, SANDBOX_VERSION_TABLE) == ["s0002"]
     assert schema_diff(store.engine, owns_sandbox_table) == []
     store.close()
 
@@ -71,10 +75,10 @@ def test_store_adopts_a_table_made_by_create_all(tmp_path: Any) -> None:
     engine.dispose()
     store = SandboxStore(url, "m")
     assert [r.id for r in store.list()] == ["sb-old"]
-    assert version(store.engine, SANDBOX_VERSION_TABLE) == ["s0001"]
+    assert version(store.engine, SANDBOX_VERSION_TABLE) == ["s0002"]
     store.close()
 
 
 def test_manager_database_is_migrated(make_manager: Any) -> None:
     m = make_manager()
-    assert version(m.store.engine, SANDBOX_VERSION_TABLE) == ["s0001"]
+    assert version(m.store.engine, SANDBOX_VERSION_TABLE) == ["s0002"]

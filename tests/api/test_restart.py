@@ -1,0 +1,73 @@
+"""Server restarts, through real ``rockroll serve`` processes: old sessions answer 410 with the reason, after
+a graceful stop as after a crash; a second server on the same database refuses to start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from rockroll.api.client import ApiClientError, Client
+from rockroll.api.serve_proc import ROCKROLL, ROOT, ServerProc, create_token, scratch_dir
+
+
+def _lost(c: Client, session_id: str) -> ApiClientError:
+    with pytest.raises(ApiClientError) as e:
+        c.step(session_id, "<answer>Down</answer>")
+    return e.value
+
+
+def test_sessions_answer_410_after_a_graceful_restart_and_after_a_crash() -> None:
+    srv = ServerProc(scratch_dir("restart410"))
+    token = create_token(srv.db_url, "gina")
+    try:
+        srv.start()
+        with Client(srv.url, token) as c:
+            kept = c.create_session("FrozenLake-v0")["id"]
+            c.reset(kept, seed=1)
+            c.step(kept, "<answer>Down</answer>")
+            closed = c.create_session("FrozenLake-v0")["id"]
+            c.close_session(closed)
+        srv.stop()  # SIGINT: a graceful shutdown
+        srv.start()
+        with Client(srv.url, token) as c:
+            err = _lost(c, kept)
+            assert (err.status, err.code) == (410, "sandbox_lost"), err
+            assert "restarted" in err.message and err.details["reason"] == "server_restart"
+            assert err.details["session_id"] == kept
+            with pytest.raises(ApiClientError) as e:
+                c.get_session(kept)
+            assert e.value.status == 410
+            with pytest.raises(ApiClientError) as e:  # a session its client closed is simply gone
+                c.step(closed, "<answer>Down</answer>")
+            assert (e.value.status, e.value.code) == (404, "session_not_found")
+            assert c.list_sessions() == []
+            crashed = c.create_session("FrozenLake-v0")["id"]
+            c.reset(crashed, seed=2)
+        assert srv.proc is not None
+        os.killpg(srv.proc.pid, signal.SIGKILL)  # a crash: nothing runs on the way out
+        srv.proc.wait(timeout=30)
+        srv.proc = None
+        srv.start()  # at once: the dead server's lease is taken over
+        with Client(srv.url, token) as c:
+            crash, graceful = _lost(c, crashed), _lost(c, kept)
+            assert (crash.status, crash.code, crash.details["reason"]) == (410, "sandbox_lost", "server_restart")
+            assert (graceful.status, graceful.message) == (410, err.message)  # the same answer both ways
+    finally:
+        srv.cleanup()
+
+
+def test_a_second_server_on_one_database_refuses_to_start() -> None:
+    srv = ServerProc(scratch_dir("twice"))
+    try:
+        srv.start()
+        cmd = ROCKROLL + ["serve", "--port", "0", "--backend", "process", "--db", srv.db_url, "--dev"]
+        cmd += ["--sandbox-state-dir", str(srv.data_dir / "sb2")]
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert out.returncode != 0
+        assert "already running" in out.stdout + out.stderr, out.stdout + out.stderr
+        assert srv.proc is not None and srv.proc.poll() is None  # the first one serves on
+    finally:
+        srv.cleanup()
