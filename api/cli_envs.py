@@ -1,22 +1,42 @@
-"""``rockroll envs ...``, ``rockroll play`` and ``rockroll demo``: browse and play the registry."""
+"""``rockroll envs ...``, ``rockroll play`` and ``rockroll demo``: browse and play the registry.
+
+Env text (observations, prompts, actions) is printed as is: ``[Search]`` stays ``[Search]``, never
+read as Rich markup.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from typing import Any, NoReturn
 
+import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 import rockroll.envhub as envhub
+from rockroll.envs.experts import expert_for
 from rockroll.envs.play import POLICIES, play_episode
 
-__all__ = ["envs_app", "play", "demo"]
+__all__ = ["envs_app", "play", "demo", "fail"]
 
 envs_app = typer.Typer(help="Browse the env registry.", no_args_is_help=True)
 console = Console(width=None if sys.stdout.isatty() else 140)
+
+
+def fail(message: str, code: int = 2, cause: BaseException | None = None) -> NoReturn:
+    """End the command: ``error: message`` on stderr and exit ``code`` (``rockroll --debug`` shows ``cause``)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code) from cause
+
+
+def _say(text: Any) -> None:
+    """Print env text verbatim (no markup, no highlighting)."""
+    console.print(str(text), markup=False, highlight=False, soft_wrap=True)
 
 
 def _parse_kwargs(items: list[str]) -> dict:
@@ -35,25 +55,42 @@ def _parse_kwargs(items: list[str]) -> dict:
 
 @envs_app.command("list")
 def list_envs(tag: str | None = typer.Option(None, help="Only envs with this tag.")) -> None:  # noqa: UP007
-    """List registered envs."""
+    """List registered envs.
+
+    Example: rockroll envs list --tag grid
+    """
     table = Table("id", "max_steps", "tags", "description")
     for s in envhub.list_envs(tag):
-        table.add_row(s.id, str(s.max_steps), ", ".join(s.tags), s.description)
+        table.add_row(Text(s.id), str(s.max_steps), Text(", ".join(s.tags)), Text(s.description))
     console.print(table)
 
 
 @envs_app.command("show")
 def show_env(env_id: str, kwargs: list[str] = typer.Argument(None, help="key=value constructor args")) -> None:
-    """Show an env's spec, system prompt and first observation."""
-    try:
-        spec = envhub.spec(env_id)
-        env = envhub.make(env_id, **_parse_kwargs(kwargs or []))
-    except (LookupError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
+    """Show an env's spec, system prompt and first observation.
+
+    Example: rockroll envs show WebShop-v0
+    """
+    spec = envhub.spec(env_id)
+    env = envhub.make(env_id, **_parse_kwargs(kwargs or []))
     obs, _ = env.reset(seed=0)
-    console.print(f"[bold]{spec.id}[/bold] ({spec.entry_point}) max_steps={spec.max_steps} kwargs={spec.kwargs}")
-    console.print(f"[bold]system prompt[/bold]\n{env.system_prompt()}\n\n[bold]observation (seed 0)[/bold]\n{obs}")
+    console.print(
+        f"[bold]{escape(spec.id)}[/bold] ({escape(str(spec.entry_point))}) max_steps={spec.max_steps} "
+        f"parses_answer={spec.parses_answer} kwargs={escape(str(spec.kwargs))}"
+    )
+    console.print("[bold]system prompt[/bold]")
+    _say(env.system_prompt() if hasattr(env, "system_prompt") else "")
+    console.print("\n[bold]observation (seed 0)[/bold]")
+    _say(obs)
+
+
+def _random_move(env: Any, rng: np.random.Generator) -> str | None:
+    """A uniform pick among ``action_candidates()``, else a sample of the action space."""
+    candidates = getattr(env, "action_candidates", None)
+    if callable(candidates):
+        found = candidates()
+        return str(rng.choice(found)) if found else None
+    return str(env.action_space.sample())
 
 
 def play(
@@ -62,26 +99,46 @@ def play(
     policy: str = typer.Option("expert", help="random | expert"),
     seed: int = typer.Option(0, help="Episode seed."),
 ) -> None:
-    """Play one episode and print every step."""
+    """Play one episode and print every step.
+
+    Actions go in <answer>...</answer> for envs that parse answers (every built-in env); an env
+    registered with parses_answer=False gets them bare.
+
+    Example: rockroll play FrozenLake-v0 is_slippery=false --policy random --seed 3
+    """
+    if policy not in POLICIES:
+        raise typer.BadParameter(f"must be one of {', '.join(POLICIES)}, got {policy!r}", param_hint="--policy")
+    spec = envhub.spec(env_id)
+    env = envhub.make(env_id, **_parse_kwargs(kwargs or []))
+    obs, _ = env.reset(seed=seed)
+    _say(obs)
+    env.action_space.seed(seed)
+    rng = np.random.default_rng(seed)
     try:
-        env = envhub.make(env_id, **_parse_kwargs(kwargs or []))
-        obs, _ = env.reset(seed=seed)
-        console.print(obs)
-
-        def show(action: str, obs: str, reward: float) -> None:
-            console.print(f"[cyan]{action}[/cyan]  reward={reward:+.2f}\n{obs}")
-
-        res = play_episode(env, policy, seed, on_step=show)
-    except (LookupError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
-    console.print(f"steps={res.steps} return={res.total_reward:+.2f} success={res.success}")
+        expert = expert_for(env) if policy == "expert" else None
+    except LookupError as e:
+        fail(f"{e}; try --policy random", 2, e)
+    steps, total, success = 0, 0.0, False
+    while True:
+        move = expert() if expert is not None else _random_move(env, rng)
+        action = spec.format_action(move or "")
+        obs, reward, terminated, truncated, info = env.step(action)
+        steps, total = steps + 1, total + float(reward)
+        success = bool(info.get("success", success)) if isinstance(info, dict) else success
+        console.print(Text.assemble((action, "cyan"), f"  reward={float(reward):+.2f}"))
+        _say(obs)
+        if terminated or truncated:
+            break
+    console.print(f"steps={steps} return={total:+.2f} success={success}")
 
 
 def demo(
     episodes: int = typer.Option(50, help="Episodes per env and policy."),
 ) -> None:
-    """Scripted demo: random vs expert play on the built-in grid envs, one episode shown."""
+    """Scripted demo: random vs expert play on the built-in grid envs, one episode shown.
+
+    Example: rockroll demo --episodes 10
+    """
     cases = [
         ("FrozenLake-v0", {"is_slippery": False}),
         ("FrozenLake-v0", {}),
@@ -89,11 +146,12 @@ def demo(
         ("LargerSokoban-v0", {}),
     ]
     env = envhub.make("FrozenLake-v0", is_slippery=False)
-    console.print(f"[bold]System prompt[/bold]\n{env.system_prompt()}\n")
+    console.print("[bold]System prompt[/bold]")
+    _say(env.system_prompt() + "\n")
     shown = play_episode(env, "expert", 7, record=True)
     console.print("[bold]Expert episode on FrozenLake-v0 (seed 7)[/bold]")
     for frame in shown.frames:
-        console.print(frame + "\n")
+        _say(frame + "\n")
     table = Table("env", "kwargs", "policy", "success", "mean return", "mean steps", "steps/s")
     for env_id, kw in cases:
         env = envhub.make(env_id, **kw)
@@ -104,7 +162,7 @@ def demo(
             steps = sum(r.steps for r in results)
             table.add_row(
                 env_id,
-                json.dumps(kw),
+                Text(json.dumps(kw)),
                 policy,
                 f"{sum(r.success for r in results) / episodes:.0%}",
                 f"{sum(r.total_reward for r in results) / episodes:+.2f}",

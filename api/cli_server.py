@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rockroll.api.cli_envs import fail
 from rockroll.sandbox.backends import backend_names
 
 if TYPE_CHECKING:
@@ -42,7 +43,10 @@ def serve(
     max_sessions_per_sandbox: int = typer.Option(None, help="Most env sessions placed on one sandbox."),
     train_jobs: bool = typer.Option(None, "--train-jobs/--no-train-jobs", help="Accept train jobs."),
 ) -> None:
-    """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui."""
+    """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui.
+
+    Example: rockroll serve --port 8080 --backend process --dev
+    """
     import uvicorn
 
     from rockroll.api.app import create_app
@@ -62,8 +66,8 @@ def serve(
         )
         settings.check()
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
+        fail(str(e), 2, e)
+    sock = _bind(settings.host, settings.port)  # a port in use fails here, before the app starts anything
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.dev_mode:
         console.print(f"[yellow]DEVELOPMENT MODE[/yellow]: requests need no token (bound to {settings.host} only)")
@@ -78,7 +82,24 @@ def serve(
     )
     server = uvicorn.Server(config)
     _announce_port(server)
-    server.run()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (as uvicorn binds); OSError naming the address when it is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise OSError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}") from e
+    sock.set_inheritable(True)
+    return sock
 
 
 def _announce_port(server: uvicorn.Server) -> None:
@@ -102,7 +123,10 @@ def create(
     admin: bool = typer.Option(False, "--admin", help="Admins see every owner's resources."),
     database_url: str = typer.Option(None, "--db", help="The server's database URL."),
 ) -> None:
-    """Create a token and print it (shown once; only its hash is stored)."""
+    """Create a token and print it (shown once; only its hash is stored).
+
+    Example: rockroll token create --name alice --db sqlite:///rockroll.db
+    """
     from rockroll.api.auth import create_token
     from rockroll.api.db import Database
 
@@ -112,8 +136,7 @@ def create(
         db.migrate()
         token = create_token(db, name, admin=admin)
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
+        fail(str(e), 2, e)
     finally:
         db.close()
     sys.stdout.write(token + "\n")
@@ -121,7 +144,10 @@ def create(
 
 @token_app.command("list")
 def list_tokens(database_url: str = typer.Option(None, "--db", help="The server's database URL.")) -> None:
-    """List tokens (ids and names; tokens themselves are not stored)."""
+    """List tokens (ids and names; tokens themselves are not stored).
+
+    Example: rockroll token list --db sqlite:///rockroll.db
+    """
     from rockroll.api.auth import list_tokens as _list
     from rockroll.api.db import Database
 
@@ -138,7 +164,10 @@ def list_tokens(database_url: str = typer.Option(None, "--db", help="The server'
 
 @token_app.command("revoke")
 def revoke(token_id: str, database_url: str = typer.Option(None, "--db", help="The server's database URL.")) -> None:
-    """Revoke a token by id."""
+    """Revoke a token by id.
+
+    Example: rockroll token revoke 3f9a1c2b4d5e6f70 --db sqlite:///rockroll.db
+    """
     from rockroll.api.auth import revoke_token
     from rockroll.api.db import Database
 
@@ -146,7 +175,6 @@ def revoke(token_id: str, database_url: str = typer.Option(None, "--db", help="T
     try:
         db.migrate()
         if not revoke_token(db, token_id):
-            console.print(f"[red]error:[/red] no token {token_id!r}")
-            raise typer.Exit(1)
+            fail(f"no token {token_id!r}; `rockroll token list` shows them", 1)
     finally:
         db.close()

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,15 @@ def _env_body(
         body["source_b64"] = base64.b64encode(source).decode()
         body["source_name"] = source_name
     return body
+
+
+def _new_text(seen: str, text: str) -> str:
+    """What ``text`` (a job's logs now) adds to ``seen`` (its logs before); the server keeps only their tail."""
+    if text.startswith(seen):
+        return text[len(seen) :]
+    tail = seen[-2000:]
+    at = text.rfind(tail) if tail else -1
+    return text[at + len(tail) :] if at >= 0 else text
 
 
 def _key(name: str) -> Any:
@@ -237,6 +248,27 @@ class _Routes:
         """Queue a job (``train`` or ``eval``)."""
         return self._call("POST", "/v1/jobs", json={"kind": kind, "config": config})
 
+    def train(
+        self,
+        config: dict[str, Any] | None = None,
+        *,
+        overrides: list[str] | None = None,
+        config_path: str | None = None,
+    ) -> JobInfo:
+        """Queue a ``train`` job: ``config`` (a ``TrainConfig`` mapping, the YAML's content), then ``overrides``
+        (``["key=value", ...]``); ``config_path`` names a YAML on the server the mapping merges over.
+        A bad key answers 400 ``invalid_job`` naming it."""
+        body: dict[str, Any] = dict(config or {})
+        if overrides:
+            body["overrides"] = list(overrides)
+        if config_path is not None:
+            body["config_path"] = config_path
+        return self.create_job("train", body)
+
+    def job_metrics(self, job_id: str) -> dict[str, Any]:
+        """A job's latest metrics (``{}`` before its first report)."""
+        return self._call("GET", f"/v1/jobs/{job_id}", post=lambda job: dict(job.get("metrics") or {}))
+
     def list_jobs(self, limit: int = 100) -> list[JobInfo]:
         """Recent jobs."""
         return self._call("GET", "/v1/jobs", post=_key("jobs"), params={"limit": limit})
@@ -298,6 +330,25 @@ class Client(_Routes):
             if job["state"] in TERMINAL_STATES:
                 break
         return job
+
+    def follow_logs(self, job_id: str, poll_s: float = 1.0, timeout_s: float | None = None) -> Iterator[str]:
+        """Yield a job's log text as it grows (what is new since the last yield) until the job ends.
+
+        Ends after the job's last lines once it succeeded, failed or was cancelled; ``timeout_s`` (None:
+        no limit) stops following earlier. The job itself keeps running when the caller stops iterating.
+        """
+        seen = ""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            done = self.get_job(job_id)["state"] in TERMINAL_STATES  # read before the logs: no line is lost
+            text = self.job_logs(job_id)
+            new = _new_text(seen, text)
+            if new:
+                yield new
+            seen = text
+            if done or (deadline is not None and time.monotonic() >= deadline):
+                return
+            time.sleep(poll_s)
 
     def env(self, env: str, **kwargs: Any) -> RemoteEnv:
         """A :class:`RemoteEnv` on a new session of ``env``."""

@@ -43,6 +43,10 @@ class EnvSpec:
         supports_fork: whether ``get_state``/``set_state`` round-trip mid-episode.
         expert: ``"module:factory"`` (or a callable) of the env's privileged solver:
             ``factory(env) -> (() -> next action | None)``, see :mod:`rockroll.envs.experts`; None: none.
+        parses_answer: whether the env reads the agent's text through
+            :func:`~rockroll.envs.core.parse_answer` (every :class:`~rockroll.envs.core.TextEnv`, so every
+            built-in env): players such as ``rockroll play`` then wrap a bare action in
+            ``<answer>...</answer>``. False for a plain gymnasium env that takes the action text as is.
     """
 
     id: str
@@ -53,6 +57,13 @@ class EnvSpec:
     tags: tuple[str, ...] = ()
     supports_fork: bool = True
     expert: str | Callable[..., Any] | None = None
+    parses_answer: bool = True
+
+    def format_action(self, action: str) -> str:
+        """``action`` as this env expects it: in ``<answer>`` tags when it parses answers and has none."""
+        if not self.parses_answer or "<answer>" in action.lower():
+            return action
+        return f"<answer>{action}</answer>"
 
     @property
     def name(self) -> str:
@@ -112,12 +123,14 @@ def register(
     tags: tuple[str, ...] | list[str] = (),
     supports_fork: bool = True,
     expert: str | Callable[..., Any] | None = None,
+    parses_answer: bool = True,
     override: bool = False,
 ) -> EnvSpec:
     """Register an env; raises :class:`RegistrationError` on a bad id or a duplicate.
 
     ``expert`` names the env's solver, ``"module:factory"`` imported on first use (see
     :mod:`rockroll.envs.experts`); ``expert_for(env)`` then works on envs that ``make`` builds.
+    ``parses_answer=False`` registers an env that takes bare actions (no ``<answer>`` tags).
     """
     name, version = parse_env_id(id)
     if version is None:
@@ -141,6 +154,7 @@ def register(
         tags=tuple(tags),
         supports_fork=supports_fork,
         expert=expert,
+        parses_answer=bool(parses_answer),
     )
     _REGISTRY[id] = env_spec
     _register_with_gymnasium(env_spec)
@@ -177,6 +191,8 @@ def make(env_id: str, **kwargs: Any) -> MaxSteps:
 
     ``max_steps`` (spec default unless given) goes to the :class:`MaxSteps` wrapper; the rest to
     the env's constructor. Unknown or invalid kwargs raise :class:`~rockroll.envs.errors.EnvConfigError`.
+    The env's gymnasium ``spec`` (``env.spec``) names it ``rockroll/<id>``, with ``max_episode_steps``
+    the step limit of its :class:`MaxSteps`.
     """
     env_spec = spec(env_id)
     max_steps = kwargs.pop("max_steps", env_spec.max_steps)
@@ -186,7 +202,16 @@ def make(env_id: str, **kwargs: Any) -> MaxSteps:
     env = ctor(**merged)
     env.spec_id = env_spec.id
     env.env_spec = env_spec  # lets rockroll.envs.experts find the expert without importing envhub
-    return MaxSteps(env, max_steps)
+    wrapped = MaxSteps(env, max_steps)  # checks max_steps before the spec below names it
+    if isinstance(env, gym.Env):  # gymnasium.make replaces it with its own; MaxSteps.spec adds the limit to either
+        env.spec = gym.envs.registration.EnvSpec(
+            id=f"{GYM_NAMESPACE}/{env_spec.id}",
+            entry_point=_gym_entry_point(env_spec.id),
+            kwargs={**merged, "max_steps": max_steps},
+            order_enforce=False,
+            disable_env_checker=True,
+        )
+    return wrapped
 
 
 def _check_kwargs(env_id: str, ctor: Callable[..., Any], kwargs: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import gymnasium as gym
@@ -44,6 +45,18 @@ class MaxSteps(gym.Wrapper[str, str, str, str]):
             truncated = True
         self._done = bool(terminated or truncated)
         return obs, reward, terminated, truncated, info
+
+    @property
+    def spec(self) -> Any:
+        """The wrapped env's gymnasium spec with ``max_episode_steps`` = this limit (as ``TimeLimit`` reports it)."""
+        if self._cached_spec is None and self.env.spec is not None:
+            try:
+                env_spec = copy.deepcopy(self.env.spec)
+            except Exception:  # noqa: BLE001 - an uncopyable kwarg: no spec, as gymnasium's TimeLimit does
+                return None
+            env_spec.max_episode_steps = self.max_steps
+            self._cached_spec = env_spec
+        return self._cached_spec
 
     def get_state(self) -> dict[str, Any]:
         return {"elapsed_steps": self.elapsed_steps, "done": self._done, "env": self.env.get_state()}

@@ -28,7 +28,10 @@ def build(
     force: bool = typer.Option(False, help="Rebuild even when the image is up to date."),
     docker_host: str = typer.Option("", help="Docker daemon URL (default: DOCKER_HOST or the local socket)."),
 ) -> None:
-    """Build the sandbox image: debootstrap base (offline) + host-built wheels + Dockerfile."""
+    """Build the sandbox image: debootstrap base (offline) + host-built wheels + Dockerfile.
+
+    Example: rockroll image build --extra-wheel dist/my_env-0.1-py3-none-any.whl
+    """
     from rockroll.sandbox.errors import SandboxError
     from rockroll.sandbox.images import ImageBuildConfig, build_image
 
@@ -45,7 +48,10 @@ def build(
 
 @image_app.command("status")
 def status(tag: str = typer.Option(DEFAULT_IMAGE, help="Image tag.")) -> None:
-    """Print whether the image exists and matches the current source tree (JSON)."""
+    """Print whether the image exists and matches the current source tree (JSON); exit 2 when it is stale.
+
+    Example: rockroll image status
+    """
     from rockroll.sandbox.errors import SandboxError
     from rockroll.sandbox.images import image_status
 

@@ -25,8 +25,8 @@ def test_env_commands(run) -> None:
     assert out.exit_code == 0 and "FrozenLake-v0" in out.output
     out = run("env", "show", "FrozenLake")
     assert out.exit_code == 0 and '"max_steps": 20' in out.output
-    out = run("env", "show", "Nope-v0")
-    assert out.exit_code == 1 and "env_not_found" in out.output
+    out = run("env", "show", "Nope-v0")  # the error reaches rockroll's main (one line: test_cli_errors.py)
+    assert out.exit_code == 1 and "env_not_found" in str(out.exception)
 
 
 def test_sandbox_and_session_commands(run) -> None:
