@@ -10,4 +10,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS="${EXTRAS:-dev,train}" bash scripts/setup.sh
 export RAY_ADDRESS=""  # start a local Ray instance, never join a foreign one
-.venv/bin/rockroll train configs/frozenlake_slippery.yaml rollout.sandbox=process workers.use_ray=true name=train-demo "$@"
+.venv/bin/rockroll train configs/frozenlake_slippery.yaml rollout.sandbox=process workers.use_ray=true name=train-demo --overwrite "$@"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
@@ -12,53 +15,101 @@ from rockroll.trainer.config_io import config_help, load_config
 __all__ = ["train", "plot", "export", "register"]
 
 
+def _split_args(config: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:
+    """``(YAML path or None, key=value overrides)`` from the positional arguments, in any order."""
+    args = [a for a in (config, *overrides) if a is not None]
+    paths = [a for a in args if "=" not in a or Path(a).is_file()]
+    if len(paths) > 1:
+        _fail(
+            f"expected one YAML config and key=value overrides, got {len(paths)} configs: {', '.join(paths)}",
+            "overrides are key=value, e.g. total_steps=20",
+        )
+    if paths and not Path(paths[0]).is_file():
+        hint = "overrides are key=value, e.g. total_steps=20" if "." not in Path(paths[0]).name else ""
+        _fail(f"config error: no config file {paths[0]}", hint or "see configs/ for examples")
+    return (paths[0] if paths else None), [a for a in args if a not in paths]
+
+
+def _fail(message: str, hint: str = "", code: int = 2, cause: BaseException | None = None) -> NoReturn:
+    """One line of what is wrong (and one of what to do) on stderr; exit ``code``."""
+    typer.echo(message, err=True)
+    if hint:
+        typer.echo(hint, err=True)
+    raise typer.Exit(code) from cause
+
+
+def _claim_run_dir(run_dir: Path, name: str, *, resume: bool, overwrite: bool) -> int:
+    """Check the run directory against --resume / --overwrite (clearing it for --overwrite); return the first step."""
+    from rockroll.trainer import checkpoint as ckpt
+
+    if resume and overwrite:
+        _fail("--resume and --overwrite exclude each other", "--resume continues the run, --overwrite starts it over")
+    if resume:
+        last = ckpt.latest_step(run_dir)
+        if last is None:
+            where = f"{run_dir} has no checkpoint" if run_dir.is_dir() else f"there is no run directory {run_dir}"
+            _fail(f"cannot resume run {name!r}: {where}", "start it without --resume (or with --overwrite)")
+        return last + 1
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        if not overwrite:
+            _fail(
+                f"run {name!r} exists ({run_dir})",
+                "continue it with --resume, start it over with --overwrite, or pick another name=...",
+            )
+        if not ckpt.is_run_dir(run_dir):
+            _fail(f"refusing to delete {run_dir}: it does not look like one rockroll run", "remove it yourself")
+        shutil.rmtree(run_dir)
+    return 0
+
+
 def train(
     config: str = typer.Argument(None, help="YAML config (see configs/); omitted: the defaults"),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. optim.lr=1e-4 total_steps=20"),
-    resume: bool = typer.Option(False, "--resume", help="continue the run from its latest checkpoint"),
+    resume: bool = typer.Option(False, "--resume", help="continue the run from its last checkpoint"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="delete the run's earlier output and start it over"),
     help_config: bool = typer.Option(
         False, "--help-config", help="list every config key with its type, default and description"
     ),
 ) -> None:
-    """Train a policy with RL (GRPO/PPO family) on a rockroll env; metrics go to runs/<name>/."""
+    """Train a policy with RL (GRPO/PPO family) on a rockroll env; output goes to runs/<name>/.
+
+    A run name that exists needs --resume (go on from its last checkpoint) or --overwrite (start over).
+
+    Examples (a YAML config, the defaults plus overrides, a resumed run):
+
+        rockroll train configs/frozenlake_tiny.yaml total_steps=20 name=try1
+
+        rockroll train total_steps=5 rollout.group_size=4
+
+        rockroll train configs/frozenlake_tiny.yaml name=try1 --resume
+    """
     if help_config:
         typer.echo(config_help(), nl=False)
         return
-    overrides = list(overrides or [])
-    if config is not None and "=" in config and not Path(config).is_file():  # `rockroll train k=v ...`: defaults
-        config, overrides = None, [str(config), *overrides]
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from rockroll.trainer.pipeline import run_training
-
+    config, overrides = _split_args(config, list(overrides or []))
     try:
         cfg = load_config(config, overrides)
     except (ValueError, FileNotFoundError) as e:
-        typer.echo(f"config error: {e}", err=True)
-        raise typer.Exit(2) from e
+        _fail(f"config error: {e}", "`rockroll train --help-config` lists every key", cause=e)
+    run_dir = Path(cfg.logging.run_dir) / cfg.name
+    start = _claim_run_dir(run_dir, cfg.name, resume=resume, overwrite=overwrite)
+    from rich.console import Console
+
+    from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.progress import TrainProgress
+
     console = Console()
+    what = f"{cfg.algo.adv_estimator}/{cfg.algo.pg_variant} on {cfg.rollout.env_id}, {cfg.total_steps} steps"
     console.print(
-        f"[bold]rockroll train[/] {cfg.name}: {cfg.algo.adv_estimator}/{cfg.algo.pg_variant} on {cfg.rollout.env_id}, {cfg.total_steps} steps"
+        f"rockroll train {cfg.name}: {what}" + (f" (resuming at step {start})" if resume else ""),
+        markup=False,
+        highlight=False,
     )
-    with Progress(
-        TextColumn("[bold blue]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[info]}"),
-        console=console,
-        disable=not cfg.logging.progress,
-    ) as prog:
-        task = prog.add_task("train", total=cfg.total_steps, info="")
-
-        def on_step(step: int, total: int, m: dict[str, float]) -> None:
-            succ = m.get(f"env/{cfg.rollout.env_id.split('-')[0]}/success", 0.0)
-            ev = [v for k, v in m.items() if k.startswith("eval/") and k.endswith("/success")]
-            info = f"train success {succ:.2f}" + (f"  eval {ev[0]:.2f}" if ev else "")
-            prog.update(task, completed=step + 1, info=info)
-
-        summary = run_training(cfg, on_step, resume=resume)
+    if resume and start >= cfg.total_steps:
+        console.print(f"run {cfg.name} already trained {start} steps; raise total_steps to train on", markup=False)
+    sys.stdout.flush()
+    with TrainProgress(console, cfg.total_steps, start_step=start, enabled=cfg.logging.progress) as prog:
+        summary = run_training(cfg, prog.on_step, resume=resume, on_event=prog.on_event)
     before = summary.get("success_before_sft")
     if before is not None:
         console.print(f"success before SFT warm start: {before:.1%}")
@@ -68,7 +119,8 @@ def train(
         console.print(f"held-out success by difficulty (greedy, {cfg.rollout.eval_episodes} maps):")
         typer.echo(summary["report"])
     console.print(
-        f"success after RL:   {summary['success_end']:.1%}   (held-out, greedy; run dir {summary['run_dir']})"
+        f"success after RL:   {summary['success_end']:.1%}   (held-out, greedy; run dir {summary['run_dir']})",
+        markup=False,
     )
     typer.echo(
         json.dumps(
@@ -81,7 +133,12 @@ def plot(
     run: Path = typer.Argument(..., help="run directory (runs/<name>) or its metrics.jsonl"),
     out: Path = typer.Option(None, "--out", help="output folder (default <run>/plots)"),
 ) -> None:
-    """Write PNG curves of a run's metrics (one figure per namespace)."""
+    """Write PNG curves of a run's metrics (one figure per namespace).
+
+    Example:
+
+        rockroll plot runs/frozenlake_tiny --out /tmp/plots
+    """
     from rockroll.trainer.plot import plot_run
 
     for p in plot_run(run, out):
@@ -96,7 +153,12 @@ def export(
         None, "--base-model", help="the run's base model (default: model.path of its config)"
     ),
 ) -> None:
-    """Export a run's policy as a Hugging Face directory (safetensors, tokenizer, chat template)."""
+    """Export a run's policy as a Hugging Face directory (safetensors, tokenizer, chat template).
+
+    Example:
+
+        rockroll export runs/frozenlake_tiny --step 50 --out /tmp/policy-step50
+    """
     from rockroll.trainer.export import export_run
 
     try:

@@ -11,7 +11,7 @@ whole or not at all (written beside the target, then renamed).
 :func:`export_run` exports from a training run's checkpoints (``rockroll export RUN``)::
 
     runs/NAME/config.yaml                          model.path: the base model (architecture, tokenizer)
-    runs/NAME/checkpoints/step_0000007/state.pt    state["workers"]["model"]: the policy's weights
+    runs/NAME/checkpoints/step-7/model.safetensors the policy's weights (trainer/checkpoint.py)
     runs/NAME/export/step-7/  export/final/  export/warmstart/
 
 ``step``: a checkpoint's step number; ``"final"`` (or None) the newest checkpoint; ``"warmstart"``
@@ -33,6 +33,7 @@ from typing import Any
 from rockroll.agentrl.config_loader import read_yaml
 from rockroll.agentrl.tiny import TINY_MARKER, load_model_and_tokenizer
 from rockroll.envs.errors import RockrollError
+from rockroll.trainer.checkpoint import is_checkpoint, load_checkpoint
 
 __all__ = [
     "ExportError",
@@ -170,7 +171,7 @@ def list_checkpoints(run_dir: str | Path) -> dict[int, Path]:
     found: dict[int, Path] = {}
     for p in sorted(root.iterdir()) if root.is_dir() else []:
         m = _STEP_DIR.match(p.name)
-        if m and (p / "state.pt").is_file():
+        if m and is_checkpoint(p):
             found[int(m.group(1))] = p
     return found
 
@@ -181,7 +182,7 @@ def find_checkpoint(run_dir: str | Path, step: int | str | None = None) -> tuple
     label = _label(step)
     if label == "warmstart":
         ckpt = run / "checkpoints" / "warmstart"
-        if (ckpt / "state.pt").is_file():
+        if is_checkpoint(ckpt):
             return label, ckpt
         raise ExportError(
             f"run {run} has no warm-start weights (no export/warmstart/ and no checkpoints/warmstart/); "
@@ -196,7 +197,7 @@ def find_checkpoint(run_dir: str | Path, step: int | str | None = None) -> tuple
     if label == "final":
         marker = run / "checkpoints" / "latest"
         named = run / "checkpoints" / marker.read_text().strip() if marker.is_file() else None
-        return label, named if named is not None and (named / "state.pt").is_file() else ckpts[max(ckpts)]
+        return label, named if named is not None and is_checkpoint(named) else ckpts[max(ckpts)]
     n = int(label.removeprefix("step-"))
     if n not in ckpts:
         kept = ", ".join(str(s) for s in sorted(ckpts))
@@ -289,8 +290,6 @@ def export_run(
         base_model: the model directory the run started from (default: model.path of the run's
             config.yaml); it gives the architecture, tokenizer and chat template.
     """
-    import torch
-
     run = Path(run_dir)
     if not run.is_dir():
         raise ExportError(f"no run directory {run}")
@@ -305,11 +304,11 @@ def export_run(
         return target
     label, ckpt = find_checkpoint(run, label)
     base = _base_model(run, base_model)
-    state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=False)
+    state = load_checkpoint(ckpt, full=False)  # the weights, step and version (no optimizer)
     workers = state.get("workers") if isinstance(state, dict) else None
     weights = workers.get("model") if isinstance(workers, dict) else None
     if not isinstance(weights, dict) or not weights:
-        raise ExportError(f"{ckpt / 'state.pt'} holds no policy weights (state['workers']['model'])")
+        raise ExportError(f"checkpoint {ckpt} holds no policy weights (model.safetensors)")
     provenance = {
         "run_dir": str(run.resolve()),
         "export": label,

@@ -33,9 +33,10 @@ from rockroll.trainer.report import env_references, success_table
 from rockroll.trainer.selection import BestCheckpoint, select_seeds
 from rockroll.trainer.turns import merge_identical, merge_ok, turn_rows, turn_values
 
-__all__ = ["run_training", "ProgressCallback"]
+__all__ = ["run_training", "ProgressCallback", "EventCallback"]
 
 ProgressCallback = Callable[[int, int, dict[str, float]], None]
+EventCallback = Callable[[str, dict[str, Any]], None]  # progress: sft_step, eval_start, eval_end (trainer/progress.py)
 
 
 def _seed_everything(seed: int) -> None:
@@ -108,13 +109,19 @@ def _env_metrics(trajs: list[Any], tag: str) -> dict[str, float]:
 
 
 def run_training(
-    cfg: TrainConfig, progress_callback: ProgressCallback | None = None, *, resume: bool = False
+    cfg: TrainConfig,
+    progress_callback: ProgressCallback | None = None,
+    *,
+    resume: bool = False,
+    on_event: EventCallback | None = None,
 ) -> dict[str, Any]:
     """Train with ``cfg``; return a summary (success before/after, run dir, timings).
 
     ``progress_callback(step, total_steps, metrics)`` is called after every step. ``resume``
     continues from the run's latest checkpoint (exactly: weights, optimizer, schedule, RNG, buffer).
+    ``on_event(kind, info)`` reports the warm start's steps and each evaluation (a progress display).
     """
+    emit: EventCallback = on_event or (lambda kind, info: None)
     import torch
 
     from rockroll.trainer import checkpoint as ckpt
@@ -171,11 +178,13 @@ def run_training(
 
         def evaluate(prefix: str = "eval") -> dict[str, float]:
             t0 = time.perf_counter()
+            emit("eval_start", {"prefix": prefix, "episodes": len(eval_seeds)})
             if driver is not None:
                 m = driver.evaluate(eval_seeds, prefix)
             else:
                 m = evaluate_plans(rollout, engine, eval_seeds, max_new_tokens=r.max_new_tokens, prefix=prefix)
             m["time/eval"] = time.perf_counter() - t0
+            emit("eval_end", {"prefix": prefix, "metrics": m})
             return m
 
         start_step, buffer = 0, None
@@ -196,6 +205,7 @@ def run_training(
                     batch_size=cfg.sft.batch_size,
                     seed=cfg.seed,
                     pad_id=tok.pad_token_id,
+                    on_step=lambda i, m: emit("sft_step", {"step": i, "total": cfg.sft.steps, "metrics": m}),
                 )
                 engine.update_weights(model.state_dict(), 0)
                 warm = export_model(model, tok, run_dir / "export" / "warmstart")

@@ -78,7 +78,7 @@ def test_help_config_lists_every_key_with_type_default_and_description() -> None
     assert "grpo" in lines["algo.adv_estimator"] and "int, >= 1" in lines["rollout.group_size"]
 
 
-def test_train_without_yaml_takes_defaults_plus_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_without_yaml_takes_defaults_plus_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """``rockroll train k=v ...``: no YAML, the defaults plus the overrides (the pipeline is faked here)."""
     pytest.importorskip("torch")
     from typer.testing import CliRunner
@@ -88,11 +88,12 @@ def test_train_without_yaml_takes_defaults_plus_overrides(monkeypatch: pytest.Mo
 
     seen: list[TrainConfig] = []
 
-    def fake_run(cfg: TrainConfig, on_step: object = None, resume: bool = False) -> dict:
+    def fake_run(cfg: TrainConfig, on_step: object = None, resume: bool = False, on_event: object = None) -> dict:
         seen.append(cfg)
         return {"success_end": 0.0, "run_dir": "nowhere", "steps": 0}
 
     monkeypatch.setattr(pipeline, "run_training", fake_run)
+    monkeypatch.chdir(tmp_path)  # runs/run (the default run dir) must not exist from an earlier run
     out = CliRunner().invoke(app, ["train", "total_steps=3", "rollout.group_size=4", "logging.progress=false"])
     assert out.exit_code == 0, out.output
     assert seen[0] == TrainConfig(total_steps=3, rollout={"group_size": 4}, logging={"progress": False})
