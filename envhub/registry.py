@@ -203,7 +203,9 @@ def make(env_id: str, **kwargs: Any) -> MaxSteps:
     env.spec_id = env_spec.id
     env.env_spec = env_spec  # lets rockroll.envs.experts find the expert without importing envhub
     wrapped = MaxSteps(env, max_steps)  # checks max_steps before the spec below names it
-    if isinstance(env, gym.Env):  # gymnasium.make replaces it with its own; MaxSteps.spec adds the limit to either
+    # gymnasium.make replaces it with its own; MaxSteps.spec adds the limit to either. A wrapper's spec is
+    # read-only (the wrapped env's, which a nested make has named already).
+    if isinstance(env, gym.Env) and not isinstance(env, gym.Wrapper):
         env.spec = gym.envs.registration.EnvSpec(
             id=f"{GYM_NAMESPACE}/{env_spec.id}",
             entry_point=_gym_entry_point(env_spec.id),

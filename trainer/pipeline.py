@@ -259,39 +259,41 @@ def run_training(
                 samples = rows.samples
             else:
                 samples = [s for t in trajs if not t.masked for s in t.to_samples("concat")]
-            if not samples:  # no episode of the batch carries a learning signal: nothing to update
-                logger.log(step, {**rollout_metrics, **_env_metrics(trajs, tag), **(rows.metrics if rows else {})})
-                continue
-            batch = collate(samples, tok.pad_token_id)
-            if rows is None:
-                batch.extras["truncated"] = torch.tensor([float(_truncated(t)) for t in trajs if not t.masked])
-            # 2. old / reference logprobs, values
-            if rows is None or not single_pass(cfg, len(batch)):
-                batch.extras["old_logprobs"] = workers.old_logprobs(batch)
-            ref = workers.ref_logprobs(batch)
-            if ref is not None:
-                batch.extras["ref_logprobs"] = ref
-            values = workers.values(batch)
-            if values is not None:
-                batch.extras["values"] = values
-            t2 = time.perf_counter()
-            # 3. advantages, 4. PPO update
-            if rows is not None:
-                batch.extras["advantages"] = rows.advantage_tensor(batch.input_ids.shape[1])
-                batch.extras["loss_mask"] = batch.response_mask * rows.loss_weights()
-                if rows.returns is not None:
-                    batch.extras["returns"] = rows.returns_tensor(batch.input_ids.shape[1])
-                metrics = dict(rows.metrics)
-            else:
-                metrics = compute_advantages(batch, cfg.algo, r.max_new_tokens)
-            metrics.update(workers.update(batch, step))
-            t3 = time.perf_counter()
-            # 5. weight sync
-            version += 1
-            (driver or engine).update_weights(workers.policy_weights(), version)
-            t4 = time.perf_counter()
+            if samples:
+                batch = collate(samples, tok.pad_token_id)
+                if rows is None:
+                    batch.extras["truncated"] = torch.tensor([float(_truncated(t)) for t in trajs if not t.masked])
+                # 2. old / reference logprobs, values
+                if rows is None or not single_pass(cfg, len(batch)):
+                    batch.extras["old_logprobs"] = workers.old_logprobs(batch)
+                ref = workers.ref_logprobs(batch)
+                if ref is not None:
+                    batch.extras["ref_logprobs"] = ref
+                values = workers.values(batch)
+                if values is not None:
+                    batch.extras["values"] = values
+                t2 = time.perf_counter()
+                # 3. advantages, 4. PPO update
+                if rows is not None:
+                    batch.extras["advantages"] = rows.advantage_tensor(batch.input_ids.shape[1])
+                    batch.extras["loss_mask"] = batch.response_mask * rows.loss_weights()
+                    if rows.returns is not None:
+                        batch.extras["returns"] = rows.returns_tensor(batch.input_ids.shape[1])
+                    metrics = dict(rows.metrics)
+                else:
+                    metrics = compute_advantages(batch, cfg.algo, r.max_new_tokens)
+                metrics.update(workers.update(batch, step))
+                t3 = time.perf_counter()
+                # 5. weight sync
+                version += 1
+                (driver or engine).update_weights(workers.policy_weights(), version)
+                t4 = time.perf_counter()
+                tokens = float(batch.attention_mask.sum())
+            else:  # no episode of the batch carries a learning signal: no update, but the step counts
+                metrics = {**(rows.metrics if rows else {}), "actor/updates": 0.0}
+                t2 = t3 = t4 = time.perf_counter()
+                tokens = 0.0
             # 6. metrics, evaluation, checkpoint
-            tokens = float(batch.attention_mask.sum())
             metrics.update({**rollout_metrics, **_env_metrics(trajs, tag)})
             metrics.update({
                 "time/rollout": t1 - t0, "time/logprobs": t2 - t1, "time/train": t3 - t2, "time/sync": t4 - t3,
