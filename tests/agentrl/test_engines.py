@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +14,7 @@ pytest.importorskip("transformers")
 from rockroll.agentrl.engines import EngineError, GenerationRequest, SamplingParams, make_engine  # noqa: E402
 from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
 from rockroll.agentrl.tiny import build_tiny_model  # noqa: E402
+from tests.agentrl.model_server import free_port, model_server  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -247,52 +243,10 @@ def test_closed_engine_refuses(tiny_path: Path) -> None:
 
 
 # ------------------------------------------------------------------- openai engine + server
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_url(tiny_path: Path):
-    import httpx
-
-    port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "rockroll.api.cli",
-        "serve-model",
-        str(tiny_path),
-        "--port",
-        str(port),
-        "--model-name",
-        "tiny",
-    ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"serve-model exited: {proc.stdout.read().decode()[-2000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("serve-model did not come up in 90 s")
-            time.sleep(0.3)
+    with model_server(tiny_path, "tiny") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_openai_engine_matches_hf_engine_in_greedy_mode(engine, server_url: str, tiny_path: Path) -> None:
@@ -363,7 +317,7 @@ def test_openai_engine_falls_back_to_retokenising_text(engine) -> None:
 def test_openai_engine_reports_a_dead_server(engine) -> None:
     from rockroll.agentrl.engines.openai_engine import OpenAIEngine
 
-    remote = OpenAIEngine(f"http://127.0.0.1:{_free_port()}", engine.tokenizer, model="m", max_retries=0, timeout_s=2)
+    remote = OpenAIEngine(f"http://127.0.0.1:{free_port()}", engine.tokenizer, model="m", max_retries=0, timeout_s=2)
     with pytest.raises(EngineError):
         _run(remote, [GenerationRequest([1, 2], SamplingParams(max_new_tokens=2))])
 

@@ -5,11 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +20,7 @@ from rockroll.trainer import checkpoint as ckpt  # noqa: E402
 from rockroll.trainer.config_io import load_config, save_config  # noqa: E402
 from rockroll.trainer.export import EXPORT_MARKER, ExportError, export_model, export_run, export_weights  # noqa: E402
 from rockroll.trainer.workers import LocalWorkers  # noqa: E402
+from tests.agentrl.model_server import model_server  # noqa: E402
 
 MAX_NEW = 10
 
@@ -188,44 +184,14 @@ def test_export_cli(trained, tiny_model_dir: Path, tmp_path: Path) -> None:
         assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_serve_model_loads_the_export(trained, tiny_model_dir: Path, tmp_path: Path) -> None:
     import httpx
 
     model, tok, prompts = trained
     out = export_model(model, tok, tmp_path / "served", source_dir=tiny_model_dir)
     expected = _in_memory_greedy(model, tok, prompts)
-    port = _free_port()
-    cmd = [sys.executable, "-m", "rockroll.api.cli", "serve-model", str(out), "--port", str(port), "--model-name", "x"]
-    proc = subprocess.Popen(
-        cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"serve-model exited: {proc.stdout.read().decode()[-2000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "serve-model did not come up in 90 s"
-            time.sleep(0.3)
+    with model_server(out, "x") as url:
         for ids, want in zip(prompts, expected, strict=True):
             body = {"prompt": ids, "max_tokens": MAX_NEW, "temperature": 0, "return_token_ids": True}
             got = httpx.post(url + "/v1/completions", json=body, timeout=60).json()
             assert got["choices"][0]["token_ids"] == want
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
