@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.security_report import security_section
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -279,10 +281,12 @@ SECTIONS = {
     "load": _load_section,
     "fuzz": _fuzz_section,
     "escapes": _escapes_section,
+    "security": security_section,
 }
 TITLES = {
     "envs": "Envs", "sandbox": "Sandboxes", "api": "API", "rollout": "Rollout", "chaos": "Chaos",
     "restart": "Control-plane restart under load", "fuzz": "Fuzzing", "escapes": "Escapes and limits", "load": "Load",
+    "security": "Security: two owners on one server",
 }  # fmt: skip
 
 

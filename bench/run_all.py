@@ -154,6 +154,12 @@ STEPS: dict[str, tuple[str, list[str], list[str], int]] = {
         ],
         600,
     ),  # fmt: skip
+    "security": (
+        "two owners on one server: attacks refused per class, two-owner fuzz, health under a stall attack",
+        [PY, "bench/security_bench.py", "--json", "{json}"],
+        [PY, "bench/security_bench.py", "--examples", "3", "--json", "{json}"],
+        3000,
+    ),
     "load": (
         "64, 128 and 256 concurrent sessions through the API",
         [PY, "bench/load.py", "--sessions", "64,128,256", "--seconds", "60", "--json", "{json}"],
