@@ -176,6 +176,7 @@ class PolicyTrainer:
             loss_tok, st = policy_loss(
                 a.pg_variant, lp, old, mb.extras["advantages"], mask,
                 clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip or None,
+                behavior_logprobs=mb.rollout_logprobs, behav_cap=a.behav_cap,
             )  # fmt: skip
             if a.tis_cap:
                 loss_tok = loss_tok * tis_weights(old, mb.rollout_logprobs, a.tis_cap)

@@ -163,6 +163,12 @@ class AlgoConfig(ConfigModel):
     dynamic_sampling: bool = f(True, "drop groups whose rewards are all equal (no GRPO signal)")
     mask_truncated: bool = f(False, "drop responses cut at max_new_tokens")
     tis_cap: float = f(0.0, "truncated importance sampling cap between trainer and rollout logprobs (0: off)", ge=0)
+    behav_cap: float = f(
+        5.0,
+        "decoupled_ppo: cap of the detached behaviour weight pi_prox/pi_behav (trainer's logprobs before the "
+        "update over the engine's that generated the tokens)",
+        gt=0,
+    )
     turn_credit: Literal["episode", "gigpo", "fork", "gae"] = f(
         "episode",
         "multiturn: per-turn advantages (episode: the episode's group advantage on every turn; gigpo: plus a "

@@ -20,6 +20,7 @@ reservation); apart, each role reserves its own GPU/CPU.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from rockroll.agentrl.engines.hf import HFEngine
@@ -44,11 +45,16 @@ def role_options(cfg: TrainConfig, role: str) -> dict[str, Any]:
     return {"num_cpus": 1, "num_gpus": gpus}
 
 
+#: a local Ray cluster (no RAY_ADDRESS) binds loopback only, never the machine's interface address
+LOCAL_NODE_IP = "127.0.0.1"
+
+
 def _init_ray() -> Any:
     import ray
 
     if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, num_cpus=None)
+        local = {} if os.environ.get("RAY_ADDRESS") else {"_node_ip_address": LOCAL_NODE_IP}
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, num_cpus=None, **local)
     return ray
 
 

@@ -125,6 +125,32 @@ def test_gspo_sequence_ratio() -> None:
     close(new.grad, [[1.2214, 1.2214]])
 
 
+def test_decoupled_ppo_clips_around_the_proximal_policy_and_weights_by_the_behaviour_one() -> None:
+    new, prox = lp_pair([1.5, 0.5, 1.5])  # r = pi / pi_prox
+    behav = prox - torch.log(torch.tensor([[2.0, 0.5, 10.0]]))  # pi_prox / pi_behav = 2, 0.5, 10 -> capped at 5
+    adv = torch.tensor([[1.0, 1.0, -1.0]])
+    loss, stats = algos.decoupled_ppo_loss(
+        new, prox, adv, torch.ones(1, 3), behavior_logprobs=behav, clip_low=0.2, clip_high=0.2, behav_cap=5.0
+    )
+    # surrogates: r=1.5,A=1: -1.2 ; r=.5,A=1: -.5 ; r=1.5,A=-1: 1.5 ; times the weights 2, .5, 5
+    close(loss, [[-2.4, -0.25, 7.5]])
+    assert stats["behav_capped"] == pytest.approx(1 / 3)
+    loss.sum().backward()
+    # the weight is detached: d/dlogp of -w*A*r = -w*A*r where the surrogate is unclipped (token 1: .5*1*.5 ;
+    # token 2, A<0 and r above the range stays unclipped: 5*1*1.5), 0 where clipped (token 0)
+    close(new.grad, [[0.0, -0.25, 7.5]])
+    # no behaviour logprobs: PPO's clipped surrogate around the proximal policy (no dual clip)
+    new2, prox2 = lp_pair([1.5, 0.5, 1.5])
+    plain, _ = algos.decoupled_ppo_loss(new2, prox2, adv, torch.ones(1, 3), clip_low=0.2, clip_high=0.2)
+    ppo, _ = algos.ppo_clip_loss(new2, prox2, adv, torch.ones(1, 3), clip_low=0.2, clip_high=0.2, dual_clip=None)
+    close(plain, ppo)
+    # dispatch by name passes the behaviour logprobs through
+    via, _ = algos.policy_loss("decoupled_ppo", new2, prox2, adv, torch.ones(1, 3), behavior_logprobs=behav)
+    close(via, [[-2.4, -0.25, 7.5]])
+    with pytest.raises(ValueError, match="behav_cap must be > 0"):
+        algos.decoupled_ppo_loss(new2, prox2, adv, torch.ones(1, 3), behav_cap=0.0)
+
+
 def test_tis_and_value_loss() -> None:
     close(algos.tis_weights(torch.tensor([math.log(3.0), 0.0]), torch.tensor([0.0, 0.0]), cap=2.0), [2.0, 1.0])
     # unclipped (1.5-2)^2 = .25 ; clipped value 1.2 -> (1.2-2)^2 = .64 ; 0.5 * max = .32

@@ -51,7 +51,7 @@ def test_separate_critic_matches_colocated(tiny_model_dir) -> None:
 
     w1, c1, m1 = run(LocalWorkers(model, cfg1))
     cfg2 = config_from_dict({**base, "workers": {"use_ray": True, "critic_placement": "apart"}})
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     try:
         workers = RayWorkers(None, cfg2, weights=weights0)
         w2, c2, m2 = run(workers)

@@ -129,7 +129,8 @@ def test_deepspeed_engine_checkpoint_round_trip(tiny_model_dir, tmp_path) -> Non
 
 
 @pytest.mark.slow
-def test_two_ray_deepspeed_workers_match_torch(tiny_model_dir) -> None:
+@pytest.mark.parametrize("stage", [2, 3])
+def test_two_ray_deepspeed_workers_match_torch(tiny_model_dir, stage: int) -> None:
     pytest.importorskip("deepspeed")
     ray = pytest.importorskip("ray")
     from rockroll.trainer.batch import collate
@@ -146,8 +147,10 @@ def test_two_ray_deepspeed_workers_match_torch(tiny_model_dir) -> None:
 
     from rockroll.trainer.prepare import compute_advantages
 
-    cfg_d = _cfg(tiny_model_dir, algo, strategy="deepspeed", zero_stage=3, use_ray=True, num_workers=2, backend="gloo")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    cfg_d = _cfg(
+        tiny_model_dir, algo, strategy="deepspeed", zero_stage=stage, use_ray=True, num_workers=2, backend="gloo"
+    )
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     try:
         workers = RayWorkers(None, cfg_d, weights=weights0)
         batch.extras = {"old_logprobs": workers.old_logprobs(batch), "values": workers.values(batch)}

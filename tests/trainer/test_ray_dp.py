@@ -39,7 +39,7 @@ def test_two_gloo_workers_match_one(tiny_model_dir, tmp_path) -> None:
     w1 = local.policy_weights()
 
     cfg2 = config_from_dict({**base, "workers": {"use_ray": True, "num_workers": 2, "backend": "gloo"}})
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     try:
         workers = RayWorkers(None, cfg2, weights=weights0)
         lp2 = workers.old_logprobs(batch)

@@ -50,7 +50,8 @@ def test_logprobs_are_token_aligned(tiny_model_dir) -> None:
 @pytest.mark.parametrize(
     ("adv", "pg", "agg"),
     [("grpo", "ppo", "token-mean"), ("grpo_mean", "cispo", "seq-mean-token-sum"), ("rloo", "topr", "token-mean"),
-     ("grpo", "gspo", "seq-mean-token-mean"), ("reinforce_pp", "ppo", "token-mean"), ("gae", "ppo", "token-mean")],
+     ("grpo", "gspo", "seq-mean-token-mean"), ("reinforce_pp", "ppo", "token-mean"), ("gae", "ppo", "token-mean"),
+     ("grpo", "decoupled_ppo", "token-mean")],
 )  # fmt: skip
 def test_update_moves_towards_rewarded_responses(tiny_model_dir, adv: str, pg: str, agg: str) -> None:
     from rockroll.trainer.batch import collate
@@ -155,3 +156,29 @@ def test_lr_schedules() -> None:
             sched.step()
         assert lrs[0] == pytest.approx(0.5) and lrs[1] == pytest.approx(1.0)
         assert opt.param_groups[0]["lr"] == pytest.approx(expect_end, abs=1e-6)
+
+
+def test_off_policy_losses_differ_once_ratios_move(tiny_model_dir) -> None:
+    """With several epochs per batch the ratio leaves 1 after the first minibatch, so CISPO and TOPR
+    (identical on-policy) give different losses and weights; decoupled PPO reads the stale engine's logprobs."""
+    from rockroll.trainer.batch import collate
+    from rockroll.trainer.prepare import compute_advantages
+    from rockroll.trainer.workers import LocalWorkers
+
+    runs = {}
+    for pg in ("cispo", "topr", "decoupled_ppo"):
+        cfg, model, tok = _setup(
+            tiny_model_dir,
+            algo={"adv_estimator": "grpo", "pg_variant": pg, "clip_low": 0.2, "clip_high": 0.2},
+            optim={"lr": 1e-2, "ppo_epochs": 3, "mini_batch_size": 4, "micro_batch_size": 4},
+        )
+        workers = LocalWorkers(model, cfg)
+        batch = collate(random_samples(8, len(tok), seed=2), tok.pad_token_id)
+        batch.extras = {"old_logprobs": workers.old_logprobs(batch), "ref_logprobs": workers.ref_logprobs(batch)}
+        compute_advantages(batch, cfg.algo)
+        metrics = workers.update(batch, 0)
+        assert metrics["actor/updates"] == 6
+        assert metrics["actor/approx_kl"] > 1e-6 and abs(metrics["actor/ratio_mean"] - 1.0) > 1e-4, metrics
+        runs[pg] = (metrics["actor/pg_loss"], torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert runs["cispo"][0] != pytest.approx(runs["topr"][0], rel=1e-3)
+    assert not torch.allclose(runs["cispo"][1], runs["topr"][1])

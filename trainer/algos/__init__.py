@@ -27,6 +27,7 @@ from rockroll.trainer.algos.kl import KL_ESTIMATORS, entropy_from_logits, kl_est
 from rockroll.trainer.algos.losses import (
     POLICY_LOSSES,
     cispo_loss,
+    decoupled_ppo_loss,
     get_policy_loss,
     gspo_loss,
     policy_loss,
@@ -85,6 +86,7 @@ __all__ = [
     "cispo_loss",
     "get_policy_loss",
     "gspo_loss",
+    "decoupled_ppo_loss",
     "policy_loss",
     "policy_loss_names",
     "ppo_clip_loss",

@@ -11,6 +11,11 @@ response ``mask``, and returns ``(loss [N, T], stats)``; reduce the loss with
 * ``topr``: Tapered off-policy REINFORCE: positive advantages plain REINFORCE, negative ones
   weighted by the detached ratio truncated to ``[0, 1]``.
 * ``gspo``: sequence-level ratio ``exp(mean_t(logp - old))`` clipped per sequence (Qwen GSPO).
+* ``decoupled_ppo``: PPO's clip around a *proximal* policy (``old_logprobs``: the trainer's
+  logprobs before this update) with the off-policy correction to the *behaviour* policy that
+  generated the batch (``behavior_logprobs``: the engine's, possibly several weight versions
+  stale) as a separate, detached and truncated weight ``min(pi_prox / pi_behav, behav_cap)``
+  (Hilton et al. 2021, "Batch size-invariance for policy optimization"; used for async RL).
 
 :func:`tis_weights` gives truncated importance weights between the trainer's old logprobs and
 the rollout engine's logprobs (they differ when engine and trainer kernels differ).
@@ -24,7 +29,7 @@ Each variant is registered by name (``algo.pg_variant``); add one with::
         return loss, ratio_stats(ratio, ratio > 1 + clip_high, mask, logprobs, old_logprobs)
 
 :func:`policy_loss` passes a loss only the options its signature names (``clip_low``,
-``clip_high``, ``dual_clip``), so one config serves every variant.
+``clip_high``, ``dual_clip``, ``behavior_logprobs``, ``behav_cap``), so one config serves every variant.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ __all__ = [
     "cispo_loss",
     "topr_loss",
     "gspo_loss",
+    "decoupled_ppo_loss",
     "tis_weights",
     "value_loss",
 ]
@@ -214,6 +220,45 @@ def gspo_loss(
     clipped = l2 > l1
     ratio = torch.exp(log_s).unsqueeze(1).expand_as(logprobs)
     return loss, ratio_stats(ratio, clipped, mask, logprobs, old_logprobs)
+
+
+@register_policy_loss("decoupled_ppo")
+def decoupled_ppo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    behavior_logprobs: torch.Tensor | None = None,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    behav_cap: float = 5.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Decoupled PPO: ``-sg(min(pi_prox/pi_behav, behav_cap)) * min(r A, clip(r, 1-clip_low, 1+clip_high) A)``.
+
+    ``r = pi / pi_prox`` with ``old_logprobs`` as the proximal policy; ``behavior_logprobs`` are
+    the logprobs of the policy that generated the tokens (None: the proximal policy generated
+    them, and the loss is PPO's clipped surrogate without the dual clip). ``stats`` adds
+    ``behav_weight_mean`` and ``behav_capped`` (fraction of tokens whose weight hit the cap).
+    """
+    import torch
+
+    if behav_cap <= 0:
+        raise ValueError(f"behav_cap must be > 0 (typical 5.0), got {behav_cap}")
+    adv = _expand(advantages, logprobs)
+    ratio = torch.exp(logprobs - old_logprobs)
+    l1 = -adv * ratio
+    l2 = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    surrogate = torch.maximum(l1, l2)
+    if behavior_logprobs is None:
+        weight = torch.ones_like(ratio)
+    else:
+        weight = torch.exp(old_logprobs - behavior_logprobs).clamp(max=behav_cap).detach()
+    stats = ratio_stats(ratio, l2 > l1, mask, logprobs, old_logprobs)
+    m = mask.float()
+    stats["behav_weight_mean"] = float(masked_mean(weight, m))
+    stats["behav_capped"] = float(masked_mean((weight >= behav_cap).float(), m))
+    return weight * surrogate, stats
 
 
 def policy_loss(
