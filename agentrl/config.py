@@ -101,7 +101,10 @@ class SchedulerConfig(ConfigModel):
         description="rollout may run ahead of training by at most this many weight versions; "
         "older samples are dropped (0: on-policy)",
     )
-    seed: int = Field(0, description="seeds the groups' env seeds")
+    seed: int = Field(0, description="seeds the groups' env seeds and every turn's sampling")
+    first_batch: int = Field(
+        0, ge=0, description="index of the first batch (a resumed run continues the seed stream where it stopped)"
+    )
     max_env_seed: int = Field(
         2**31 - 1, ge=1, description="group env seeds are drawn below this (keep held-out seeds above it)"
     )

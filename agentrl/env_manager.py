@@ -45,7 +45,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from rockroll.agentrl.chat import ContextExceeded, PromptBuilder, format_observation
@@ -73,6 +73,7 @@ class EpisodeSpec:
     episode_id: str = "g0/0"
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     env_tag: str = ""
+    sample_seed: int | None = None  # set: turn k samples with seed (sample_seed + k), whatever else is batched
 
 
 class GenerationGate:
@@ -611,6 +612,8 @@ class EnvManager:
         invalid_run = 0
         for turn_index in range(cfg.max_turns):
             state_key = builder.pending_obs
+            if ep.sample_seed is not None:
+                params = replace(params, seed=(ep.sample_seed + turn_index) % 2**62)
             request = GenerationRequest(prompt, params, request_id=f"{ep.episode_id}/{turn_index}")
             async with self.gate.slot() if self.gate is not None else contextlib.nullcontext():
                 result = await self._bounded(

@@ -75,9 +75,20 @@ class _Group:
     env_id: str
     seed: int
     size: int
+    launched: int = 0  # launch order within the batch
     tasks: set[asyncio.Task[Trajectory]] = field(default_factory=set)
     done: list[Trajectory] = field(default_factory=list)
     masked: list[Trajectory] = field(default_factory=list)
+
+
+def sample_seed(seed: int, batch: int, group: int, episode: int) -> int:
+    """The sampling seed of one episode (its turns derive theirs from it): the same run, the same tokens."""
+    return int(np.random.SeedSequence([seed, batch, group, episode]).generate_state(2, np.uint64)[0] >> 2)
+
+
+def _episode_index(traj: Trajectory) -> int:
+    tail = traj.episode_id.rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def episode_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
@@ -113,7 +124,7 @@ class RolloutScheduler:
         per_batch = (config.num_env_groups + config.extra_groups) * (config.group_size + config.group_size_redundancy)
         threads = min(256, max(16, config.max_concurrent_episodes or per_batch))
         self.manager = EnvManager(engine, source, config.episode, threads=threads, reward_fn=reward_fn, gate=self.gate)
-        self.batches = 0
+        self.batches = config.first_batch
 
     async def run_batch(self) -> RolloutBatch:
         """Play one batch; raises only :class:`~rockroll.agentrl.errors.FatalRolloutError` (bad config)."""
@@ -139,9 +150,10 @@ class RolloutScheduler:
         def launch() -> None:
             n = stats["groups_launched"]
             env_id = cfg.env_ids[n % len(cfg.env_ids)]
-            g = _Group(f"b{index}-g{n}", env_id, int(rng.integers(0, cfg.max_env_seed)), cfg.group_size)
+            g = _Group(f"b{index}-g{n}", env_id, int(rng.integers(0, cfg.max_env_seed)), cfg.group_size, n)
             for i in range(cfg.group_size + cfg.group_size_redundancy):
                 spec = EpisodeSpec(env_id, g.seed, g.gid, f"{g.gid}/{i}", dict(cfg.env_kwargs.get(env_id, {})), env_id)
+                spec.sample_seed = sample_seed(cfg.seed, index, n, i)
                 task = asyncio.create_task(episode(spec), name=spec.episode_id)
                 task.add_done_callback(finished.put_nowait)
                 g.tasks.add(task)
@@ -189,7 +201,9 @@ class RolloutScheduler:
         if len(complete) < cfg.num_env_groups:
             log.warning("batch %d: only %d of %d groups completed", index, len(complete), cfg.num_env_groups)
         elapsed = time.monotonic() - started
-        groups = [g.done[: g.size] for g in complete[: cfg.num_env_groups]]
+        # launch order, not finishing order: in lock-step mode the same seed gives the same batch
+        ordered = sorted(complete[: cfg.num_env_groups], key=lambda g: g.launched)
+        groups = [sorted(g.done, key=_episode_index)[: g.size] for g in ordered]
         delivered = [t for g in groups for t in g]
         stats.update({f"infra_failures/{k}": v for k, v in (self.manager.failures - failures_before).items()})
         metrics: dict[str, float] = {f"rollout/{k}": float(v) for k, v in stats.items()}

@@ -141,6 +141,12 @@ class MultiTurnDriver:
         self.producer: AsyncRollout | None = None  # started by the first next_batch (after the warm start)
         self.scheduler: RolloutScheduler | None = None
 
+    def start_at(self, batch: int) -> None:
+        """Make the first batch the scheduler plays batch ``batch`` (a resumed run continues its seed stream)."""
+        if self.producer is not None:
+            raise RuntimeError("start_at must come before the first batch")
+        self.sched_cfg = self.sched_cfg.model_copy(update={"first_batch": batch})
+
     async def _start(self) -> AsyncRollout:
         self.scheduler = RolloutScheduler(self.engine, self.source, self.sched_cfg)
         producer = AsyncRollout(self.scheduler)

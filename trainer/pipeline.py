@@ -218,6 +218,8 @@ def run_training(
             workers.load_state_dict(state["workers"])
             ckpt.restore_rng(state["rng"])
             start_step, version, buffer = state["step"] + 1, state["version"], state.get("buffer")
+            if driver is not None:  # the scheduler's seed stream goes on at the next step's batch
+                driver.start_at(start_step)
             engine.update_weights(workers.policy_weights(), version)
             summary.update(state.get("summary", {}))
         if state is None:

@@ -43,16 +43,32 @@ def test_rollout_runs_ahead_by_at_most_the_ratio() -> None:
     asyncio.run(run())
 
 
-def test_on_policy_drops_stale_groups() -> None:
+def test_on_policy_generates_nothing_ahead() -> None:
     async def run() -> None:
         scheduler = _scheduler(ratio=0)
         rollout = AsyncRollout(scheduler)
         await rollout.get_batch(timeout_s=30)
-        await asyncio.sleep(0.05)  # the next batch starts with version-0 weights
+        await asyncio.sleep(0.2)  # training: no batch starts before the trainer asks for it
+        assert scheduler.batches == 1 and scheduler.engine.requests > 0
         await rollout.update_weights({}, 1)
         batch = await rollout.get_batch(timeout_s=30)
         assert all(v == 1 for t in batch.trajectories for v in t.weight_versions)
+        assert rollout.stale_groups_dropped == 0 and scheduler.batches == 2  # none thrown away
+        await rollout.stop()
+
+    asyncio.run(run())
+
+
+def test_groups_older_than_the_ratio_are_dropped() -> None:
+    async def run() -> None:
+        scheduler = _scheduler(ratio=1)
+        rollout = AsyncRollout(scheduler)
+        await rollout.get_batch(timeout_s=30)
+        await asyncio.sleep(0.5)  # the next batch is made ahead with version-0 weights
+        await rollout.update_weights({}, 2)  # two versions on: that batch is too old
+        batch = await rollout.get_batch(timeout_s=30)
         assert rollout.stale_groups_dropped > 0
+        assert batch.oldest_weight_version >= 1
         await rollout.stop()
 
     asyncio.run(run())
