@@ -71,10 +71,23 @@ class SchedulerConfig(ConfigModel):
     """One rollout batch of the scheduler: ``num_env_groups`` groups of ``group_size`` episodes, one seed per group."""
 
     env_ids: list[str] = Field(
-        default_factory=lambda: ["FrozenLake-v0"], description="envs the groups are drawn from, cycled group by group"
+        default_factory=lambda: ["FrozenLake-v0"],
+        description="envs the groups are drawn from: cycled group by group, or mixed by env_ratios",
     )
     env_kwargs: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="constructor kwargs per env id, e.g. {FrozenLake-v0: {size: 4}}"
+        default_factory=dict,
+        description="constructor kwargs per env id, e.g. {FrozenLake-v0: {size: 4}}, or per tag (an entry keyed "
+        "by an env's tag wins: one env id twice with different kwargs)",
+    )
+    env_tags: list[str] = Field(
+        default_factory=list,
+        description="metric tag of each env_ids entry (env/<tag>/...), distinct (empty: the env id)",
+    )
+    env_ratios: list[float] = Field(
+        default_factory=list,
+        description="sampling ratio of each env_ids entry, e.g. [2, 1]: every batch's groups follow the ratio "
+        "(deterministic: a stream of group slots that keeps every env within one group of its share over the run; "
+        "a failed group is replaced by one of the same env) (empty: cycle group by group)",
     )
     num_env_groups: int = Field(8, ge=1, description="groups delivered per batch")
     group_size: int = Field(8, ge=1, description="episodes delivered per group (all on the group's seed)")
@@ -114,6 +127,18 @@ class SchedulerConfig(ConfigModel):
     def _check(self) -> SchedulerConfig:
         if not self.env_ids:
             raise ValueError("env_ids must name at least one env, e.g. ['FrozenLake-v0']")
+        n = len(self.env_ids)
+        if self.env_tags:
+            if len(self.env_tags) != n:
+                raise ValueError(f"env_tags needs one tag per env_ids entry ({n}), got {len(self.env_tags)}")
+            bad = [t for t in self.env_tags if not t or "/" in t]
+            if bad or len(set(self.env_tags)) != n:
+                raise ValueError(f"env_tags must be distinct, non-empty and without '/', got {self.env_tags}")
+        if self.env_ratios:
+            if len(self.env_ratios) != n:
+                raise ValueError(f"env_ratios needs one ratio per env_ids entry ({n}), got {len(self.env_ratios)}")
+            if any(not r > 0 for r in self.env_ratios):
+                raise ValueError(f"env_ratios must all be > 0 (leave an env out instead), got {self.env_ratios}")
         if self.max_group_launches is not None and self.max_group_launches < self.num_env_groups:
             raise ValueError("max_group_launches must be >= num_env_groups or null (4x the groups)")
         return self
@@ -121,3 +146,13 @@ class SchedulerConfig(ConfigModel):
     @property
     def group_launch_limit(self) -> int:
         return self.max_group_launches or 4 * (self.num_env_groups + self.extra_groups)
+
+    def tag(self, i: int) -> str:
+        """The metric tag of env entry ``i`` (its env id when no tags are set)."""
+        return self.env_tags[i] if self.env_tags else self.env_ids[i]
+
+    def kwargs(self, i: int) -> dict[str, Any]:
+        """Constructor kwargs of env entry ``i`` (keyed by its tag, else by its env id)."""
+        if self.env_tags and self.env_tags[i] in self.env_kwargs:
+            return dict(self.env_kwargs[self.env_tags[i]])
+        return dict(self.env_kwargs.get(self.env_ids[i], {}))

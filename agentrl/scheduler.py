@@ -13,6 +13,14 @@ group win and its stragglers are cancelled; the first ``num_env_groups`` complet
 the rest are cancelled. Cancelled episodes give their envs (sandbox sessions) back. A group with
 more masked (infra-failed) episodes than its redundancy can absorb is dropped and replaced by a
 fresh group, up to ``max_group_launches`` groups per batch.
+
+Env mixing: without ``env_ratios`` the groups cycle through ``env_ids``. With ratios (ROLL's tag
+ratios) every env entry gets a quota of the batch's groups from one deterministic stream of group
+slots (:func:`ratio_slots`: slot ``m`` of the run goes to the env furthest behind its share), so a
+batch's mix depends on its index only and every env stays within one group of its exact share over
+the run. Extra groups follow the stream past the batch; a failed group is replaced by one of the
+same env, a complete group beyond its env's quota is cancelled: fast or failing envs never shift the
+mix. Metrics are per env tag (``env/<tag>/...``).
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Literal
 
 import numpy as np
@@ -32,7 +42,7 @@ from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec, GenerationGate
 from rockroll.agentrl.env_source import EnvSource
 from rockroll.agentrl.trajectory import TrainSample, Trajectory
 
-__all__ = ["RolloutScheduler", "RolloutBatch", "episode_metrics"]
+__all__ = ["RolloutScheduler", "RolloutBatch", "episode_metrics", "ratio_slots"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +86,7 @@ class _Group:
     seed: int
     size: int
     launched: int = 0  # launch order within the batch
+    entry: int = 0  # index into the config's env_ids
     tasks: set[asyncio.Task[Trajectory]] = field(default_factory=set)
     done: list[Trajectory] = field(default_factory=list)
     masked: list[Trajectory] = field(default_factory=list)
@@ -84,6 +95,48 @@ class _Group:
 def sample_seed(seed: int, batch: int, group: int, episode: int) -> int:
     """The sampling seed of one episode (its turns derive theirs from it): the same run, the same tokens."""
     return int(np.random.SeedSequence([seed, batch, group, episode]).generate_state(2, np.uint64)[0] >> 2)
+
+
+class _RatioStream:
+    """:func:`ratio_slots` with its position kept (a run reads its batches in order)."""
+
+    def __init__(self, ratios: Sequence[float]) -> None:
+        self.weights = [Fraction(r).limit_denominator(10**6) for r in ratios]
+        self.total = sum(self.weights)
+        self.counts = [0] * len(self.weights)
+        self.pos = 0
+
+    def _next(self) -> int:
+        m = self.pos + 1
+        best = max(range(len(self.weights)), key=lambda i: (m * self.weights[i] / self.total - self.counts[i], -i))
+        self.counts[best] += 1
+        self.pos = m
+        return best
+
+    def slots(self, start: int, count: int) -> list[int]:
+        if start < self.pos:
+            self.counts, self.pos = [0] * len(self.weights), 0
+        while self.pos < start:
+            self._next()
+        return [self._next() for _ in range(count)]
+
+    def peek(self, count: int) -> list[int]:
+        """The next ``count`` slots, the position left where it is."""
+        counts, pos = list(self.counts), self.pos
+        out = [self._next() for _ in range(count)]
+        self.counts, self.pos = counts, pos
+        return out
+
+
+def ratio_slots(ratios: Sequence[float], start: int, count: int) -> list[int]:
+    """Env entry of each group slot ``start .. start + count - 1`` of a run mixing envs by ``ratios``.
+
+    Slot ``m`` goes to the entry furthest behind its share of ``m + 1`` slots (ties: the first
+    entry). Deterministic, and every prefix of the stream holds each entry within one slot of its
+    exact share: ratios [2, 1] give batches of 12 groups exactly 8 + 4, of 16 alternately 11 + 5 and
+    10 + 6.
+    """
+    return _RatioStream(ratios).slots(start, count)
 
 
 def _episode_index(traj: Trajectory) -> int:
@@ -125,6 +178,7 @@ class RolloutScheduler:
         threads = min(256, max(16, config.max_concurrent_episodes or per_batch))
         self.manager = EnvManager(engine, source, config.episode, threads=threads, reward_fn=reward_fn, gate=self.gate)
         self.batches = config.first_batch
+        self._stream = _RatioStream(config.env_ratios) if config.env_ratios else None
 
     async def run_batch(self) -> RolloutBatch:
         """Play one batch; raises only :class:`~rockroll.agentrl.errors.FatalRolloutError` (bad config)."""
@@ -147,12 +201,24 @@ class RolloutScheduler:
             async with sem:
                 return await self.manager.run(spec)
 
-        def launch() -> None:
+        # env entry of each group launched at the start (ratio mode: this batch's slots, then the extra groups')
+        if self._stream is not None:
+            first = self._stream.slots(index * cfg.num_env_groups, cfg.num_env_groups)
+            quota = Counter(first)
+            first += self._stream.peek(cfg.extra_groups)
+        else:
+            first = [n % len(cfg.env_ids) for n in range(cfg.num_env_groups + cfg.extra_groups)]
+            quota = None
+        delivered_by: Counter[int] = Counter()
+
+        def launch(entry: int | None = None) -> None:
             n = stats["groups_launched"]
-            env_id = cfg.env_ids[n % len(cfg.env_ids)]
-            g = _Group(f"b{index}-g{n}", env_id, int(rng.integers(0, cfg.max_env_seed)), cfg.group_size, n)
+            entry = n % len(cfg.env_ids) if entry is None else entry
+            env_id = cfg.env_ids[entry]
+            g = _Group(f"b{index}-g{n}", env_id, int(rng.integers(0, cfg.max_env_seed)), cfg.group_size, n, entry)
+            tag, kwargs = cfg.tag(entry), cfg.kwargs(entry)
             for i in range(cfg.group_size + cfg.group_size_redundancy):
-                spec = EpisodeSpec(env_id, g.seed, g.gid, f"{g.gid}/{i}", dict(cfg.env_kwargs.get(env_id, {})), env_id)
+                spec = EpisodeSpec(env_id, g.seed, g.gid, f"{g.gid}/{i}", dict(kwargs), tag)
                 spec.sample_seed = sample_seed(cfg.seed, index, n, i)
                 task = asyncio.create_task(episode(spec), name=spec.episode_id)
                 task.add_done_callback(finished.put_nowait)
@@ -171,8 +237,8 @@ class RolloutScheduler:
 
         cancelled: list[asyncio.Task[Trajectory]] = []
         try:
-            for _ in range(cfg.num_env_groups + cfg.extra_groups):
-                launch()
+            for entry in first:
+                launch(entry)
             while len(complete) < cfg.num_env_groups and pending:
                 task = await finished.get()  # episodes report in the order they end
                 g = pending.pop(task, None)
@@ -186,13 +252,20 @@ class RolloutScheduler:
                 else:
                     g.done.append(traj)
                 if len(g.done) == g.size and len(complete) < cfg.num_env_groups:
-                    complete.append(g)
                     cancelled += cancel(g)
+                    if quota is not None and delivered_by[g.entry] >= quota[g.entry]:
+                        continue  # beyond its env's quota: surplus, like a straggler
+                    complete.append(g)
+                    delivered_by[g.entry] += 1
+                    if quota is not None and delivered_by[g.entry] >= quota[g.entry]:
+                        for other in {id(o): o for o in pending.values() if o.entry == g.entry}.values():
+                            cancelled += cancel(other)  # the env's quota is met: its other groups are surplus
                 elif len(g.masked) > cfg.group_size_redundancy and len(g.done) < g.size:
                     stats["groups_failed"] += 1
                     cancelled += cancel(g)
-                    if stats["groups_launched"] < cfg.group_launch_limit:
-                        launch()
+                    wanted = quota is None or delivered_by[g.entry] < quota[g.entry]
+                    if wanted and stats["groups_launched"] < cfg.group_launch_limit:
+                        launch(None if quota is None else g.entry)  # ratio mode: the same env, the mix holds
         finally:
             for g in {id(g): g for g in pending.values()}.values():
                 cancelled += cancel(g)
@@ -219,6 +292,9 @@ class RolloutScheduler:
             }
         )
         metrics.update(episode_metrics(delivered))
+        if len(cfg.env_ids) > 1:
+            for entry in range(len(cfg.env_ids)):
+                metrics[f"env/{cfg.tag(entry)}/groups"] = float(sum(g.entry == entry for g in ordered))
         layout: Literal["concat", "per_turn"] = "concat" if cfg.episode.history == "full" else "per_turn"
         return RolloutBatch(groups, masked, metrics, index, layout)
 

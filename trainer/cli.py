@@ -99,7 +99,8 @@ def train(
     from rockroll.trainer.progress import TrainProgress
 
     console = Console()
-    what = f"{cfg.algo.adv_estimator}/{cfg.algo.pg_variant} on {cfg.rollout.env_id}, {cfg.total_steps} steps"
+    envs = " + ".join(f"{e.env_id}" + (f" x{e.ratio:g}" if cfg.rollout.mixed else "") for e in cfg.rollout.env_mix())
+    what = f"{cfg.algo.adv_estimator}/{cfg.algo.pg_variant} on {envs}, {cfg.total_steps} steps"
     console.print(
         f"rockroll train {cfg.name}: {what}" + (f" (resuming at step {start})" if resume else ""),
         markup=False,

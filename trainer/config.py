@@ -22,6 +22,7 @@ from rockroll.trainer.algos.losses import policy_loss_names
 
 __all__ = [
     "ModelConfig",
+    "EnvShareConfig",
     "RolloutConfig",
     "AlgoConfig",
     "OptimConfig",
@@ -61,11 +62,31 @@ class ModelConfig(ConfigModel):
     gradient_checkpointing: bool = f(False, "recompute activations in backward (saves memory on big models)")
 
 
+def default_tag(env_id: str) -> str:
+    """The metric tag of an env without one: its id before the version (``FrozenLake-v0`` -> ``FrozenLake``)."""
+    return env_id.split("-")[0]
+
+
+class EnvShareConfig(ConfigModel):
+    """One env of a training mix (``rollout.envs``)."""
+
+    env_id: str = f("FrozenLake-v0", "envhub id of the env")
+    env_kwargs: dict[str, Any] = f({}, "keyword arguments for envhub.make (e.g. {is_slippery: true})")
+    ratio: float = f(1.0, "share of each batch's groups, relative to the other entries' (2 and 1: two thirds)", gt=0)
+    tag: str = f("", "metric tag: env/<tag>/..., eval/<tag>/... (empty: the env id before its version)")
+
+
 class RolloutConfig(ConfigModel):
     """The trainer's rollout section (agentrl's scheduler, for multiturn, is configured from it)."""
 
-    env_id: str = f("FrozenLake-v0", "envhub id of the training env")
+    env_id: str = f("FrozenLake-v0", "envhub id of the training env (one env; rollout.envs mixes several)")
     env_kwargs: dict[str, Any] = f({}, "keyword arguments for envhub.make (e.g. {is_slippery: false})")
+    envs: list[EnvShareConfig] = f(
+        [],
+        "several envs mixed by ratio, e.g. [{env_id: FrozenLake-v0, ratio: 2}, {env_id: Sokoban-v0, ratio: 1}] "
+        "(multiturn): each batch's groups follow the ratios, metrics and evaluation per tag, the warm start draws "
+        "demos from each env's expert in proportion; empty: the one env of env_id/env_kwargs",
+    )
     mode: Literal["plan", "multiturn"] = f(
         "multiturn",
         "multiturn: one action per turn, the env answering each turn (agentrl scheduler); plan: one response holds "
@@ -116,7 +137,35 @@ class RolloutConfig(ConfigModel):
         "batch, multiturn runs the agentrl scheduler that far ahead",
         ge=0,
     )
-    eval_episodes: int = f(64, "held-out episodes for greedy evaluation", ge=0)
+    group_size_redundancy: int = f(
+        0,
+        "extra episodes started per group; the first group_size to finish win, stragglers are cancelled (a group "
+        "then survives that many masked episodes)",
+        ge=0,
+    )
+    extra_groups: int = f(
+        0,
+        "extra groups started per step; the first groups_per_step complete groups win (a group that cannot "
+        "complete is replaced)",
+        ge=0,
+    )
+    max_concurrent_episodes: int | None = f(
+        None, "episodes running at once (null: all of a step; plan mode: env threads, null: 8)", ge=1
+    )
+    episode_timeout_s: float = f(
+        240.0,
+        "deadline of one episode, sandbox start and retries included; past it the episode is masked. A step "
+        "waits for its slowest group, so this caps how long one stuck episode can stall training: one sandbox "
+        "start at its limit plus 2 minutes of play, ~10x a healthy 20-turn episode of a 0.5B model on a GPU",
+        gt=0,
+    )
+    start_timeout_s: float = f(120.0, "most seconds to open an env (sandbox start)", gt=0)
+    step_timeout_s: float = f(60.0, "most seconds for one env reset or step", gt=0)
+    generation_timeout_s: float = f(300.0, "most seconds for one response (plan mode: one batch of responses)", gt=0)
+    max_retries: int = f(
+        2, "fresh starts of an episode after an infra failure before it is masked (never scored, never trained)", ge=0
+    )
+    eval_episodes: int = f(64, "held-out episodes for greedy evaluation (per env of a mix)", ge=0)
     eval_every: int = f(10, "evaluate every N steps (0: only at start and end)", ge=0)
     eval_seed_offset: int = f(1_000_000, "held-out seeds start here (training seeds never reach it)", ge=0)
     train_seeds: int = f(
@@ -131,7 +180,50 @@ class RolloutConfig(ConfigModel):
             raise ValueError(
                 "rollout.eval_seed_offset must be >= 1 when train_seeds is 0 (training seeds lie below it)"
             )
+        if self.envs:
+            self._check_envs()
         return self
+
+    def _check_envs(self) -> None:
+        """Tags filled in and distinct; env_id/env_kwargs left alone (or equal to the first entry, as a saved
+        config writes them); plan mode plays one env."""
+        for e in self.envs:
+            e.tag = e.tag or default_tag(e.env_id)
+        tags = [e.tag for e in self.envs]
+        twice = sorted({t for t in tags if tags.count(t) > 1})
+        if twice:
+            raise ValueError(
+                f"rollout.envs: tag {twice[0]!r} names more than one entry; give each entry its own tag "
+                f"(e.g. tag: {twice[0].lower()}_b)"
+            )
+        if any("/" in t for t in tags):
+            raise ValueError(f"rollout.envs: tags are metric names and cannot hold '/', got {tags}")
+        first = self.envs[0]
+        if {"env_id", "env_kwargs"} & self.model_fields_set and (self.env_id, self.env_kwargs) != (
+            first.env_id,
+            first.env_kwargs,
+        ):
+            raise ValueError(
+                "rollout.env_id/env_kwargs describe one env and rollout.envs a mix: set one of them (to train on "
+                "one env of the mix, keep that entry alone in rollout.envs, or set rollout.envs: [])"
+            )
+        self.env_id, self.env_kwargs = first.env_id, dict(first.env_kwargs)  # a saved config reads back equal
+        if self.mode == "plan" and len(self.envs) > 1:
+            raise ValueError(
+                f"rollout.mode: plan plays one env, and rollout.envs lists {len(self.envs)} ({', '.join(tags)}): "
+                "set rollout.mode: multiturn to mix envs, or keep one entry in rollout.envs"
+            )
+
+    def env_mix(self) -> list[EnvShareConfig]:
+        """The envs of the run: ``envs``, or the one env of ``env_id``/``env_kwargs`` (ratio 1, default tag)."""
+        if self.envs:
+            return list(self.envs)
+        return [EnvShareConfig(env_id=self.env_id, env_kwargs=dict(self.env_kwargs), tag=default_tag(self.env_id))]
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the run mixes several envs."""
+        return len(self.envs) > 1
 
 
 class AlgoConfig(ConfigModel):
@@ -291,12 +383,13 @@ class TrainConfig(ConfigModel):
         if get_advantage_estimator(self.algo.adv_estimator).group_based and self.rollout.group_size < 2:
             raise ValueError(f"adv_estimator {self.algo.adv_estimator} needs rollout.group_size >= 2")
         if self.rollout.mode == "multiturn" and self.sft.steps > 0:
-            expert = _expert_of(self.rollout.env_id)
-            if expert is None:
-                raise ValueError(
-                    f"sft.steps > 0 needs an expert for {self.rollout.env_id} to demonstrate multi-turn play, and it "
-                    "has none: register one (envhub.register(..., expert='module:factory')) or set sft.steps: 0"
-                )
+            for env in self.rollout.env_mix():
+                if _expert_of(env.env_id) is None:
+                    raise ValueError(
+                        f"sft.steps > 0 needs an expert for {env.env_id} to demonstrate multi-turn play, and it "
+                        "has none: register one (envhub.register(..., expert='module:factory')), leave the env out "
+                        "of rollout.envs or set sft.steps: 0"
+                    )
         if self.algo.turn_credit == "gae" and self.rollout.mode != "multiturn":
             raise ValueError(
                 "algo.turn_credit: gae is per-turn credit for rollout.mode: multiturn; in plan mode a critic comes "

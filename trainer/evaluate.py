@@ -1,4 +1,8 @@
-"""Greedy evaluation on held-out seeds, with success broken down by the expert's path length."""
+"""Greedy evaluation on held-out seeds, with success broken down by the expert's path length.
+
+Episodes masked by infra failures (after every retry) are left out of the rates and counted in
+``<prefix>/<tag>/masked``: a broken sandbox is not the policy's failure.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +28,12 @@ def evaluate_plans(
     from rockroll.trainer.plan_rollout import PlanTask
 
     tasks = [PlanTask(s, f"eval{s}", f"eval{s}") for s in seeds]
-    trajs = asyncio.run(rollout.run(engine, tasks, max_new_tokens=max_new_tokens, temperature=0.0))
+    played = asyncio.run(rollout.run(engine, tasks, max_new_tokens=max_new_tokens, temperature=0.0))
+    trajs = [t for t in played if not t.masked]
     tag = rollout.tag
     out = {f"{prefix}/{tag}/success": sum(t.success for t in trajs) / max(len(trajs), 1)}
+    if len(trajs) < len(played):
+        out[f"{prefix}/{tag}/masked"] = float(len(played) - len(trajs))
     for k, (rate, _n) in success_by_length(trajs, rollout.path_length).items():
         out[f"{prefix}/{tag}/success_len{k}"] = rate
     return out

@@ -29,7 +29,16 @@ from rockroll.trainer.forks import ForkEstimator
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
 
-__all__ = ["LoopThread", "MultiTurnDriver", "check_context", "episode_config", "success_metrics", "write_episode"]
+__all__ = [
+    "LoopThread",
+    "MultiTurnDriver",
+    "check_context",
+    "episode_config",
+    "mean_success",
+    "scheduler_config",
+    "success_metrics",
+    "write_episode",
+]
 
 
 class LoopThread:
@@ -51,8 +60,16 @@ class LoopThread:
 def success_metrics(
     trajs: list[Trajectory], prefix: str, tag: str, difficulty: Callable[[int], int | None]
 ) -> dict[str, float]:
-    """``<prefix>/<tag>/success`` and its split by difficulty, ``success_len<k>`` (with ``n_len<k>`` episodes)."""
+    """``<prefix>/<tag>/success`` and its split by difficulty, ``success_len<k>`` (with ``n_len<k>`` episodes).
+
+    Masked episodes (infra failures after every retry) are left out of every rate and counted in
+    ``<prefix>/<tag>/masked`` (present when any).
+    """
+    masked = sum(t.masked for t in trajs)
+    trajs = [t for t in trajs if not t.masked]
     out = {f"{prefix}/{tag}/success": sum(t.success for t in trajs) / max(len(trajs), 1)}
+    if masked:
+        out[f"{prefix}/{tag}/masked"] = float(masked)
     by: dict[int, list[bool]] = {}
     for t in trajs:
         k = difficulty(t.seed)
@@ -64,10 +81,22 @@ def success_metrics(
     return out
 
 
+def mean_success(metrics: dict[str, float], prefix: str, tags: list[str]) -> float:
+    """The success of an evaluation: the env's, or with several envs their unweighted mean (``<prefix>/success``)."""
+    if len(tags) == 1:
+        return metrics[f"{prefix}/{tags[0]}/success"]
+    return sum(metrics[f"{prefix}/{t}/success"] for t in tags) / len(tags)
+
+
 def episode_config(cfg: TrainConfig) -> EpisodeConfig:
     """How the trainer's multi-turn episodes are played (rollout, warm-start demos and evaluation alike)."""
     r = cfg.rollout
     return EpisodeConfig(
+        episode_timeout_s=r.episode_timeout_s,
+        start_timeout_s=r.start_timeout_s,
+        step_timeout_s=r.step_timeout_s,
+        generation_timeout_s=r.generation_timeout_s,
+        max_retries=r.max_retries,
         max_turns=r.max_turns,
         max_tokens_per_turn=r.max_new_tokens,
         temperature=r.temperature,
@@ -81,9 +110,44 @@ def episode_config(cfg: TrainConfig) -> EpisodeConfig:
     )
 
 
+def scheduler_config(cfg: TrainConfig, episode: EpisodeConfig | None = None) -> SchedulerConfig:
+    """The agentrl scheduler's config of a multi-turn run: batch shape, redundancy, env mix, episode settings.
+
+    One env keeps the scheduler's plain mode (groups cycle through the one env); a mix passes each
+    entry's tag, kwargs (keyed by tag) and ratio.
+    """
+    r = cfg.rollout
+    mix = r.env_mix()
+    shared = {
+        "num_env_groups": r.groups_per_step,
+        "group_size": r.group_size,
+        "group_size_redundancy": r.group_size_redundancy,
+        "extra_groups": r.extra_groups,
+        "max_concurrent_episodes": r.max_concurrent_episodes,
+        "async_generation_ratio": r.async_generation_ratio,
+        "seed": cfg.seed,
+        "max_env_seed": r.train_seeds or r.eval_seed_offset,
+        "episode": episode or episode_config(cfg),
+    }
+    if len(mix) == 1:
+        e = mix[0]
+        return SchedulerConfig(
+            env_ids=[e.env_id], env_kwargs={e.env_id: dict(e.env_kwargs)}, env_tags=[e.tag], **shared
+        )
+    return SchedulerConfig(
+        env_ids=[e.env_id for e in mix],
+        env_kwargs={e.tag: dict(e.env_kwargs) for e in mix},
+        env_tags=[e.tag for e in mix],
+        env_ratios=[e.ratio for e in mix],
+        **shared,
+    )
+
+
 def write_episode(model_dir: Path, cfg: TrainConfig) -> Path:
-    """Record beside an exported model how its episodes were played (``rockroll eval --model`` reads it)."""
-    data = episode_config(cfg).model_dump() if cfg.rollout.mode == "multiturn" else {}
+    """Record beside an exported model how its episodes were played (``rockroll eval --model`` reads the
+    prompt settings) and on which envs (``envs``: id, kwargs, tag, ratio of each)."""
+    data: dict[str, Any] = episode_config(cfg).model_dump() if cfg.rollout.mode == "multiturn" else {}
+    data["envs"] = [e.model_dump() for e in cfg.rollout.env_mix()]
     (Path(model_dir) / EPISODE_FILE).write_text(json.dumps(data, indent=2) + "\n")
     return Path(model_dir)
 
@@ -97,7 +161,13 @@ def check_context(cfg: TrainConfig, tokenizer: Any) -> None:
     r = cfg.rollout
     if r.max_context_tokens is None:
         return
-    env = envhub.make(r.env_id, **r.env_kwargs)
+    for e in r.env_mix():
+        _check_env_context(cfg, tokenizer, e.env_id, e.env_kwargs, r.max_context_tokens)
+
+
+def _check_env_context(cfg: TrainConfig, tokenizer: Any, env_id: str, env_kwargs: dict[str, Any], limit: int) -> None:
+    r = cfg.rollout
+    env = envhub.make(env_id, **env_kwargs)
     try:
         obs, _ = env.reset(seed=0)
         obs = format_observation(obs, r.observation_format)
@@ -108,34 +178,30 @@ def check_context(cfg: TrainConfig, tokenizer: Any) -> None:
         needed = len(tokenizer.encode(builder._render(msgs), add_special_tokens=False)) + r.max_new_tokens
     finally:
         env.close()
-    if needed > r.max_context_tokens:
+    if needed > limit:
         raise ValueError(
-            f"rollout.history_window={r.history_window} needs about {needed} tokens per turn (prompt + "
+            f"rollout.history_window={r.history_window} needs about {needed} tokens per turn on {env_id} (prompt + "
             f"max_new_tokens) but rollout.max_context_tokens is {r.max_context_tokens}: lower history_window "
             "or raise max_context_tokens"
         )
 
 
 class MultiTurnDriver:
-    """Training batches and greedy evaluation from agentrl's scheduler (see the module docstring)."""
+    """Training batches and greedy evaluation from agentrl's scheduler (see the module docstring).
+
+    With several envs (``rollout.envs``) every batch mixes them by ratio, and evaluation plays the
+    held-out seeds on each env (``<prefix>/<tag>/...`` per env, ``<prefix>/success`` their mean).
+    """
 
     def __init__(self, cfg: TrainConfig, engine: Any, source: Any) -> None:
-        r = cfg.rollout
         self.cfg, self.engine, self.source = cfg, engine, source
-        self.tag = r.env_id.split("-")[0]
+        self.envs = cfg.rollout.env_mix()
+        self.tags = [e.tag for e in self.envs]
+        self.tag = self.tags[0]
         self.episode = episode_config(cfg)
-        self.sched_cfg = SchedulerConfig(
-            env_ids=[r.env_id],
-            env_kwargs={r.env_id: dict(r.env_kwargs)},
-            num_env_groups=r.groups_per_step,
-            group_size=r.group_size,
-            async_generation_ratio=r.async_generation_ratio,
-            seed=cfg.seed,
-            max_env_seed=r.train_seeds or r.eval_seed_offset,
-            episode=self.episode,
-        )
-        self._difficulty: dict[int, int | None] = {}
-        self._forks: ForkEstimator | None = None
+        self.sched_cfg = scheduler_config(cfg, self.episode)
+        self._difficulty: dict[tuple[str, int], int | None] = {}
+        self._forks: dict[str, ForkEstimator] = {}
         self.last_eval: list[Trajectory] = []
         self.loop = LoopThread()
         self.producer: AsyncRollout | None = None  # started by the first next_batch (after the warm start)
@@ -168,36 +234,47 @@ class MultiTurnDriver:
             self.loop.run(self.producer.update_weights(state_dict, version))
 
     def fork_values(self, trajs: list[Trajectory]) -> tuple[dict[str, list[float | None]], dict[str, float]]:
-        """Per-turn ``V(s_t)`` of the batch from forked continuations (``algo.turn_credit: fork``)."""
-        a, r = self.cfg.algo, self.cfg.rollout
-        if self._forks is None:
-            self._forks = ForkEstimator(self.engine, self.source, r.env_id, r.env_kwargs, self.episode,
-                                        k=a.fork_k, turns=a.fork_turns, gamma=a.step_gamma, seed=self.cfg.seed)  # fmt: skip
-        before = self._forks.failures
-        values = self.loop.run(self._forks.values(trajs))
+        """Per-turn ``V(s_t)`` of the batch from forked continuations (``algo.turn_credit: fork``), each
+        episode forked on its own env."""
+        a = self.cfg.algo
+        values: dict[str, list[float | None]] = {}
+        failures = 0
+        for env in self.envs:
+            mine = [t for t in trajs if (t.env_tag or self.tag) == env.tag]
+            if not mine:
+                continue
+            forks = self._forks.get(env.tag)
+            if forks is None:
+                forks = self._forks[env.tag] = ForkEstimator(
+                    self.engine, self.source, env.env_id, env.env_kwargs, self.episode,
+                    k=a.fork_k, turns=a.fork_turns, gamma=a.step_gamma, seed=self.cfg.seed,
+                )  # fmt: skip
+            before = forks.failures
+            values.update(self.loop.run(forks.values(mine)))
+            failures += forks.failures - before
         forked = sum(v is not None for vs in values.values() for v in vs)
-        return values, {
-            "rollout/forked_turns": float(forked),
-            "rollout/fork_failures": float(self._forks.failures - before),
-        }
+        return values, {"rollout/forked_turns": float(forked), "rollout/fork_failures": float(failures)}
 
-    def play(self, seeds: list[int], *, temperature: float = 0.0) -> list[Trajectory]:
-        """One episode per seed (greedy by default), played by the same env manager code as training."""
+    def play(self, seeds: list[int], *, temperature: float = 0.0, env: int | None = None) -> list[Trajectory]:
+        """One episode per seed and env (greedy by default; ``env``: that entry of the mix alone), played by
+        the same env manager code as training: infra failures are retried, then masked."""
         episode = self.episode.model_copy(update={"temperature": temperature})
         r = self.cfg.rollout
-        limit = max(1, r.groups_per_step * r.group_size)
+        limit = r.max_concurrent_episodes or max(1, r.groups_per_step * r.group_size)
+        envs = self.envs if env is None else [self.envs[env]]
 
         async def run() -> list[Trajectory]:
             manager = EnvManager(self.engine, self.source, episode, threads=min(256, max(16, limit)))
             sem = asyncio.Semaphore(limit)
 
-            async def one(seed: int) -> Trajectory:
+            async def one(e: Any, seed: int) -> Trajectory:
                 async with sem:
-                    spec = EpisodeSpec(r.env_id, seed, f"eval{seed}", f"eval{seed}", dict(r.env_kwargs), self.tag)
+                    gid = f"eval{seed}" if len(self.envs) == 1 else f"eval-{e.tag}-{seed}"
+                    spec = EpisodeSpec(e.env_id, seed, gid, gid, dict(e.env_kwargs), e.tag)
                     return await manager.run(spec)
 
             try:
-                return list(await asyncio.gather(*(one(s) for s in seeds)))
+                return list(await asyncio.gather(*(one(e, s) for e in envs for s in seeds)))
             finally:
                 await manager.drain()
                 manager.shutdown()
@@ -205,21 +282,33 @@ class MultiTurnDriver:
         return self.loop.run(run())
 
     def evaluate(self, seeds: list[int], prefix: str = "eval") -> dict[str, float]:
-        """Greedy success on ``seeds`` (``<prefix>/<tag>/success``), split by map difficulty (``success_len<k>``)."""
+        """Greedy success on ``seeds`` per env (``<prefix>/<tag>/success``), split by difficulty
+        (``success_len<k>``); with several envs also their mean, ``<prefix>/success``."""
         trajs = self.play(seeds)
         self.last_eval = trajs
-        return success_metrics(trajs, prefix, self.tag, self.difficulty)
+        out: dict[str, float] = {}
+        for e in self.envs:
+            mine = [t for t in trajs if t.env_tag == e.tag]
+            out.update(success_metrics(mine, prefix, e.tag, lambda seed, e=e: self.difficulty(seed, e.tag)))
+        if len(self.envs) > 1:
+            out[f"{prefix}/success"] = mean_success(out, prefix, self.tags)
+        return out
 
-    def difficulty(self, seed: int) -> int | None:
+    def success(self, metrics: dict[str, float], prefix: str) -> float:
+        """The one success number of an evaluation (see :func:`mean_success`)."""
+        return mean_success(metrics, prefix, self.tags)
+
+    def difficulty(self, seed: int, tag: str | None = None) -> int | None:
         """The env's own difficulty of the episode on ``seed`` (FrozenLake: the no-slip shortest path), if any."""
-        if seed not in self._difficulty:
-            r = self.cfg.rollout
-            env = envhub.make(r.env_id, **r.env_kwargs)
+        e = next(e for e in self.envs if e.tag == (tag or self.tag))
+        key = (e.tag, seed)
+        if key not in self._difficulty:
+            env = envhub.make(e.env_id, **e.env_kwargs)
             env.reset(seed=seed)
             measure = getattr(env.unwrapped, "difficulty", None)
-            self._difficulty[seed] = int(measure()) if callable(measure) else None
+            self._difficulty[key] = int(measure()) if callable(measure) else None
             env.close()
-        return self._difficulty[seed]
+        return self._difficulty[key]
 
     def close(self) -> None:
         async def stop() -> None:

@@ -28,8 +28,8 @@ from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.trainer.actor import single_pass
 from rockroll.trainer.config import TrainConfig
-from rockroll.trainer.multiturn import MultiTurnDriver, check_context, episode_config, write_episode
-from rockroll.trainer.report import env_references, success_table
+from rockroll.trainer.multiturn import MultiTurnDriver, check_context, episode_config, mean_success, write_episode
+from rockroll.trainer.report import env_references, run_report
 from rockroll.trainer.selection import BestCheckpoint, select_seeds
 from rockroll.trainer.turns import merge_identical, merge_ok, turn_rows, turn_values
 
@@ -60,15 +60,18 @@ def _env_source(cfg: TrainConfig, stack: ExitStack, run_dir: Path) -> EnvSource:
 
 
 def _tasks(cfg: TrainConfig, step: int) -> list[Any]:
-    """The episodes of ``step``: ``groups_per_step`` training seeds, ``group_size`` samples each."""
+    """The episodes of ``step``: ``groups_per_step`` (+ ``extra_groups``) training seeds, ``group_size``
+    (+ ``group_size_redundancy``) samples each."""
     from rockroll.trainer.plan_rollout import PlanTask
 
     r = cfg.rollout
     rng = random.Random(cfg.seed * 1_000_003 + step)
     tasks = []
-    for g in range(r.groups_per_step):
+    for g in range(r.groups_per_step + r.extra_groups):
         seed = rng.randrange(r.train_seeds or r.eval_seed_offset)
-        tasks += [PlanTask(seed, f"s{step}g{g}", f"s{step}g{g}e{i}") for i in range(r.group_size)]
+        tasks += [
+            PlanTask(seed, f"s{step}g{g}", f"s{step}g{g}e{i}") for i in range(r.group_size + r.group_size_redundancy)
+        ]
     return tasks
 
 
@@ -98,14 +101,16 @@ def _truncated(traj: Any) -> bool:
     return any(t.finish_reason == "length" for t in traj.turns)
 
 
-def _env_metrics(trajs: list[Any], tag: str) -> dict[str, float]:
-    n = max(len(trajs), 1)
-    return {
-        f"env/{tag}/success": sum(t.success for t in trajs) / n,
-        f"env/{tag}/reward": sum(t.final_reward for t in trajs) / n,
-        "rollout/truncated": sum(_truncated(t) for t in trajs) / n,
-        "rollout/infra_failures": float(sum(t.masked for t in trajs)),
-    }
+def _env_metrics(trajs: list[Any], tags: list[str]) -> dict[str, float]:
+    """``env/<tag>/success`` and ``env/<tag>/reward`` per env of the delivered (unmasked) episodes."""
+    out: dict[str, float] = {}
+    for tag in tags:
+        mine = [t for t in trajs if (t.env_tag or tags[0]) == tag]
+        n = max(len(mine), 1)
+        out[f"env/{tag}/success"] = sum(t.success for t in mine) / n
+        out[f"env/{tag}/reward"] = sum(t.final_reward for t in mine) / n
+    out["rollout/truncated"] = sum(_truncated(t) for t in trajs) / max(len(trajs), 1)
+    return out
 
 
 def run_training(
@@ -114,12 +119,14 @@ def run_training(
     *,
     resume: bool = False,
     on_event: EventCallback | None = None,
+    env_source: EnvSource | None = None,
 ) -> dict[str, Any]:
     """Train with ``cfg``; return a summary (success before/after, run dir, timings).
 
     ``progress_callback(step, total_steps, metrics)`` is called after every step. ``resume``
     continues from the run's latest checkpoint (exactly: weights, optimizer, schedule, RNG, buffer).
     ``on_event(kind, info)`` reports the warm start's steps and each evaluation (a progress display).
+    ``env_source`` replaces the one ``rollout.sandbox`` describes (a job's: the control plane's sandboxes).
     """
     emit: EventCallback = on_event or (lambda kind, info: None)
     import torch
@@ -131,9 +138,9 @@ def run_training(
     from rockroll.trainer.export import export_model, export_weights
     from rockroll.trainer.metrics import MetricsLogger
     from rockroll.trainer.models import frozen_copy, load_policy
-    from rockroll.trainer.plan_rollout import PlanRollout
+    from rockroll.trainer.plan_rollout import PlanRollout, plan_batch
     from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.sft import build_demos, build_turn_demos, sft_train
+    from rockroll.trainer.sft import build_demos, build_mixed_turn_demos, build_turn_demos, sft_train
     from rockroll.trainer.workers import make_workers
 
     multiturn = cfg.rollout.mode == "multiturn"
@@ -151,16 +158,19 @@ def run_training(
     )  # fmt: skip
     summary: dict[str, Any] = {"run_dir": str(run_dir)}
     r = cfg.rollout
+    envs = r.env_mix()  # one env, or a mix (multiturn)
+    tags = [e.tag for e in envs]
     eval_seeds = list(range(r.eval_seed_offset, r.eval_seed_offset + r.eval_episodes))
     pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
     with ExitStack() as stack:
         model, tok = load_policy(cfg.model)
         if multiturn:
             check_context(cfg, tok)  # a history window that cannot fit fails here, before any rollout
-        source = _env_source(cfg, stack, run_dir)
+        source = env_source or _env_source(cfg, stack, run_dir)
         rollout = PlanRollout(
-            r.env_id, r.env_kwargs, tok, source=source, prompt_style=r.prompt_style, max_actions=r.max_actions
-        )
+            r.env_id, r.env_kwargs, tok, source=source, prompt_style=r.prompt_style, max_actions=r.max_actions,
+            env_workers=r.max_concurrent_episodes or 8, tag=tags[0], limits=episode_config(cfg),
+        )  # fmt: skip
         driver: Any = None  # multiturn: agentrl's scheduler + sample buffer, started once the weights are final
         stack.callback(rollout.close)
         if cfg.workers.use_ray:  # the rollout engine as a Ray actor (placed by workers.colocate)
@@ -170,7 +180,6 @@ def run_training(
         else:
             engine = HFEngine(model=frozen_copy(model), tokenizer=tok, max_batch_size=256, seed=cfg.seed)
         stack.callback(lambda: asyncio.run(engine.close()))
-        tag = rollout.tag
         if multiturn:
             driver = MultiTurnDriver(cfg, engine, source)
             stack.callback(driver.close)
@@ -191,9 +200,12 @@ def run_training(
         if state is None:
             if cfg.sft.steps > 0:
                 pre = evaluate("eval_pre_sft")
-                summary["success_before_sft"] = pre[f"eval_pre_sft/{tag}/success"]
+                summary["success_before_sft"] = mean_success(pre, "eval_pre_sft", tags)
                 summary["eval_pre_sft"] = pre
-                if multiturn:
+                demo_metrics: dict[str, float] = {}
+                if multiturn and len(envs) > 1:  # each env's expert, in proportion to the ratios
+                    demos, demo_metrics = build_mixed_turn_demos(envs, tok, episode_config(cfg), _demo_seeds(cfg))
+                elif multiturn:
                     demos = build_turn_demos(r.env_id, r.env_kwargs, tok, episode_config(cfg), _demo_seeds(cfg))
                 else:
                     demos = build_demos(rollout, _demo_seeds(cfg))
@@ -210,7 +222,7 @@ def run_training(
                 engine.update_weights(model.state_dict(), 0)
                 warm = export_model(model, tok, run_dir / "export" / "warmstart")
                 summary["export_warmstart"] = str(write_episode(warm, cfg))
-                logger.log(-1, {**pre, **sft_m})
+                logger.log(-1, {**pre, **sft_m, **demo_metrics})
         workers = make_workers(model, cfg)
         stack.callback(workers.close)
         version = 0
@@ -224,7 +236,7 @@ def run_training(
             summary.update(state.get("summary", {}))
         if state is None:
             m0 = evaluate()
-            summary["success_start"] = m0[f"eval/{tag}/success"]
+            summary["success_start"] = mean_success(m0, "eval", tags)
             summary["eval_start"] = m0
             summary["_eval0"] = m0
         t_run = time.perf_counter()
@@ -244,6 +256,12 @@ def run_training(
                 trajs = _rollout(cfg, rollout, engine, step)
             if driver is None and r.async_generation_ratio > 0 and step + 1 < cfg.total_steps:
                 prefetch = pool.submit(_rollout, cfg, rollout, engine, step + 1)
+            if driver is None:  # plan mode: complete groups of unmasked episodes, as the scheduler delivers
+                trajs, rollout_metrics = plan_batch(trajs, r.groups_per_step, r.group_size)
+            else:  # every failed attempt (retried or masked), over the scheduler's stages
+                rollout_metrics["rollout/infra_failures"] = float(
+                    sum(v for k, v in rollout_metrics.items() if k.startswith("rollout/infra_failures/"))
+                )
             t1 = time.perf_counter()
             rows = None
             if driver is not None:
@@ -260,11 +278,11 @@ def run_training(
                     rows = merge_identical(rows)
                 samples = rows.samples
             else:
-                samples = [s for t in trajs if not t.masked for s in t.to_samples("concat")]
+                samples = [s for t in trajs for s in t.to_samples("concat")]
             if samples:
                 batch = collate(samples, tok.pad_token_id)
                 if rows is None:
-                    batch.extras["truncated"] = torch.tensor([float(_truncated(t)) for t in trajs if not t.masked])
+                    batch.extras["truncated"] = torch.tensor([float(_truncated(t)) for t in trajs])
                 # 2. old / reference logprobs, values
                 if rows is None or not single_pass(cfg, len(batch)):
                     batch.extras["old_logprobs"] = workers.old_logprobs(batch)
@@ -296,11 +314,11 @@ def run_training(
                 t2 = t3 = t4 = time.perf_counter()
                 tokens = 0.0
             # 6. metrics, evaluation, checkpoint
-            metrics.update({**rollout_metrics, **_env_metrics(trajs, tag)})
+            metrics.update({**rollout_metrics, **_env_metrics(trajs, tags)})
             metrics.update({
                 "time/rollout": t1 - t0, "time/logprobs": t2 - t1, "time/train": t3 - t2, "time/sync": t4 - t3,
                 "time/step": t4 - t0, "system/tokens_per_s": tokens / max(t4 - t0, 1e-9), "system/weight_version": float(version),
-                "rollout/staleness": float(version - 1 - min(t.oldest_weight_version for t in trajs)),
+                "rollout/staleness": float(version - 1 - min((t.oldest_weight_version for t in trajs), default=version - 1)),
             })  # fmt: skip
             if step == 0 and "_eval0" in summary:
                 metrics.update(summary.pop("_eval0"))
@@ -337,12 +355,14 @@ def run_training(
         meta = {"run_dir": str(run_dir), "export": "final", "step": summary.get("best_step", step)}
         final_dir = export_weights(chosen, cfg.model.path, run_dir / "export" / "final", metadata=meta)
         summary["export_final"] = str(write_episode(final_dir, cfg))
-        summary["success_end"] = final[f"eval/{tag}/success"]
+        summary["success_end"] = mean_success(final, "eval", tags)
         summary["eval_end"] = final
         summary["steps"] = step + 1
         summary["rl_time_s"] = time.perf_counter() - t_run
-        refs = env_references(r.env_id, r.env_kwargs, eval_seeds, r.max_turns) if multiturn else None
-        summary["report"] = success_table(summary, tag, refs)
+        refs = {
+            e.tag: env_references(e.env_id, e.env_kwargs, eval_seeds, r.max_turns) if multiturn else None for e in envs
+        }
+        summary["report"] = run_report(summary, envs, refs, maps=len(eval_seeds))
         (run_dir / "report.md").write_text(summary["report"] + "\n")
         logger.close()
     pool.shutdown()

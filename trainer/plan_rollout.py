@@ -8,6 +8,14 @@ and the episode must end in success exactly on the last move. Anything else scor
 Envs come from an :class:`rockroll.agentrl.env_source.EnvSource` (in-process, or sandbox sessions), so
 the same code runs through real sandboxes. Expert plans (for SFT demos and for the path-length
 breakdown of success) are computed on a local copy of the env with the same seed.
+
+The error model is the multi-turn rollout's (:mod:`rockroll.agentrl.errors`, settings of
+:class:`~rockroll.agentrl.config.EpisodeConfig`): the batched generation and each episode's stages
+(``sandbox_start``, ``env_reset``, ``env_step``) run under timeouts and a per-episode deadline; an
+infra failure (an env that raises or hangs, a sandbox that dies, an engine error) replays the plan on
+a fresh env (the env is deterministic per seed, so the score is the one the plan earns) up to
+``max_retries`` times, then the episode comes back masked: never scored, never trained on, counted.
+Config errors (:class:`~rockroll.agentrl.errors.FatalRolloutError`) are raised at once.
 """
 
 from __future__ import annotations
@@ -15,19 +23,23 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import rockroll.envhub as envhub
+from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
 from rockroll.agentrl.env_source import LocalSource
-from rockroll.agentrl.trajectory import Trajectory, Turn
+from rockroll.agentrl.errors import InfraFailure, boundary
+from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
 from rockroll.envs.core import TextEnvProtocol, parse_answer
 from rockroll.envs.experts import expert_for
+from rockroll.sandbox.retry import Backoff
 
-__all__ = ["PlanTask", "PlanRollout", "expert_plan", "score_plan"]
+__all__ = ["PlanTask", "PlanRollout", "expert_plan", "plan_batch", "score_plan"]
 
 _SPLIT = re.compile(r"[\s,]+")
 
@@ -83,6 +95,62 @@ def score_plan(env: TextEnvProtocol, text: str, max_actions: int) -> tuple[float
     return 0.0, False, len(moves)
 
 
+def plan_batch(trajs: list[Trajectory], groups: int, group_size: int) -> tuple[list[Trajectory], dict[str, float]]:
+    """The training episodes of a plan-mode batch and its error metrics, as the multi-turn scheduler delivers them.
+
+    ``trajs`` hold ``group_size + redundancy`` episodes per group, ``groups + extra`` groups, in
+    launch order. A group delivers its first ``group_size`` unmasked episodes when it has that many;
+    the first ``groups`` complete groups are the batch. Metrics: ``rollout/episodes_masked``,
+    ``rollout/infra_retries`` (fresh starts), ``rollout/infra_failures`` (failed attempts: retries
+    plus masked episodes), ``rollout/groups_failed`` (groups with too many masked episodes),
+    ``rollout/groups_short`` (groups missing from the batch).
+    """
+    by_group: dict[str, list[Trajectory]] = {}
+    for t in trajs:
+        by_group.setdefault(t.group_id, []).append(t)
+    delivered: list[Trajectory] = []
+    complete = failed = 0
+    for members in by_group.values():
+        ok = [t for t in members if not t.masked][:group_size]
+        if len(ok) < group_size:
+            failed += 1
+        elif complete < groups:
+            complete += 1
+            delivered += ok
+    masked = sum(t.masked for t in trajs)
+    retries = sum(t.infra_retries for t in trajs)
+    return delivered, {
+        "rollout/episodes_masked": float(masked),
+        "rollout/infra_retries": float(retries),
+        "rollout/infra_failures": float(retries + masked),
+        "rollout/groups_failed": float(failed),
+        "rollout/groups_short": float(groups - complete),
+    }
+
+
+class _Progress:
+    """Where an episode's worker thread is (stage and since when): the event loop times each stage out."""
+
+    __slots__ = ("stage", "since", "env")
+
+    def __init__(self) -> None:
+        self.stage, self.since, self.env = "sandbox_start", time.monotonic(), None
+
+    def enter(self, stage: str) -> None:
+        self.stage, self.since = stage, time.monotonic()
+
+
+class _Watched:
+    """An env whose steps mark the episode's progress (``score_plan`` sees a plain env)."""
+
+    def __init__(self, env: TextEnvProtocol, progress: _Progress) -> None:
+        self.env, self.progress = env, progress
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self.progress.enter("env_step")
+        return self.env.step(action)
+
+
 class PlanRollout:
     """Prompts, demonstrations and scored episodes for one env in plan mode.
 
@@ -93,6 +161,9 @@ class PlanRollout:
         prompt_style: ``short`` (the observation only), ``grid`` (the observation with its cells
             spaced apart, one token per cell) or ``env`` (the env's system prompt too).
         max_actions: longest plan that is played.
+        tag: metric tag (default: the env id before its version).
+        limits: timeouts, episode deadline and retries (the fields of ``EpisodeConfig`` the error
+            model reads; default: ``EpisodeConfig()``'s).
     """
 
     def __init__(
@@ -105,11 +176,14 @@ class PlanRollout:
         prompt_style: str = "short",
         max_actions: int = 8,
         env_workers: int = 8,
+        tag: str | None = None,
+        limits: EpisodeConfig | None = None,
     ) -> None:
         self.env_id, self.env_kwargs, self.tok = env_id, dict(env_kwargs), tokenizer
         self.source = source or LocalSource()
         self.prompt_style, self.max_actions = prompt_style, max_actions
-        self.tag = env_id.split("-")[0]
+        self.tag = tag or env_id.split("-")[0]
+        self.limits = limits or EpisodeConfig()
         self._pool = ThreadPoolExecutor(max_workers=env_workers, thread_name_prefix="plan-env")
         self._prompts: dict[int, list[int]] = {}
         self._local: Any = None
@@ -149,14 +223,68 @@ class PlanRollout:
         return len(expert_plan(self.env_id, self.env_kwargs, seed))
 
     # ------------------------------------------------------------------ episodes
-    def _play(self, seed: int, text: str) -> tuple[float, bool]:
-        env = self.source.open(self.env_id, self.env_kwargs)
-        try:
-            env.reset(seed=seed)
-            reward, success, _ = score_plan(env, text, self.max_actions)
-            return reward, success
-        finally:
-            self.source.close(env)
+    def _play(self, seed: int, text: str, progress: _Progress) -> tuple[float, bool]:
+        """Worker thread: open an env, reset it on ``seed``, score the plan (the env is closed by :meth:`_attempt`)."""
+        progress.env = self.source.open(self.env_id, self.env_kwargs)
+        progress.enter("env_reset")
+        progress.env.reset(seed=seed)
+        reward, success, _ = score_plan(_Watched(progress.env, progress), text, self.max_actions)  # type: ignore[arg-type]
+        return reward, success
+
+    def _close(self, progress: _Progress) -> None:
+        env, progress.env = progress.env, None
+        if env is not None:
+            try:
+                self.source.close(env)
+            except Exception:  # noqa: BLE001 - a sandbox that died cannot close its session; the source forgets it
+                pass
+
+    async def _attempt(self, seed: int, text: str, deadline: float) -> tuple[float, bool]:
+        """One try on a fresh env; each stage under its timeout (and the deadline), failures tagged by stage."""
+        lim = self.limits
+        progress = _Progress()
+        fut = self._pool.submit(self._play, seed, text, progress)
+        # the env is closed when the thread is done with it, also after the attempt was given up on
+        fut.add_done_callback(lambda _f: self._close(progress))
+        waiting = asyncio.wrap_future(fut)
+        while True:
+            stage, since = progress.stage, progress.since
+            limit = lim.start_timeout_s if stage == "sandbox_start" else lim.step_timeout_s
+            left = min(since + limit, deadline) - time.monotonic()
+            # the thread may enter a stage with a shorter timeout meanwhile: look again at least every quarter of it
+            done, _ = await asyncio.wait({waiting}, timeout=max(min(left, lim.step_timeout_s / 4), 0.0))
+            if done:
+                return await boundary(progress.stage, waiting, None)  # raises InfraFailure / FatalRolloutError
+            now = time.monotonic()
+            if progress.since != since or (now < since + limit and now < deadline):
+                continue  # the thread moved on, or the stage still has time
+            fut.cancel()  # not started yet: never runs; running: left to finish in its thread
+            if now >= deadline:
+                raise InfraFailure(stage, None, "the episode deadline passed")
+            raise InfraFailure(stage, TimeoutError(), f"no answer within {limit:.3g}s")
+
+    async def _episode(self, seed: int, text: str) -> tuple[float, bool, FailureTag | None, int]:
+        """``(reward, success, failure, retries)`` of one plan: infra failures retried on a fresh env, then masked."""
+        deadline = time.monotonic() + self.limits.episode_timeout_s
+        failure: FailureTag | None = None
+        async for attempt in Backoff(attempts=self.limits.max_retries + 1, deadline=deadline):
+            try:
+                reward, success = await self._attempt(seed, text, deadline)
+                return reward, success, None, attempt
+            except InfraFailure as f:
+                failure = FailureTag("infra", f.stage, f.error, f.message, retries=attempt)
+        return 0.0, False, failure, failure.retries if failure is not None else 0
+
+    async def _generate(self, engine: Any, reqs: list[GenerationRequest]) -> tuple[list[Any] | None, FailureTag | None]:
+        """The batch's responses (one batched call), retried on infra failures; ``(None, tag)`` when all tries failed."""
+        lim = self.limits
+        failure: FailureTag | None = None
+        async for attempt in Backoff(attempts=lim.max_retries + 1, timeout_s=lim.episode_timeout_s):
+            try:
+                return await boundary("generation", engine.generate_batch(reqs), lim.generation_timeout_s), None
+            except InfraFailure as f:
+                failure = FailureTag("infra", f.stage, f.error, f.message, retries=attempt)
+        return None, failure
 
     async def run(
         self,
@@ -168,7 +296,8 @@ class PlanRollout:
         top_p: float = 1.0,
         sample_seed: int = 0,
     ) -> list[Any]:
-        """Generate one plan per task (batched by the engine), play them, return :class:`Trajectory` objects."""
+        """Generate one plan per task (batched by the engine), play them, return :class:`Trajectory` objects
+        (masked ones included: ``traj.masked``, ``traj.failure`` says where it broke)."""
         reqs = [
             GenerationRequest(
                 self.prompt_ids(t.seed),
@@ -179,14 +308,19 @@ class PlanRollout:
             )
             for i, t in enumerate(tasks)
         ]
-        results = await engine.generate_batch(reqs)
+        results, gen_failure = await self._generate(engine, reqs)
+        if results is None:  # the engine failed every try: the whole batch is masked
+            return [
+                Trajectory(t.episode_id, t.group_id, self.env_id, t.seed, env_tag=self.tag, failure=gen_failure,
+                           infra_retries=gen_failure.retries if gen_failure else 0)
+                for t in tasks
+            ]  # fmt: skip
         texts = [self.tok.decode(r.token_ids, skip_special_tokens=True) for r in results]
-        loop = asyncio.get_running_loop()
-        scores = await asyncio.gather(
-            *(loop.run_in_executor(self._pool, self._play, t.seed, x) for t, x in zip(tasks, texts, strict=True))
-        )
+        played = await asyncio.gather(*(self._episode(t.seed, x) for t, x in zip(tasks, texts, strict=True)))
         trajs = []
-        for t, req, res, text, (reward, success) in zip(tasks, reqs, results, texts, scores, strict=True):
+        for t, req, res, text, (reward, success, failure, retries) in zip(
+            tasks, reqs, results, texts, played, strict=True
+        ):
             turn = Turn(
                 req.prompt_ids,
                 list(res.token_ids),
@@ -206,7 +340,9 @@ class PlanRollout:
                     turns=[turn],
                     final_reward=reward,
                     success=success,
-                    terminated=True,
+                    terminated=failure is None,
+                    failure=failure,
+                    infra_retries=retries,
                 )
             )
         return trajs

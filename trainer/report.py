@@ -15,7 +15,7 @@ from typing import Any
 import rockroll.envhub as envhub
 from rockroll.envs.frozenlake.exact import references
 
-__all__ = ["REFERENCES", "env_references", "success_table"]
+__all__ = ["REFERENCES", "env_references", "run_report", "success_table"]
 
 PHASES = (("eval_pre_sft", "before warm start"), ("eval_start", "after warm start"), ("eval_end", "after RL"))
 
@@ -48,8 +48,11 @@ def env_references(env_id: str, env_kwargs: dict[str, Any], seeds: list[int], ma
     return fn(dict(env_kwargs), seeds, steps)
 
 
-def success_table(summary: dict[str, Any], tag: str, refs: dict | None = None) -> str:
-    """A Markdown table: rows by difficulty (and all), columns by phase, then references."""
+def success_table(summary: dict[str, Any], tag: str, refs: dict | None = None, maps: int = 0) -> str:
+    """A Markdown table: rows by difficulty (and all), columns by phase, then references.
+
+    ``maps``: the held-out maps of the "all" row when the env reports no difficulty (no ``n_len<k>``).
+    """
     cols = [(key, title) for key, title in PHASES if isinstance(summary.get(key), dict)]
     ref_names = list(next(iter(refs.values())).keys()) if refs else []
     end = summary.get("eval_end") or {}
@@ -61,7 +64,7 @@ def success_table(summary: dict[str, Any], tag: str, refs: dict | None = None) -
         n = (
             end.get(f"eval/{tag}/n_len{row}")
             if row != "all"
-            else sum(end.get(f"eval/{tag}/n_len{k}", 0) for k in lengths)
+            else sum(end.get(f"eval/{tag}/n_len{k}", 0) for k in lengths) or maps
         )
         cells = [str(row), str(int(n or 0))]
         for key, _ in cols:
@@ -74,3 +77,24 @@ def success_table(summary: dict[str, Any], tag: str, refs: dict | None = None) -
             cells.append("" if value is None else f"{value:.1%}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def run_report(summary: dict[str, Any], envs: list[Any], refs: dict[str, dict | None], maps: int = 0) -> str:
+    """The report of a run: one env's table, or with several envs (``rollout.envs``) one table per env tag
+    (its own held-out maps and references) after a line of the mean success per phase."""
+    if len(envs) == 1:
+        return success_table(summary, envs[0].tag, refs.get(envs[0].tag), maps)
+    phases = []
+    for key, title in PHASES:
+        metrics = summary.get(key)
+        if isinstance(metrics, dict):
+            prefix = next((k.split("/")[0] for k in metrics if k.endswith(f"/{envs[0].tag}/success")), "eval")
+            values = [metrics.get(f"{prefix}/{e.tag}/success") for e in envs]
+            if all(v is not None for v in values):
+                phases.append(f"{title} {sum(values) / len(values):.1%}")
+    parts = [f"Mean success over {len(envs)} envs: " + (", ".join(phases) or "n/a") + "."]
+    for e in envs:
+        parts.append(
+            f"### {e.tag} ({e.env_id}, ratio {e.ratio:g})\n\n" + success_table(summary, e.tag, refs.get(e.tag), maps)
+        )
+    return "\n\n".join(parts)

@@ -40,8 +40,10 @@ class BestCheckpoint:
         if not self.seeds:
             return {}
         metrics = driver.evaluate(self.seeds, "select")
-        success = metrics[f"select/{driver.tag}/success"]
+        success = driver.success(metrics, "select")  # several envs: the mean of their successes
         if success > self.success:
             self.success, self.step = success, step
             self.weights = {k: v.detach().cpu().clone() for k, v in weights.items()}
-        return {f"select/{driver.tag}/success": success, f"select/{driver.tag}/best": self.success}
+        out = {k: v for k, v in metrics.items() if k.endswith("/success")}
+        out["select/best" if len(driver.tags) > 1 else f"select/{driver.tag}/best"] = self.success
+        return out

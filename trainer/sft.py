@@ -14,10 +14,11 @@ from typing import Any
 import rockroll.envhub as envhub
 from rockroll.agentrl.chat import PromptBuilder, format_observation
 from rockroll.agentrl.config import EpisodeConfig
+from rockroll.agentrl.scheduler import ratio_slots
 from rockroll.agentrl.trajectory import TrainSample, Trajectory, Turn
 from rockroll.envs.experts import expert_for
 
-__all__ = ["build_demos", "build_turn_demos", "sft_train"]
+__all__ = ["build_demos", "build_mixed_turn_demos", "build_turn_demos", "sft_train"]
 
 
 def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
@@ -114,6 +115,27 @@ def build_turn_demos(
     if not rows:
         raise ValueError(f"the {env_id} expert produced no usable demonstration on {len(seeds)} seeds")
     return rows
+
+
+def build_mixed_turn_demos(
+    envs: list[Any], tokenizer: Any, episode: EpisodeConfig, seeds: list[int]
+) -> tuple[list[TrainSample], dict[str, float]]:
+    """Multi-turn SFT rows for a mix of envs (``rollout.envs``): the demo episodes split among the envs by
+    their ratios (the scheduler's slot stream, so 2:1 over 30 seeds is 20 + 10), each env's expert playing
+    the first seeds of its share. Returns the rows and ``sft/<tag>/demo_episodes`` per env.
+
+    The split is by episodes; rows follow (a ``last_k`` history gives one row per turn, so an env with
+    longer episodes contributes more rows per episode).
+    """
+    slots = ratio_slots([e.ratio for e in envs], 0, len(seeds))
+    rows: list[TrainSample] = []
+    metrics: dict[str, float] = {}
+    for i, e in enumerate(envs):
+        n = slots.count(i)
+        metrics[f"sft/{e.tag}/demo_episodes"] = float(n)
+        if n:
+            rows += build_turn_demos(e.env_id, e.env_kwargs, tokenizer, episode, list(seeds[:n]))
+    return rows, metrics
 
 
 def sft_train(

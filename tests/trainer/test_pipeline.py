@@ -142,4 +142,4 @@ def test_multiturn_mode_through_agentrl_scheduler(tiny_model_dir: Path, tmp_path
     records = read_metrics(tmp_path / "mt")
     assert [r["step"] for r in records] == [0, 1] and summary["steps"] == 2
     assert records[1]["system/weight_version"] == 2.0 and "env/FrozenLake/success" in records[1]
-    assert records[0]["env/FrozenLake-v0/turns"] > 1  # several turns per episode
+    assert records[0]["env/FrozenLake/turns"] > 1  # several turns per episode (scheduler metrics share the tag)
