@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rockroll.api.auth import list_tokens
 from rockroll.api.body_limit import BodyLimit, body_limit_for
 from rockroll.api.errors import install_error_handlers
+from rockroll.api.host_check import DevHostCheck
 from rockroll.api.metrics import RequestTimer
 from rockroll.api.routes import docs, envs, health, jobs, sandboxes, session_ws, sessions, ui
 from rockroll.api.routes.sandboxes import MAX_FILE_BYTES
@@ -63,6 +64,8 @@ def create_app(settings: Settings | None = None, *, state: AppState | None = Non
 
     app.add_middleware(_LazyTimer)
     app.add_middleware(BodyLimit, limit=lambda _scope: limit)
+    if settings.dev_mode:  # no token: refuse DNS-rebound requests from web pages (rockroll.api.host_check)
+        app.add_middleware(DevHostCheck, hosts=settings.dev_hosts)
     return app
 
 

@@ -7,6 +7,17 @@ Custom envs are registered through ``POST /v1/envs`` in one of three kinds:
 * ``source``: an uploaded single module (``.py``) or pure-Python wheel (``.whl``), stored in the
   database and put on ``sys.path`` only inside sandboxes.
 
+Names and visibility (several owners share one server): a custom env lives in its owner's namespace,
+``alice/Maze-v0`` (``Maze-v0`` registered by alice is stored so; another owner's namespace and
+``rockroll``, the built-in envs' own, are refused, as is a built-in env's id). Lookups take exact ids:
+a bare id (``FrozenLake``, ``FrozenLake-v1``) only ever reaches the built-in envs, a custom env needs its
+full ``owner/Name-vN``, and a near miss is answered 404 with suggestions, never substituted. A custom env
+is ``private`` (only its owner, and admins, see and use it) unless registered ``public`` (everyone sees
+and uses it; only its owner or an admin deletes it). Another owner's private env answers exactly as an
+unknown id does (404, suggestions drawn from what the caller may see). Sessions and jobs resolve ids
+with their owner's name, so an admin lists, shows and deletes every env but plays only built-in, public
+and its own ones.
+
 The control plane never imports custom env code itself: :meth:`CustomEnv.files` is what the
 placement writes into each sandbox of the env's own pool (a manifest plus the upload), and
 :mod:`rockroll.sandbox.server.plugins` registers it there.
@@ -15,6 +26,7 @@ placement writes into each sandbox of the env's own pool (a manifest plus the up
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import re
@@ -30,9 +42,15 @@ from rockroll.api.auth import Principal
 from rockroll.api.db import Database, EnvRecord
 from rockroll.api.errors import ApiError
 
-__all__ = ["CustomEnv", "Catalog", "KINDS"]
+__all__ = ["CustomEnv", "Catalog", "KINDS", "VISIBILITIES", "RESERVED_NAMESPACE", "Viewer"]
 
 KINDS = ("entry_point", "image", "source")
+VISIBILITIES = ("private", "public")
+#: the built-in envs' namespace (gymnasium's ``rockroll/``): no owner registers in it
+RESERVED_NAMESPACE = envhub.GYM_NAMESPACE
+#: who looks: a principal, or an owner's name (an ordinary caller)
+Viewer = Principal | str
+_MAX_ID = 128  # api_envs.env_id and api_sessions.env_id are String(128)
 _SOURCE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$|^[A-Za-z0-9_.\-]+\.whl$")
 
 
@@ -52,10 +70,11 @@ class CustomEnv:
     description: str = ""
     tags: list[str] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
+    visibility: str = "private"
 
     def public(self) -> dict[str, Any]:
         """The JSON view of this env (without the source bytes), keys in the order of :func:`builtin_view`."""
-        name, version = envhub.parse_env_id(self.env_id)
+        _namespace, name, version = envhub.split_env_id(self.env_id)
         return {
             "id": self.env_id,
             "name": name,
@@ -63,6 +82,7 @@ class CustomEnv:
             "kind": self.kind,
             "builtin": False,
             "owner": self.owner,
+            "visibility": self.visibility,
             "entry_point": self.entry_point,
             "kwargs": copy.deepcopy(self.kwargs),
             "max_steps": self.max_steps,
@@ -89,7 +109,8 @@ class CustomEnv:
 
     def files(self) -> dict[str, bytes]:
         """The plugin files of this env, relative to the sandbox's plugin folder."""
-        folder = self.env_id.replace("/", "_")
+        digest = hashlib.sha256(self.env_id.encode()).hexdigest()[:8]  # 'a_b/c' and 'a/b_c' stay apart
+        folder = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', self.env_id)}-{digest}"
         out = {f"{folder}/manifest.json": json.dumps(self.manifest()).encode()}
         if self.kind == "source" and self.source is not None:
             out[f"{folder}/{self.source_name}"] = self.source
@@ -111,7 +132,8 @@ def builtin_view(spec: envhub.EnvSpec) -> dict[str, Any]:
         "version": spec.version,
         "kind": "builtin",
         "builtin": True,
-        "owner": "rockroll",
+        "owner": RESERVED_NAMESPACE,
+        "visibility": "public",
         "entry_point": spec.entry_point if isinstance(spec.entry_point, str) else "",
         "kwargs": _jsonable(spec.kwargs),
         "max_steps": spec.max_steps,
@@ -145,50 +167,87 @@ class Catalog:
         with self._lock:
             self._custom = {r.env_id: _from_record(r) for r in rows}
 
-    def list(self, tag: str | None = None) -> list[dict[str, Any]]:
-        """Every env (built-in and custom), sorted by id."""
+    def list(self, who: Viewer, tag: str | None = None) -> list[dict[str, Any]]:
+        """Every env ``who`` may see (built-in, public, its own; all for admins), sorted by id."""
         out = {s.id: builtin_view(s) for s in envhub.list_envs()}
-        out.update({e.env_id: e.public() for e in self._custom.values()})
+        out.update({e.env_id: e.public() for e in self._custom.values() if _visible(e, who)})
         return [v for _, v in sorted(out.items()) if tag is None or tag in v["tags"]]
 
-    def custom(self, env_id: str) -> CustomEnv | None:
-        """The custom env behind ``env_id`` (newest version when none is given), or None."""
-        name, version = envhub.parse_env_id(env_id)
-        matches = [e for e in self._custom.values() if envhub.parse_env_id(e.env_id)[0] == name]
-        if version is not None:
-            matches = [e for e in matches if envhub.parse_env_id(e.env_id)[1] == version]
-        return max(matches, key=lambda e: envhub.parse_env_id(e.env_id)[1] or 0) if matches else None
+    def custom(self, env_id: str, who: Viewer) -> CustomEnv | None:
+        """The custom env registered under exactly ``env_id`` that ``who`` may see, or None."""
+        found = self._custom.get(env_id)
+        return found if found is not None and _visible(found, who) else None
 
-    def get(self, env_id: str) -> dict[str, Any]:
-        """The JSON view of one env; raises ``UnknownEnvError`` with suggestions."""
-        found = self.custom(env_id)
+    def get(self, env_id: str, who: Viewer) -> dict[str, Any]:
+        """The JSON view of one env ``who`` may see; raises ``UnknownEnvError`` with suggestions.
+
+        A bare id resolves among the built-in envs first (``FrozenLake``: its newest version); a custom
+        env only by its exact id. Another owner's private env is answered as an unknown one.
+        """
+        try:
+            namespace = envhub.split_env_id(env_id)[0]
+        except envhub.RegistrationError:
+            namespace = ""  # malformed: nothing has this id; answer with suggestions like any unknown id
+        if namespace is None:
+            try:
+                return builtin_view(envhub.spec(env_id))
+            except envhub.UnknownEnvError:
+                pass
+        found = self.custom(env_id, who)
         if found is not None:
             return found.public()
-        try:
-            return builtin_view(envhub.spec(env_id))
-        except envhub.UnknownEnvError as e:
-            import difflib
+        raise envhub.UnknownEnvError(env_id, self.suggest(env_id, who))
 
-            ids = [v["id"] for v in self.list()]
-            raise envhub.UnknownEnvError(env_id, difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)) from e
+    def suggest(self, env_id: str, who: Viewer) -> list[str]:
+        """Up to three ids ``who`` may see that look like ``env_id`` (for "did you mean")."""
+        ids = [v["id"] for v in self.list(who)]
+        return difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
 
-    def resolve(self, env_id: str) -> str:
-        """The full versioned id ``env_id`` refers to."""
-        return self.get(env_id)["id"]
+    def resolve(self, env_id: str, who: Viewer) -> str:
+        """The full versioned id ``env_id`` refers to for ``who``."""
+        return self.get(env_id, who)["id"]
 
     # ------------------------------------------------------------ writing
-    def check_new(self, env: CustomEnv) -> None:
-        """Raise ``ApiError`` when ``env`` cannot be registered as given."""
-        name, version = envhub.parse_env_id(env.env_id)
+    def namespaced(self, env_id: str, owner: str) -> str:
+        """``env_id`` in ``owner``'s namespace (``Maze-v0`` -> ``owner/Maze-v0``); raises ``ApiError``.
+
+        403 for another owner's namespace or the reserved ``rockroll`` one (any case), 409 for a built-in
+        env's id, 422 for an id the namespace makes too long.
+        """
+        namespace, name, version = envhub.split_env_id(env_id)
         if version is None:
-            raise ApiError(400, "invalid_env_spec", f"env id {env.env_id!r} needs a version suffix, e.g. '{name}-v0'")
-        try:
-            envhub.spec(env.env_id)
-            taken = True
-        except envhub.UnknownEnvError:
-            taken = env.env_id in self._custom
-        if taken:
-            raise ApiError(409, "env_exists", f"{env.env_id} is already registered; bump the version (-v{version + 1})")
+            raise ApiError(400, "invalid_env_spec", f"env id {env_id!r} needs a version suffix, e.g. '{name}-v0'")
+        bare = f"{name}-v{version}"
+        asked = env_id.split("/")[0] if "/" in env_id else owner
+        if RESERVED_NAMESPACE in (owner.lower(), asked.lower()):
+            raise ApiError(403, "forbidden", f"the namespace {RESERVED_NAMESPACE!r} is reserved for the built-in envs")
+        if namespace is not None and namespace != owner:
+            raise ApiError(
+                403,
+                "forbidden",
+                f"you may register envs in your own namespace only: '{owner}/{bare}' (or just '{bare}')",
+            )
+        if any(s.id == bare for s in envhub.list_envs()):
+            raise ApiError(
+                409, "env_exists", f"{bare} is a built-in env; its id cannot be reused (pick another name or version)"
+            )
+        full = f"{owner}/{bare}"
+        if len(full) > _MAX_ID:
+            raise ApiError(
+                422, "invalid_env_spec", f"{full!r} is longer than {_MAX_ID} characters; pick a shorter name"
+            )
+        envhub.split_env_id(full)  # the owner's name must make a valid namespace (token names do)
+        return full
+
+    def check_new(self, env: CustomEnv) -> None:
+        """Raise ``ApiError`` when ``env`` (its id already namespaced) cannot be registered as given."""
+        _namespace, _name, version = envhub.split_env_id(env.env_id)
+        if env.env_id in self._custom:
+            raise ApiError(
+                409, "env_exists", f"{env.env_id} is already registered; bump the version (-v{(version or 0) + 1})"
+            )
+        if env.visibility not in VISIBILITIES:
+            raise ApiError(400, "invalid_env_spec", f"visibility must be one of {', '.join(VISIBILITIES)}")
         if env.kind not in KINDS:
             raise ApiError(400, "invalid_env_spec", f"kind must be one of {', '.join(KINDS)}")
         if not re.match(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$", env.entry_point):
@@ -218,6 +277,7 @@ class Catalog:
                     name=envhub.parse_env_id(env.env_id)[0],
                     version=envhub.parse_env_id(env.env_id)[1] or 0,
                     owner=env.owner,
+                    visibility=env.visibility,
                     kind=env.kind,
                     entry_point=env.entry_point,
                     image=env.image,
@@ -234,20 +294,31 @@ class Catalog:
             self._custom[env.env_id] = env
         return env.public()
 
-    def remove(self, env_id: str, who: Principal) -> None:
-        """Delete a custom env (its owner or an admin only; built-ins cannot be deleted)."""
-        env = self.custom(env_id)
+    def remove(self, env_id: str, who: Principal) -> CustomEnv:
+        """Delete a custom env (its owner or an admin only; built-ins cannot be deleted); returns it.
+
+        Another owner's private env is answered as an unknown one (404), a public one with 403.
+        """
+        env = self.custom(env_id, who)
         if env is None:
-            self.get(env_id)  # raises UnknownEnvError for unknown ids
+            self.get(env_id, who)  # raises UnknownEnvError for ids ``who`` cannot see
             raise ApiError(403, "forbidden", f"{env_id} is built in and cannot be deleted")
         if not who.can_see(env.owner):
-            raise ApiError(403, "forbidden", f"{env.env_id} belongs to another owner")
+            raise ApiError(403, "forbidden", f"{env.env_id} is {env.owner}'s; only its owner or an admin deletes it")
         with self.db.session() as s:
             rec = s.get(EnvRecord, env.env_id)
             if rec is not None:
                 s.delete(rec)
         with self._lock:
             self._custom.pop(env.env_id, None)
+        return env
+
+
+def _visible(env: CustomEnv, who: Viewer) -> bool:
+    """Whether ``who`` may see and use ``env``: public, its own, or an admin."""
+    if env.visibility == "public":
+        return True
+    return who.can_see(env.owner) if isinstance(who, Principal) else bool(who) and who == env.owner
 
 
 def _from_record(r: EnvRecord) -> CustomEnv:
@@ -264,4 +335,5 @@ def _from_record(r: EnvRecord) -> CustomEnv:
         description=r.description,
         tags=list(r.tags or []),
         created_at=r.created_at,
+        visibility=r.visibility or "private",
     )

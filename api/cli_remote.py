@@ -73,7 +73,8 @@ def env_list(
 
     Example: rockroll env list --tag grid --url http://127.0.0.1:8080
     """
-    _table(["id", "kind", "owner", "max_steps", "tags", "description"], _run(url, token, lambda c: c.list_envs(tag)))
+    cols = ["id", "kind", "owner", "visibility", "max_steps", "tags", "description"]
+    _table(cols, _run(url, token, lambda c: c.list_envs(tag)))
 
 
 @env_app.command("show")
@@ -87,7 +88,7 @@ def env_show(name: str, url: str = URL, token: str = TOKEN) -> None:
 
 @env_app.command("register")
 def env_register(
-    env_id: str = typer.Argument(..., help="Versioned id, e.g. Maze-v0."),
+    env_id: str = typer.Argument(..., help="Versioned id, e.g. Maze-v0 (stored as <your token name>/Maze-v0)."),
     entry_point: str = typer.Option(..., help="'module:Class' inside the sandbox."),
     source: str = typer.Option(None, help="A .py module or .whl to upload (kind 'source')."),
     image: str = typer.Option(None, help="Docker image running the in-sandbox server (kind 'image')."),
@@ -95,15 +96,18 @@ def env_register(
     max_steps: int = typer.Option(None, help="Default step limit."),
     tag: list[str] = typer.Option(None, "--tag", help="Tags (repeat)."),
     description: str = typer.Option("", help="One line for listings."),
+    public: bool = typer.Option(False, "--public", help="Share it: every owner sees and uses it (default private)."),
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
-    """Register a custom env; the server plays reset + one step of it in a sandbox first.
+    """Register a custom env in your namespace; the server plays reset + one step of it in a sandbox first.
 
     Example: rockroll env register Maze-v0 --entry-point maze:MazeEnv --source maze.py --max-steps 30
+    (alice's token registers alice/Maze-v0; add --public to share it)
     """
     kind = "source" if source else "image" if image else "entry_point"
     fields: dict[str, Any] = {"kwargs": _parse_kwargs(kwargs or []), "tags": tag or [], "description": description}
+    fields["visibility"] = "public" if public else "private"
     if max_steps is not None:
         fields["max_steps"] = max_steps
     if image:
@@ -111,14 +115,17 @@ def env_register(
     view = _run(
         url, token, lambda c: c.register_env(env_id, kind=kind, entry_point=entry_point, source=source, **fields)
     )
-    console.print(f"registered [bold]{escape(view['id'])}[/bold] ({kind}) owner={escape(view['owner'])}")
+    console.print(
+        f"registered [bold]{escape(view['id'])}[/bold] ({kind}) owner={escape(view['owner'])} "
+        f"visibility={escape(str(view.get('visibility', 'private')))}"
+    )
 
 
 @env_app.command("rm")
 def env_rm(name: str, url: str = URL, token: str = TOKEN) -> None:
     """Delete a custom env.
 
-    Example: rockroll env rm Maze-v0
+    Example: rockroll env rm alice/Maze-v0
     """
     _run(url, token, lambda c: c.delete_env(name))
 

@@ -42,6 +42,12 @@ def serve(
     sandbox_state_dir: str = typer.Option(None, help="Sockets and process workspaces of sandboxes."),
     max_sessions_per_sandbox: int = typer.Option(None, help="Most env sessions placed on one sandbox."),
     train_jobs: bool = typer.Option(None, "--train-jobs/--no-train-jobs", help="Accept train jobs."),
+    max_cpus: float = typer.Option(None, help="Most CPU cores a caller may give a sandbox (default 2)."),
+    max_memory_mb: int = typer.Option(None, help="Most memory (MiB) a caller may give a sandbox (default 2048)."),
+    max_pids: int = typer.Option(None, help="Most processes a caller may give a sandbox (default 512)."),
+    max_workspace_mb: int = typer.Option(None, help="Most workspace disk (MiB) a caller may give a sandbox."),
+    max_exec_timeout_s: float = typer.Option(None, help="Longest timeout a caller may give a command (default 300)."),
+    network_owner: list[str] = typer.Option(None, help="A token owner who may ask for a networked sandbox (repeat)."),
 ) -> None:
     """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui.
 
@@ -63,6 +69,12 @@ def serve(
             sandbox_state_dir=sandbox_state_dir,
             max_sessions_per_sandbox=max_sessions_per_sandbox,
             train_jobs=train_jobs,
+            max_cpus=max_cpus,
+            max_memory_mb=max_memory_mb,
+            max_pids=max_pids,
+            max_workspace_mb=max_workspace_mb,
+            max_exec_timeout_s=max_exec_timeout_s,
+            network_owners=network_owner or None,
         )
         settings.check()
     except ValueError as e:

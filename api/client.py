@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -83,6 +84,11 @@ def _env_body(
     return body
 
 
+def _env_path(env_id: str) -> str:
+    """``env_id`` as a URL path: its namespace's ``/`` kept, anything else URL-quoted."""
+    return quote(env_id, safe="/")
+
+
 def _new_text(seen: str, text: str) -> str:
     """What ``text`` (a job's logs now) adds to ``seen`` (its logs before); the server keeps only their tail."""
     if text.startswith(seen):
@@ -139,8 +145,8 @@ class _Routes:
         return self._call("GET", "/v1/envs", post=_key("envs"), params={"tag": tag} if tag else None)
 
     def get_env(self, name: str) -> EnvInfo:
-        """One env's spec."""
-        return self._call("GET", f"/v1/envs/{name}")
+        """One env's spec, by its exact id (a custom env's is namespaced: ``alice/Maze-v0``)."""
+        return self._call("GET", f"/v1/envs/{_env_path(name)}")
 
     def register_env(
         self,
@@ -150,14 +156,20 @@ class _Routes:
         entry_point: str,
         source: str | Path | bytes | None = None,
         source_name: str = "",
+        visibility: str = "private",
         **fields: Any,
     ) -> EnvInfo:
-        """Register a custom env; ``source`` is a path to a ``.py``/``.whl`` or the bytes of one."""
-        return self._call("POST", "/v1/envs", json=_env_body(env_id, kind, entry_point, source, source_name, **fields))
+        """Register a custom env; ``source`` is a path to a ``.py``/``.whl`` or the bytes of one.
+
+        The env lands in the caller's namespace: ``Maze-v0`` registered by alice answers with id
+        ``alice/Maze-v0``, the id to use from then on. ``visibility="public"`` shares it with every owner.
+        """
+        body = _env_body(env_id, kind, entry_point, source, source_name, visibility=visibility, **fields)
+        return self._call("POST", "/v1/envs", json=body)
 
     def delete_env(self, name: str) -> None:
-        """Delete a custom env."""
-        return self._call("DELETE", f"/v1/envs/{name}")
+        """Delete a custom env (its exact, namespaced id)."""
+        return self._call("DELETE", f"/v1/envs/{_env_path(name)}")
 
     # --------------------------------------------------------- sandboxes
     def create_sandbox(self, **spec: Any) -> SandboxInfo:

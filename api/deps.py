@@ -15,8 +15,10 @@ from rockroll.api.state import AppState
 
 __all__ = ["get_state", "get_principal", "principal_for", "TOKEN_CACHE_S", "StateDep", "Who"]
 
-#: how long a looked-up token is trusted without asking the database again
-TOKEN_CACHE_S = 5.0
+#: how long a looked-up token is trusted without asking the database again: a token revoked by
+#: ``rockroll token revoke`` (which writes the database, maybe from another process) stops working
+#: within this time, open WebSockets included (they re-check every ``TOKEN_CACHE_S / 2``)
+TOKEN_CACHE_S = 0.5
 
 #: declares the bearer scheme in the OpenAPI document (so /docs has "Authorize"); the header is checked below
 bearer_scheme = HTTPBearer(

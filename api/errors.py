@@ -77,6 +77,9 @@ def to_api_error(e: Exception) -> ApiError | None:
         return ApiError(404, "sandbox_not_found", str(e), {"sandbox_id": e.sandbox_id})
     if isinstance(e, sb.CapacityError):
         return ApiError(429, "capacity", str(e), {"active": e.active, "limit": e.limit, "what": e.what})
+    if isinstance(e, sb.FileTooLarge):
+        message = f"file {e.path!r} is {e.size} bytes, over the cap of {e.limit} bytes (max_file_bytes)"
+        return ApiError(413, "too_large", message, {"path": e.path, "size": e.size, "limit": e.limit})
     if isinstance(e, sb.SandboxPathError) and "no such file" in e.reason.lower():
         return ApiError(404, "file_not_found", str(e), {"path": e.path})
     if isinstance(e, sb.SandboxPathError):

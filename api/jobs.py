@@ -1,110 +1,103 @@
 """Jobs: ``train`` and ``eval`` runs with a persisted lifecycle, progress, metrics and logs.
 
-States: ``queued`` -> ``running`` -> ``succeeded`` | ``failed`` | ``cancelled``. A job runs in a
-worker thread with a :class:`JobContext` through which it logs, reports progress and metrics,
-and sees cancellation (cooperative: checked between steps). Everything is written to ``api_jobs``.
-On server start, jobs left ``running`` by a dead server are marked failed and ``queued`` ones are
-queued again.
-
-What a job runs:
-
-* ``eval`` (built in): with a model-eval config (``engine``/``envs`` keys, the YAML of
-  ``rockroll eval``), :func:`rockroll.agentrl.eval.run_eval_job` runs that engine on the envs, every
-  session placed in a pooled sandbox; with ``{"env", "episodes", "policy"}`` it plays the
-  ``random`` (or ``expert``) policy of :func:`rockroll.envs.play.play_episode` on one sandboxed session
-  (the expert reads a replica of the session's env kept here in step through ``get_state``, see
-  :class:`_Replica`: the sandboxed env's state is out of its reach);
-* ``train``: :func:`rockroll.trainer.jobs.run_job` runs ``rockroll train``'s pipeline.
+States: ``queued`` -> ``running`` -> ``succeeded`` | ``failed`` | ``cancelled``. The control plane
+never runs a job's work itself: :class:`JobRunner` keeps ``workers`` threads, each serving one job's
+worker process (:mod:`rockroll.api.job_process`), which runs the job kind
+(:mod:`rockroll.api.job_kinds`) with the *effective* config (:mod:`rockroll.api.job_configs`: every
+path inside the owner's job directory, every URL allowed). Its log lines go to rotated files
+(:mod:`rockroll.api.job_logs`), its reports and end to the ``api_jobs`` record. Cancellation is
+cooperative (checked between steps) with a kill after a grace period. On server start, jobs left
+``running`` by a dead server are marked failed and ``queued`` ones are queued again.
 
 Job configs are the typed configs (``TrainJobConfig``, ``EvalConfig``, ``PolicyEvalConfig`` in
-:mod:`rockroll.api.schemas`), validated by the one config loader when a job is submitted: a bad key
-answers 400 ``invalid_job`` naming it (``details.key``, ``details.allowed``), never a failed job later.
+:mod:`rockroll.api.schemas`), checked when a job is submitted: a bad key answers 400 ``invalid_job``
+naming it (``details.key``, ``details.allowed``), a path leaving the owner's job directory 422
+``job_path``, a URL off the allowlist 422 ``job_url``; never a failed job later.
+
+The database stays small (issue 13 item 10): a record keeps the tail of its log (written when the
+job ends and at most every :data:`LOG_FLUSH_S`), its latest progress and metrics (at most 256 names,
+written at most every :data:`REPORT_FLUSH_S`: reports between are merged), and SQLite's WAL is
+checkpointed after every job and every :data:`CHECKPOINT_S`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 import time
 import typing
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 
-import rockroll.envhub as envhub
-from rockroll.agentrl.config_loader import ConfigError, parse_config
-from rockroll.agentrl.eval import run_eval_job
 from rockroll.api.auth import Principal
 from rockroll.api.db import Database, JobRecord
-from rockroll.api.errors import ApiError, RockrollError
+from rockroll.api.errors import ApiError
+from rockroll.api.job_configs import effective_config
+from rockroll.api.job_logs import JobLogs
+from rockroll.api.job_paths import JobDirs
+from rockroll.api.job_process import JobProcess, WorkerIdentity, worker_identity
+from rockroll.api.job_protocol import Cancelled, clean_metrics
 from rockroll.api.job_state import TERMINAL_STATES, JobState
-from rockroll.api.schemas import EvalJobConfig, JobKind, PolicyEvalConfig, is_model_eval
-from rockroll.envs.core import TextEnvProtocol
-from rockroll.envs.play import play_episode
-from rockroll.trainer.jobs import config_for_job, run_job
+from rockroll.api.schemas import JobKind
 
-__all__ = ["JobContext", "JobRunner", "JOB_KINDS", "JobState", "TERMINAL_STATES", "Cancelled"]
+__all__ = ["JobRunner", "JOB_KINDS", "JobState", "TERMINAL_STATES", "Cancelled"]
 
 log = logging.getLogger("rockroll.api")
 JOB_KINDS: tuple[str, ...] = typing.get_args(JobKind)
-MAX_LOG_CHARS = 200_000
-
-
-class Cancelled(RockrollError):
-    """Raised inside a job when it was cancelled."""
-
-
-class JobContext:
-    """What a running job sees: its config, and calls to log, report and check cancellation."""
-
-    def __init__(self, runner: JobRunner, job_id: str, config: dict[str, Any]) -> None:
-        self.runner = runner
-        self.job_id = job_id
-        self.config = config
-        self._flag = threading.Event()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._flag.is_set()
-
-    def check(self) -> None:
-        """Raise :class:`Cancelled` when the job was cancelled."""
-        if self._flag.is_set():
-            raise Cancelled()
-
-    def log(self, line: str) -> None:
-        self.runner._update(self.job_id, log=line)
-
-    def report(self, *, progress: float | None = None, metrics: dict[str, Any] | None = None) -> None:
-        self.runner._update(self.job_id, progress=progress, metrics=metrics)
-
-    def open_session(self, env: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
-        """An env session in a sandbox (the API's placement)."""
-        return self.runner.open_env(env, kwargs)
+#: seconds between writes of a running job's log tail to its record, and of its progress and metrics
+LOG_FLUSH_S, REPORT_FLUSH_S = 5.0, 1.0
+#: seconds between WAL checkpoints
+CHECKPOINT_S = 60.0
 
 
 class JobRunner:
-    """Queues and runs jobs on a small thread pool."""
+    """Queues jobs and runs each in a worker process, ``workers`` at a time."""
 
     def __init__(
         self,
         db: Database,
-        open_env: Callable[[str, dict[str, Any]], TextEnvProtocol],
+        open_env: Callable[..., Any],
         workers: int = 2,
         *,
+        dirs: JobDirs,
         train: bool = True,
+        engine_urls: tuple[str, ...] = (),
+        user: str = "",
+        log_max_bytes: int = 1_000_000,
     ) -> None:
         self.db = db
         self.open_env = open_env
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="job")
-        self._contexts: dict[str, JobContext] = {}
-        self._lock = threading.Lock()
-        self._closing = False
+        self.dirs = dirs
+        self.engine_urls = tuple(engine_urls)
+        self.user = user
+        self.logs = JobLogs(dirs.logs, log_max_bytes)
         self.train_enabled = train
-        self.kinds: dict[str, Callable[[JobContext], dict[str, Any]]] = {"eval": run_eval, "train": run_train}
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="job")
+        self._procs: dict[str, JobProcess] = {}
+        self._cancel: set[str] = set()
+        self._flushed: dict[str, float] = {}  # when each running job's log tail was last written
+        self._reported: dict[str, float] = {}  # ... and its progress and metrics
+        self._pending: dict[str, dict[str, Any]] = {}  # reports not written yet
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._identity: WorkerIdentity | None | bool = False  # False: not looked up yet
+        threading.Thread(target=self._maintain, name="job-maintenance", daemon=True).start()
+
+    @classmethod
+    def from_settings(cls, db: Database, open_env: Callable[..., Any], settings: Any) -> JobRunner:
+        """The runner of a server's ``Settings``."""
+        dirs = JobDirs(settings.job_root(), tuple(Path(d) for d in settings.job_model_dirs))
+        return cls(
+            db, open_env, settings.job_workers, dirs=dirs, train=settings.train_jobs,
+            engine_urls=tuple(settings.job_engine_urls), user=settings.job_user,
+            log_max_bytes=settings.job_log_max_bytes,
+        )  # fmt: skip
 
     def recover(self) -> None:
         """After a restart: fail jobs that were running, queue the queued ones again."""
@@ -114,20 +107,18 @@ class JobRunner:
                     job.state, job.error = JobState.FAILED, "the server restarted during the job"
                     job.finished_at = time.time()
         with self.db.session() as s:
-            queued = [
-                (j.id, dict(j.config)) for j in s.scalars(select(JobRecord).where(JobRecord.state == JobState.QUEUED))
-            ]
-        for job_id, config in queued:
-            self._submit(job_id, config)
+            queued = list(s.scalars(select(JobRecord.id).where(JobRecord.state == JobState.QUEUED)))
+        for job_id in queued:
+            self._pool.submit(self._run, job_id)
 
     # ----------------------------------------------------------- routes
     def create(self, who: Principal, kind: str, config: dict[str, Any]) -> JobRecord:
-        """Record and queue a job."""
+        """Check, record and queue a job (400/422 when its config cannot run, see the module docstring)."""
         if kind not in JOB_KINDS:
             raise ApiError(400, "invalid_job", f"kind must be one of {', '.join(JOB_KINDS)}")
         if kind == "train" and not self.train_enabled:
             raise ApiError(400, "invalid_job", "train jobs are disabled on this server (serve --train-jobs)")
-        check_job_config(kind, config)
+        self.effective(kind, config, who.owner)
         job = JobRecord(
             id=f"job-{secrets.token_hex(8)}",
             owner=who.owner,
@@ -142,8 +133,13 @@ class JobRunner:
         )
         with self.db.session() as s:
             s.add(job)
-        self._submit(job.id, config)
+        self._pool.submit(self._run, job.id)
         return job
+
+    def effective(self, kind: str, config: Any, owner: str) -> dict[str, Any]:
+        """The config ``owner``'s worker runs (:func:`rockroll.api.job_configs.effective_config`)."""
+        owner_dir = self.dirs.ensure(owner)
+        return effective_config(kind, config, dirs=self.dirs, owner_dir=owner_dir, engine_urls=self.engine_urls)
 
     def get(self, job_id: str, who: Principal) -> JobRecord:
         """A job visible to ``who`` (404 otherwise)."""
@@ -153,22 +149,34 @@ class JobRunner:
             raise ApiError(404, "job_not_found", f"no job {job_id!r}")
         return job
 
-    def list(self, who: Principal, limit: int = 100) -> list[JobRecord]:
-        """Recent jobs visible to ``who``."""
-        q = select(JobRecord).order_by(JobRecord.created_at.desc()).limit(limit)
+    def list(self, who: Principal, limit: int = 100, offset: int = 0) -> list[JobRecord]:
+        """Jobs visible to ``who``, newest first (``offset`` of them skipped)."""
+        q = select(JobRecord).order_by(JobRecord.created_at.desc()).offset(offset).limit(limit)
         if not who.admin:
             q = q.where(JobRecord.owner == who.owner)
         with self.db.session() as s:
             return list(s.scalars(q))
+
+    def read_logs(self, job_id: str, who: Principal, tail: int | None = None) -> str:
+        """A job's log: the end of its file (the last ``tail`` lines), else the tail its record keeps."""
+        job = self.get(job_id, who)
+        text = self.logs.read(job_id, tail_lines=tail)
+        if text is None:
+            text = job.logs or ""
+            if tail is not None:
+                text = "".join(text.splitlines(keepends=True)[-tail:]) if tail > 0 else ""
+        return text
 
     def cancel(self, job_id: str, who: Principal) -> JobRecord:
         """Cancel a job (409 when it already finished)."""
         job = self.get(job_id, who)
         if job.state in TERMINAL_STATES:
             raise ApiError(409, "job_finished", f"job {job_id} already {job.state}")
-        ctx = self._contexts.get(job_id)
-        if ctx is not None:
-            ctx._flag.set()
+        with self._lock:
+            self._cancel.add(job_id)
+            proc = self._procs.get(job_id)
+        if proc is not None:
+            proc.cancel()
         with self.db.session() as s:
             rec = s.get(JobRecord, job_id)
             if rec is not None and rec.state == JobState.QUEUED:
@@ -177,49 +185,80 @@ class JobRunner:
 
     def close(self) -> None:
         """Stop: running jobs end as failed ("the server shut down"), queued ones stay queued."""
-        self._closing = True
-        for ctx in list(self._contexts.values()):
-            ctx._flag.set()
+        self._closing.set()
+        with self._lock:
+            procs = list(self._procs.values())
+        for proc in procs:
+            proc.cancel(grace_s=10.0)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._checkpoint()
 
     # ---------------------------------------------------------- running
-    def _submit(self, job_id: str, config: dict[str, Any]) -> None:
-        ctx = JobContext(self, job_id, config)
-        with self._lock:
-            self._contexts[job_id] = ctx
-        self._pool.submit(self._run, ctx)
-
-    def _run(self, ctx: JobContext) -> None:
-        if self._closing:  # leave it queued: the next server start runs it
+    def _run(self, job_id: str) -> None:
+        if self._closing.is_set():  # leave it queued: the next server start runs it
             return
         with self.db.session() as s:
-            rec = s.get(JobRecord, ctx.job_id)
+            rec = s.get(JobRecord, job_id)
             if rec is None or rec.state != JobState.QUEUED:
-                self._contexts.pop(ctx.job_id, None)
                 return
             rec.state, rec.started_at = JobState.RUNNING, time.time()
-            kind = rec.kind
-        state, error, metrics = JobState.SUCCEEDED, "", None
+            kind, owner, config = rec.kind, rec.owner, dict(rec.config or {})
         try:
-            metrics = self.kinds[kind](ctx)
-        except Cancelled:
-            state = JobState.CANCELLED
-            if self._closing:
-                state, error = JobState.FAILED, "the server shut down during the job"
+            state, error, metrics = self._work(job_id, kind, owner, config)
         except Exception as e:  # noqa: BLE001 - a job's failure is recorded, never raised
-            state, error = JobState.FAILED, f"{type(e).__name__}: {e}"
-            log.info("job %s failed: %s", ctx.job_id, error)
-        if ctx.cancelled and state == JobState.SUCCEEDED:
-            state = JobState.CANCELLED
+            state, error, metrics = JobState.FAILED, f"{type(e).__name__}: {e}", None
+        if self._closing.is_set() and state == JobState.CANCELLED:
+            state, error = JobState.FAILED, "the server shut down during the job"
+        if error:
+            log.info("job %s failed: %s", job_id, error)
         self._update(
-            ctx.job_id,
+            job_id,
             state=state,
             error=error,
             metrics=metrics,
             progress=1.0 if state == JobState.SUCCEEDED else None,
             log=f"job {state}" + (f": {error}" if error else ""),
         )
-        self._contexts.pop(ctx.job_id, None)
+        with self._lock:
+            self._cancel.discard(job_id)
+            for seen in (self._flushed, self._reported, self._pending):
+                seen.pop(job_id, None)
+        self._checkpoint()
+
+    def _work(self, job_id: str, kind: str, owner: str, config: dict[str, Any]) -> tuple[JobState, str, Any]:
+        try:
+            effective = self.effective(kind, config, owner)
+        except ApiError as e:
+            return JobState.FAILED, e.message, None
+        owner_dir = self.dirs.owner_dir(owner)
+        identity = self._worker_identity()
+        if identity is not None:
+            os.chown(owner_dir, identity.uid, identity.gid)
+
+        def open_env(env: str, kwargs: dict[str, Any]) -> Any:  # the job's sessions live in its owner's sandboxes
+            return self.open_env(env, kwargs, owner=owner)
+
+        proc = JobProcess(
+            job_id, kind, effective, cwd=owner_dir, logs=self.logs, open_env=open_env, identity=identity,
+            on_log=lambda line: self._update(job_id, log=line),
+            on_report=lambda progress, metrics: self._update(job_id, progress=progress, metrics=metrics),
+        )  # fmt: skip
+        with self._lock:
+            self._procs[job_id] = proc
+            if job_id in self._cancel or self._closing.is_set():
+                proc.cancel()
+        try:
+            return proc.run()
+        finally:
+            with self._lock:
+                self._procs.pop(job_id, None)
+
+    def _worker_identity(self) -> WorkerIdentity | None:
+        with self._lock:
+            if self._identity is False:
+                self.dirs.root.mkdir(parents=True, exist_ok=True)
+                self._identity = worker_identity(self.user, self.dirs.root)
+            return self._identity  # type: ignore[return-value]
 
     def _update(
         self,
@@ -231,6 +270,25 @@ class JobRunner:
         progress: float | None = None,
         metrics: dict[str, Any] | None = None,
     ) -> None:
+        if log is not None:
+            self.logs.append(job_id, log)
+        now = time.monotonic()
+        with self._lock:  # reports between two writes are merged: a job writes its record at most every second
+            pending = self._pending.setdefault(job_id, {})
+            if progress is not None:
+                pending["progress"] = max(0.0, min(1.0, float(progress)))
+            if metrics:
+                pending["metrics"] = clean_metrics({**pending.get("metrics", {}), **metrics})
+            final = state is not None or bool(error)
+            write_logs = final or now - self._flushed.get(job_id, 0.0) >= LOG_FLUSH_S
+            write_report = final or (bool(pending) and now - self._reported.get(job_id, 0.0) >= REPORT_FLUSH_S)
+            if not (write_logs or write_report):
+                return
+            report = self._pending.pop(job_id, {}) if write_report else {}
+            if write_logs:
+                self._flushed[job_id] = now
+            if write_report:
+                self._reported[job_id] = now
         with self.db.session() as s:
             rec = s.get(JobRecord, job_id)
             if rec is None:
@@ -238,127 +296,20 @@ class JobRunner:
             if state is not None:
                 rec.state, rec.finished_at = state, time.time()
             if error:
-                rec.error = error
-            if progress is not None:
-                rec.progress = max(0.0, min(1.0, float(progress)))
-            if metrics is not None:
-                rec.metrics = {**(rec.metrics or {}), **metrics}
-            if log is not None:
-                stamp = time.strftime("%H:%M:%S", time.gmtime())
-                rec.logs = ((rec.logs or "") + f"{stamp} {log}\n")[-MAX_LOG_CHARS:]
+                rec.error = error[:4000]
+            if "progress" in report:
+                rec.progress = report["progress"]
+            if report.get("metrics"):
+                rec.metrics = clean_metrics({**(rec.metrics or {}), **report["metrics"]})
+            if write_logs:
+                rec.logs = self.logs.tail(job_id)
 
+    def _maintain(self) -> None:
+        while not self._closing.wait(CHECKPOINT_S):
+            self._checkpoint()
 
-def check_job_config(kind: str, config: Any) -> None:
-    """Reject a job config that cannot run, before it is queued: 400 ``invalid_job`` naming the bad key.
-
-    ``train``: :func:`rockroll.trainer.jobs.config_for_job` (its file, keys and overrides, merged and
-    validated as a ``TrainConfig``); ``eval``: ``EvalJobConfig`` (a model eval or a built-in policy's).
-    """
-    try:
-        if kind == "train":
-            config_for_job(config)
-        else:
-            parse_config(EvalJobConfig, config)
-    except ConfigError as e:
-        details = {"key": e.key, "allowed": e.allowed, "problems": [{"key": k, "message": m} for k, m in e.problems]}
-        raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", details) from e
-    except FileNotFoundError as e:
-        raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", {"key": "config_path"}) from e
-    if kind == "eval" and isinstance(config, dict) and not is_model_eval(config) and config.get("policy") == "expert":
-        _check_expert(str(config.get("env")))
-
-
-def _check_expert(env_id: str) -> None:
-    """400 ``invalid_job`` unless ``env_id`` is an env of this server's registry with an expert."""
-    try:
-        spec = envhub.spec(env_id)
-    except envhub.UnknownEnvError as e:
-        raise ApiError(
-            400,
-            "invalid_job",
-            f"the expert policy plays registered envs only; {env_id!r} is not one (use policy random)",
-            {"key": "policy"},
-        ) from e
-    if spec.expert is None:
-        raise ApiError(400, "invalid_job", f"{env_id} has no expert policy (use policy random)", {"key": "policy"})
-
-
-class _Replica:
-    """A sandboxed session seen by an expert: calls go to the session; the expert reads a local
-    replica of its env (same id and kwargs), set to the session's state after every reset and step.
-
-    Experts read an env's private state (the map, the boxes), which a sandboxed env keeps to itself;
-    ``get_state`` is its complete snapshot, so the replica is the session's env as it is now. The
-    replica is never stepped: it runs none of the env's work (no tool, no shell), it only holds state.
-    """
-
-    def __init__(self, session: TextEnvProtocol, env_id: str, kwargs: dict[str, Any]) -> None:
-        self.session = session
-        self.replica = envhub.make(env_id, **kwargs)
-
-    def _sync(self) -> None:
-        self.replica.set_state(self.session.get_state())
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        obs, info = self.session.reset(seed=seed, options=options)
-        self.replica.reset(seed=seed, options=options)
-        self._sync()
-        return obs, info
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        out = self.session.step(action)
-        self._sync()
-        return out
-
-    def action_candidates(self) -> list[str]:
-        return self.session.action_candidates()
-
-    def close(self) -> None:
-        self.replica.close()
-
-    def __getattr__(self, name: str) -> Any:  # what the expert reads: the replica's env (spec, unwrapped, ...)
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.replica, name)
-
-
-def run_eval(ctx: JobContext) -> dict[str, Any]:
-    """Play ``episodes`` episodes with a simple policy in a sandbox; metrics under ``eval/<env>/``."""
-    if is_model_eval(ctx.config):
-        return run_eval_job(ctx)
-    cfg = parse_config(PolicyEvalConfig, ctx.config)
-    env_id, episodes, policy, seed0 = cfg.env, cfg.episodes, cfg.policy, cfg.seed
-    if policy == "expert":
-        _check_expert(env_id)
-    session = ctx.open_session(env_id, dict(cfg.kwargs))
-    ctx.log(f"eval {env_id} with the {policy} policy, {episodes} episodes, on sandbox {session.sandbox_id}")
-    player: Any = session
-    wins = steps = 0
-    total = 0.0
-    try:
-        if policy == "expert":
-            player = _Replica(session, env_id, dict(cfg.kwargs))
-        for i in range(episodes):
-            ctx.check()
-            res = play_episode(player, policy, seed0 + i)
-            wins, steps, total = wins + res.success, steps + res.steps, total + res.total_reward
-            metrics = {
-                f"eval/{env_id}/success": wins / (i + 1),
-                f"eval/{env_id}/return": total / (i + 1),
-                f"eval/{env_id}/steps": steps / (i + 1),
-                "episodes": i + 1,
-            }
-            ctx.report(progress=(i + 1) / episodes, metrics=metrics)
-            ctx.log(
-                f"episode {i}: seed={seed0 + i} steps={res.steps} return={res.total_reward:+.2f} success={res.success}"
-            )
-    finally:
-        if player is not session:
-            player.close()
-        session.close()
-    return metrics
-
-
-def run_train(ctx: JobContext) -> dict[str, Any]:
-    """Hand the job to :func:`rockroll.trainer.jobs.run_job` (the same pipeline as ``rockroll train``)."""
-    return run_job(ctx.config, ctx) or {}
+    def _checkpoint(self) -> None:
+        try:
+            self.db.checkpoint()
+        except Exception as e:  # noqa: BLE001 - a busy database is checkpointed next time
+            log.debug("WAL checkpoint failed: %s", e)

@@ -62,9 +62,7 @@ class LiveSession:
 class SessionRegistry:
     """Open, find, play, fork and close sessions (ownership checked on every lookup)."""
 
-    def __init__(
-        self, db: Database, open_env: Callable[[str, dict[str, Any]], RemoteSession], metrics: Metrics
-    ) -> None:
+    def __init__(self, db: Database, open_env: Callable[..., RemoteSession], metrics: Metrics) -> None:
         self.db = db
         self.open_env = open_env
         self.metrics = metrics
@@ -102,7 +100,7 @@ class SessionRegistry:
     # ------------------------------------------------------------- calls
     def open(self, who: Principal, env: str, kwargs: dict[str, Any]) -> LiveSession:
         """Place a new session (``open_env`` resolves the id and picks the pool)."""
-        remote = self.open_env(env, kwargs)
+        remote = self.open_env(env, kwargs, owner=who.owner)  # placed on a sandbox serving who.owner only
         return self._add(who.owner, remote.env_id or env, kwargs, remote)
 
     def _add(self, owner: str, env_id: str, kwargs: dict[str, Any], remote: Any) -> LiveSession:

@@ -63,12 +63,13 @@ class EnvValidation(TypedDict):
 
 @_open
 class EnvInfo(TypedDict):
-    id: Annotated[str, _d("Versioned id, e.g. 'FrozenLake-v0'.")]
-    name: str
+    id: Annotated[str, _d("Versioned id: 'FrozenLake-v0' (built in), 'alice/Maze-v0' (alice's custom env).")]
+    name: Annotated[str, _d("The id's name, without namespace and version.")]
     version: int
     kind: Annotated[str, _d("builtin | entry_point | image | source.")]
     builtin: bool
-    owner: Annotated[str, _d("Who registered it ('rockroll' for built-in envs).")]
+    owner: Annotated[str, _d("Who registered it, its namespace ('rockroll' for built-in envs).")]
+    visibility: Annotated[str, _d("private (its owner and admins only) | public (everyone; built-in envs).")]
     entry_point: Annotated[str, _d("'module:Class' ('' when the spec has a callable).")]
     kwargs: Annotated[dict[str, Any], _d("Default constructor kwargs.")]
     max_steps: int | None
@@ -285,8 +286,22 @@ class RestartEvent(TypedDict):
 
 
 @_open
-class OverviewJob(JobInfo):
-    history: Annotated[list[MetricPoint], _d("Its last 200 metrics reports, oldest first.")]
+class OverviewJob(TypedDict):
+    """A job as the overview shows it: no config (``GET /v1/jobs/{id}`` has it), at most 32 metrics."""
+
+    id: str
+    owner: str
+    kind: Annotated[str, _d("train | eval.")]
+    state: JobState
+    progress: Annotated[Number, _d("0 to 1.")]
+    metrics: Annotated[dict[str, Any], _d("Latest metrics (the first 32).")]
+    error: Annotated[str, _d("Why it failed ('' otherwise).")]
+    created_at: Number
+    started_at: Number | None
+    finished_at: Number | None
+    history: Annotated[
+        list[MetricPoint], _d("Metrics reports, oldest first (the newest jobs only, thinned to 60, 6 metrics).")
+    ]
 
 
 @_open
@@ -303,3 +318,8 @@ class Overview(TypedDict):
     sessions: list[SessionInfo]
     restarts: Annotated[list[RestartEvent], _d("Restarts of the sandboxes shown, newest first.")]
     jobs: list[OverviewJob]
+    totals: Annotated[
+        dict[str, int],
+        _d("How many of each list the caller may see; each list holds the first ones (at most `limit`, and the "
+           "whole answer stays under 100 kB): page through /v1/sandboxes, /v1/sessions, /v1/jobs, /v1/envs."),
+    ]  # fmt: skip

@@ -29,7 +29,7 @@ __all__ = [
     "is_model_eval",
 ]
 
-_ID = r"^[A-Za-z][A-Za-z0-9_.]*-v\d+$"
+_ID = r"^(?:[A-Za-z0-9_.\-]{1,128}/)?[A-Za-z][A-Za-z0-9_.]*-v\d+$"  # [owner/]Name-vN
 
 
 class _Body(BaseModel):
@@ -39,7 +39,12 @@ class _Body(BaseModel):
 class EnvCreate(_Body):
     """A custom env to register (see :mod:`rockroll.api.catalog` for the kinds)."""
 
-    id: str = Field(..., max_length=128, pattern=_ID, description="Versioned id, e.g. 'Maze-v0'.")
+    id: str = Field(
+        ...,
+        max_length=128,
+        pattern=_ID,
+        description="Versioned id, e.g. 'Maze-v0': stored in the caller's namespace ('alice/Maze-v0').",
+    )
     kind: Literal["entry_point", "image", "source"] = Field(..., description="How the env's code gets in.")
     entry_point: str = Field(..., max_length=256, description="'module:Class' inside the sandbox.")
     image: str = Field("", max_length=256, description="Docker image (kind 'image').")
@@ -49,6 +54,9 @@ class EnvCreate(_Body):
     max_steps: int | None = Field(None, ge=1, le=100_000, description="Default step limit.")
     description: str = Field("", max_length=1000)
     tags: list[str] = Field(default_factory=list, max_length=20)
+    visibility: Literal["private", "public"] = Field(
+        "private", description="private: its owner (and admins) only; public: everyone sees and uses it."
+    )
 
 
 def _spec_fields(*names: str, **defaults: Any) -> dict[str, Any]:
@@ -156,5 +164,6 @@ class JobCreate(_Body):
     config: SkipValidation[TrainJobConfig | EvalConfig | PolicyEvalConfig] = Field(  # type: ignore[assignment]
         default_factory=dict,
         description="train: a TrainConfig mapping (plus config_path, overrides); eval: an EvalConfig mapping "
-        "(engine, envs...) or {env, kwargs, episodes, policy, seed}",
+        "(engine, envs...) or {env, kwargs, episodes, policy, seed}. Paths are relative to the owner's job "
+        "directory (422 job_path otherwise); URLs must match the server's job_engine_urls (422 job_url)",
     )

@@ -62,6 +62,103 @@ class Settings(BaseSettings):
         max_length=40,
         description="Name labelling this server's sandboxes (default: derived from the database URL).",
     )
+    # per-owner sandboxes (issue 13 items 2, 7)
+    sandbox_idle_ttl_s: float = Field(
+        600.0,
+        gt=0,
+        description="Stop a session sandbox (an owner's, or a custom env's) that hosted no session for this long; "
+        "the warm pool keeps pool_size unassigned ones. Every sandbox, user or session, counts against its "
+        "owner's max_sandboxes_per_owner, and an owner who holds one cannot take the last free one of max_sandboxes.",
+    )
+    # jobs (issue 13 items 4, 10)
+    job_dir: str = Field(
+        "",
+        description="Owners' job directories, one folder each: every path a job config names resolves inside its "
+        "owner's (default: jobs/ beside a SQLite database, else ~/.rockroll/jobs).",
+    )
+    job_model_dirs: list[str] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Folders of models that jobs may read (model.path, engine model_path and tokenizer may name an "
+        "existing path inside one, absolute); nothing is ever built or written there.",
+    )
+    job_engine_urls: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="URLs (http://host:port[/path]) or hosts (host[:port]) an eval job's engine may reach "
+        "(engine.args.base_url); empty: none, every URL in a job config is refused.",
+    )
+    job_user: str = Field(
+        "rockroll-sandbox",
+        max_length=64,
+        description="When the server runs as root and this user exists (and can run the interpreter), job workers "
+        "run as it; otherwise as the server's own user ('': always).",
+    )
+    job_log_max_bytes: int = Field(
+        1_000_000,
+        ge=10_000,
+        le=1_000_000_000,
+        description="A job's log file is rotated at this size (one older file kept); the database keeps its tail.",
+    )
+    # exec and file quotas (issue 13 item 3)
+    max_sandbox_calls_per_owner: int = Field(
+        8,
+        ge=1,
+        le=1024,
+        description="Most exec and file calls one token owner has running at once; one more answers 429 "
+        "(code capacity) at once, nothing queues.",
+    )
+    max_sandbox_calls: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="Most exec and file calls running at once over all owners, each on its own thread (never the "
+        "request loop nor the pool other routes share); one more answers 429.",
+    )
+    max_file_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1,
+        le=16 * 1024 * 1024,
+        description="Largest file read or written through the files API (413 beyond it; 16 MiB at most, the "
+        "sandbox protocol's limit).",
+    )
+    file_call_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="A file read or write the sandbox does not answer within this many seconds fails with 504.",
+    )
+    # caps a caller may ask for (issue 13 item 5): over one answers 422 over_cap (rockroll.api.caps)
+    max_cpus: float = Field(2.0, gt=0, le=64, description="Most CPU cores a caller may give a sandbox.")
+    max_memory_mb: int = Field(2048, ge=32, le=262_144, description="Most memory (MiB) a caller may give a sandbox.")
+    max_pids: int = Field(512, ge=16, le=65_536, description="Most processes a caller may give a sandbox.")
+    max_workspace_mb: int = Field(
+        1024, ge=1, le=65_536, description="Most workspace disk (MiB) a caller may give a sandbox."
+    )
+    max_exec_timeout_s: float = Field(300.0, gt=0, le=600, description="Longest timeout a caller may give a command.")
+    network_owners: list[str] = Field(
+        default_factory=list,
+        max_length=1024,
+        description="Token owners who may ask for a sandbox with a network (JSON list in the environment); "
+        "empty: nobody.",
+    )
+    # DNS rebinding (issue 13): in dev mode, only requests naming one of these hosts are served
+    dev_hosts: list[str] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "::1"],
+        max_length=64,
+        description="Host header names (any port) a dev-mode server answers; others get 400, so that a web page "
+        "whose name is rebound to 127.0.0.1 cannot use the token-less API.",
+    )
+
+    def job_root(self) -> Path:
+        """Where owners' job directories live (``job_dir``, else beside the SQLite database, else ~/.rockroll)."""
+        if self.job_dir:
+            return Path(os.path.expanduser(self.job_dir)).resolve()
+        url = self.resolved_database_url()
+        prefix = "sqlite:///"
+        if url.startswith(prefix) and url[len(prefix) :] not in ("", ":memory:"):
+            return Path(url[len(prefix) :]).resolve().parent / "jobs"
+        return Path(os.path.expanduser("~/.rockroll/jobs")).resolve()
 
     def resolved_database_url(self) -> str:
         """The database URL with ``~`` expanded in a SQLite path (its folder is created)."""

@@ -26,6 +26,9 @@ __all__ = ["AppState", "MetricHistory", "build_state"]
 
 log = logging.getLogger("rockroll.api")
 
+#: the owner of job sessions opened without one (sandboxes no token owner sees); jobs should pass theirs
+JOBS_OWNER = ""
+
 
 class MetricHistory:
     """The numeric metrics each job reported, oldest first: ``[{"t": unix time, "metrics": {...}}]``.
@@ -106,8 +109,12 @@ def build_state(settings: Settings) -> AppState:
         max_sandboxes=settings.max_sandboxes,
         max_sessions_per_sandbox=settings.max_sessions_per_sandbox,
         pool_size=settings.pool_size,
+        db=db,
+        max_sandboxes_per_owner=settings.max_sandboxes_per_owner,
+        idle_ttl_s=settings.sandbox_idle_ttl_s,
         manager_name=settings.manager_name(),
     )
+    placement.start_reaper()
     holder: dict[str, AppState] = {}
 
     def snapshot() -> dict[str, Any]:
@@ -115,16 +122,16 @@ def build_state(settings: Settings) -> AppState:
         snap["sessions"] = len(holder["s"].sessions) if "s" in holder else 0
         return snap
 
-    def open_env(env: str, kwargs: dict[str, Any]) -> RemoteSession:
-        """An env session in a sandbox: the catalog resolves the id, the placement places it."""
-        env_id = catalog.resolve(env)
-        return placement.open_session(env_id, kwargs, custom=catalog.custom(env_id))
+    def open_env(env: str, kwargs: dict[str, Any], *, owner: str = JOBS_OWNER) -> RemoteSession:
+        """An env session of ``owner`` in a sandbox serving ``owner`` only (the placement places it)."""
+        env_id = catalog.resolve(env, owner)  # exact ids; another owner's private env is unknown (404)
+        return placement.open_session(env_id, kwargs, custom=catalog.custom(env_id, owner), owner=owner)
 
     metrics = Metrics(snapshot)
     sessions = SessionRegistry(db, open_env, metrics)
     sessions.start_reaper(settings.session_idle_ttl_s, interval_s=min(30.0, settings.session_idle_ttl_s / 2))
 
-    jobs = JobRunner(db, open_env, workers=settings.job_workers, train=settings.train_jobs)
+    jobs = JobRunner.from_settings(db, open_env, settings)
     state = AppState(settings, db, catalog, placement, sessions, jobs, metrics)
     state.metric_history.watch(jobs)
     holder["s"] = state

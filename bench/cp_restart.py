@@ -200,8 +200,8 @@ def run_restart(backend: str = "docker", groups: int = 16, group_size: int = 4, 
             res.infra_retries = int(batch.metrics.get("rollout/infra_retries", 0))
         with Client(srv.url, token) as c:
             res.checks["token still valid"] = bool(c.list_envs())
-            res.checks["custom env kept"] = c.get_env("RestartCounter")["kwargs"] == {"target": 2}
-            with c.env("RestartCounter-v0") as env:
+            res.checks["custom env kept"] = c.get_env("loadtester/RestartCounter-v0")["kwargs"] == {"target": 2}
+            with c.env("loadtester/RestartCounter-v0") as env:
                 obs, _ = env.reset(seed=0)
                 res.checks["custom env plays"] = "target=2" in obs
             after = {s["id"]: s for s in c.list_sandboxes()}

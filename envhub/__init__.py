@@ -10,7 +10,17 @@ if __name__ != "rockroll.envhub":  # a second copy under another name would dupl
 
 from rockroll.envhub.builtin import register_builtin_envs
 from rockroll.envhub.errors import RegistrationError, RegistryError, UnknownEnvError
-from rockroll.envhub.registry import GYM_NAMESPACE, EnvSpec, deregister, list_envs, make, parse_env_id, register, spec
+from rockroll.envhub.registry import (
+    GYM_NAMESPACE,
+    EnvSpec,
+    deregister,
+    list_envs,
+    make,
+    parse_env_id,
+    register,
+    spec,
+    split_env_id,
+)
 
 __all__ = [
     "GYM_NAMESPACE",
@@ -24,6 +34,7 @@ __all__ = [
     "parse_env_id",
     "register",
     "spec",
+    "split_env_id",
 ]
 
 register_builtin_envs()

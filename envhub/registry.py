@@ -1,10 +1,13 @@
 """EnvSpec, register, make, spec, list_envs: the registry of rockroll environments.
 
-Ids are versioned (``Sokoban-v0``); ``make("Sokoban")`` takes the newest version. Entry points
+Ids are versioned (``Sokoban-v0``); ``make("Sokoban")`` takes the newest version of that name in the
+same namespace. A custom env of an API owner lives in the owner's namespace (``alice/Maze-v0``); a
+bare name never reaches into a namespace, and ``rockroll/`` names the built-in one. Entry points
 are lazy ``"module:Class"`` strings (or callables), imported on first ``make``; so is a spec's
 ``expert`` (``"module:factory"``, see :mod:`rockroll.envs.experts`). ``make`` attaches the spec
-to the env it builds (``env.unwrapped.env_spec``). Every env is also registered with gymnasium
-as ``rockroll/<id>``.
+to the env it builds (``env.unwrapped.env_spec``). Every env without a namespace is also registered
+with gymnasium as ``rockroll/<id>`` (gymnasium's ids cannot nest a second namespace, so namespaced
+custom envs live in this registry only).
 """
 
 from __future__ import annotations
@@ -23,10 +26,22 @@ from rockroll.envhub.errors import RegistrationError, UnknownEnvError
 from rockroll.envs.errors import EnvConfigError
 from rockroll.envs.wrappers import MaxSteps
 
-__all__ = ["EnvSpec", "register", "make", "spec", "list_envs", "deregister", "parse_env_id", "GYM_NAMESPACE"]
+__all__ = [
+    "EnvSpec",
+    "register",
+    "make",
+    "spec",
+    "list_envs",
+    "deregister",
+    "parse_env_id",
+    "split_env_id",
+    "GYM_NAMESPACE",
+]
 
 GYM_NAMESPACE = "rockroll"
-_ID_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_.]*)(?:-v(?P<version>\d+))?$")
+_ID_RE = re.compile(
+    r"^(?:(?P<namespace>(?!\.\.?/)[A-Za-z0-9_.\-]{1,128})/)?(?P<name>[A-Za-z][A-Za-z0-9_.]*)(?:-v(?P<version>\d+))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -102,15 +117,34 @@ def _resolve(env_id: str, what: str, target: str | Callable[..., Any]) -> Callab
 _REGISTRY: dict[str, EnvSpec] = {}
 
 
-def parse_env_id(env_id: str) -> tuple[str, int | None]:
-    """Split ``Name-vN`` into ``(name, N)``; ``N`` is None when no version is given."""
+def split_env_id(env_id: str) -> tuple[str | None, str, int | None]:
+    """Split ``[namespace/]Name[-vN]`` into ``(namespace, Name, N)``.
+
+    ``namespace`` is None for a bare id and for ``rockroll/`` (the built-in envs' namespace); ``N`` is
+    None when no version is given.
+    """
     if not isinstance(env_id, str):
         raise RegistrationError(f"env id must be a str, got {type(env_id).__name__}")
-    m = _ID_RE.match(env_id.removeprefix(f"{GYM_NAMESPACE}/"))
+    m = _ID_RE.match(env_id)
     if not m:
-        raise RegistrationError(f"malformed env id {env_id!r}: expected 'Name-vN', e.g. 'Sokoban-v0'")
-    version = m.group("version")
-    return m.group("name"), None if version is None else int(version)
+        raise RegistrationError(
+            f"malformed env id {env_id!r}: expected 'Name-vN' or 'owner/Name-vN', e.g. 'Sokoban-v0'"
+        )
+    namespace, version = m.group("namespace"), m.group("version")
+    return (
+        None if namespace == GYM_NAMESPACE else namespace,
+        m.group("name"),
+        None if version is None else int(version),
+    )
+
+
+def parse_env_id(env_id: str) -> tuple[str, int | None]:
+    """Split ``[namespace/]Name-vN`` into ``(name, N)``: ``name`` keeps a namespace other than ``rockroll/``.
+
+    ``N`` is None when no version is given.
+    """
+    namespace, name, version = split_env_id(env_id)
+    return (name if namespace is None else f"{namespace}/{name}"), version
 
 
 def register(
@@ -169,7 +203,10 @@ def deregister(env_id: str) -> None:
 
 
 def spec(env_id: str) -> EnvSpec:
-    """The spec of ``env_id`` (newest version when none is given)."""
+    """The spec of ``env_id`` (newest version of that name in the same namespace when none is given).
+
+    A bare name never resolves to a namespaced (custom) env; suggestions only suggest.
+    """
     name, version = parse_env_id(env_id)
     if version is not None:
         found = _REGISTRY.get(f"{name}-v{version}")
@@ -205,7 +242,7 @@ def make(env_id: str, **kwargs: Any) -> MaxSteps:
     wrapped = MaxSteps(env, max_steps)  # checks max_steps before the spec below names it
     # gymnasium.make replaces it with its own; MaxSteps.spec adds the limit to either. A wrapper's spec is
     # read-only (the wrapped env's, which a nested make has named already).
-    if isinstance(env, gym.Env) and not isinstance(env, gym.Wrapper):
+    if isinstance(env, gym.Env) and not isinstance(env, gym.Wrapper) and "/" not in env_spec.id:
         env.spec = gym.envs.registration.EnvSpec(
             id=f"{GYM_NAMESPACE}/{env_spec.id}",
             entry_point=_gym_entry_point(env_spec.id),
@@ -235,6 +272,8 @@ def _check_kwargs(env_id: str, ctor: Callable[..., Any], kwargs: dict[str, Any])
 
 
 def _register_with_gymnasium(env_spec: EnvSpec) -> None:
+    if "/" in env_spec.id:  # a namespaced custom env: gymnasium's ids have room for one namespace only
+        return
     gym_id = f"{GYM_NAMESPACE}/{env_spec.id}"
     gym.registry.pop(gym_id, None)
     gym.register(

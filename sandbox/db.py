@@ -22,6 +22,7 @@ schema differs from the models). Threat model: as :mod:`rockroll.sandbox.store` 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, make_url
 from sqlalchemy.engine import Connection
 
 from rockroll.sandbox.models import SANDBOX_TABLES, Base
@@ -41,6 +42,7 @@ __all__ = [
     "upgrade_sandbox_tables",
     "run_env",
     "owns_sandbox_table",
+    "private_sqlite_file",
 ]
 
 SANDBOX_MIGRATIONS = Path(__file__).parent / "migrations"
@@ -95,6 +97,30 @@ def run_env(context: EnvironmentContext, *, version_table: str, owns: Callable[[
             run(conn)
     finally:  # pragma: no cover
         engine.dispose()
+
+
+def private_sqlite_file(url: str) -> None:
+    """Make a SQLite database file (and its -wal, -shm and -journal files) readable by its owner only (0600).
+
+    It holds token hashes, every owner's sessions and jobs: no other local user may read it. A new file is
+    created 0600 before SQLite opens it (SQLite gives its WAL and shared-memory files the database's mode);
+    an existing one is tightened. Other databases, in-memory ones and files of another user are left as
+    they are.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    path = os.path.abspath(parsed.database)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    for name in (path, path + "-wal", path + "-shm", path + "-journal"):
+        try:
+            os.chmod(name, 0o600)
+        except (FileNotFoundError, PermissionError):  # none, or another user's: theirs to tighten
+            continue
 
 
 def owns_sandbox_table(name: str) -> bool:

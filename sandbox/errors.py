@@ -30,6 +30,7 @@ __all__ = [
     "ImageNotFound",
     "BackendUnavailable",
     "SandboxPathError",
+    "FileTooLarge",
     "SessionNotFound",
     "RemoteError",
 ]
@@ -121,6 +122,15 @@ class SandboxPathError(SandboxError, ValueError):
         super().__init__(f"invalid sandbox path {path!r}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class FileTooLarge(SandboxPathError):
+    """A file to read or write through the files calls is larger than their cap."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(path, f"{size} bytes, over the cap of {limit} bytes")
+        self.size = size
+        self.limit = limit
 
 
 class SessionNotFound(SandboxError, LookupError):

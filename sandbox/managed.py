@@ -107,17 +107,17 @@ class ManagedSandbox:
         finally:
             c.close()
 
-    def read_file(self, path: str, max_bytes: int = 16 * 1024 * 1024) -> bytes:
+    def read_file(self, path: str, max_bytes: int = 16 * 1024 * 1024, timeout_s: float = 60.0) -> bytes:
         self.touch()
-        c = self.client()
+        c = self.client(timeout_s)
         try:
             return c.read_file(path, max_bytes)
         finally:
             c.close()
 
-    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> int:
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644, timeout_s: float = 60.0) -> int:
         self.touch()
-        c = self.client()
+        c = self.client(timeout_s)
         try:
             return c.write_file(path, data, mode)
         finally:

@@ -8,7 +8,6 @@ Threat model: the database is trusted manager state; it holds no secrets.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
@@ -16,7 +15,7 @@ from sqlalchemy import create_engine, delete, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from rockroll.sandbox.db import upgrade_sandbox_tables
+from rockroll.sandbox.db import private_sqlite_file, upgrade_sandbox_tables
 from rockroll.sandbox.models import SandboxRecord
 
 __all__ = ["SandboxStore"]
@@ -27,8 +26,7 @@ class SandboxStore:
 
     def __init__(self, url: str, manager: str) -> None:
         parsed = make_url(url)
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
+        private_sqlite_file(url)  # a SQLite file: its folder made, the file 0600
         kwargs: dict[str, Any] = {}
         if parsed.get_backend_name() == "sqlite":
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}

@@ -75,6 +75,7 @@ def test_guide_env_registers_and_runs_in_a_sandbox(tmp_path: Path) -> None:
         server.cleanup()
         shutil.rmtree(data, ignore_errors=True)
     assert "The number is between" in out
+    assert "registered dev/Guess-v0 private" in out  # custom envs land in their owner's namespace
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ def config_for_job(config: dict[str, Any]) -> TrainConfig:
 
 
 def run_job(config: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    """Run a training job with the API's :class:`rockroll.api.jobs.JobContext`; return the final metrics."""
+    """Run a training job with the API's :class:`rockroll.api.job_worker.WorkerContext`; return the final metrics."""
     from rockroll.trainer.pipeline import run_training
 
     cfg = config_for_job(config)
@@ -62,7 +62,8 @@ def run_job(config: dict[str, Any], ctx: Any) -> dict[str, Any]:
         ctx.report(progress=(step + 1) / max(total, 1), metrics={"step": step, **keep})
         ctx.check()  # raises Cancelled: the run stops after this step
 
-    summary = run_training(cfg, on_step)
+    make_source = getattr(ctx, "env_source", None)  # a job worker's: sessions of the control plane's sandboxes
+    summary = run_training(cfg, on_step, env_source=make_source() if callable(make_source) else None)
     out = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
     out["run_dir"] = summary["run_dir"]
     ctx.log(f"success before RL {summary.get('success_start', float('nan')):.3f}, after {summary['success_end']:.3f}")

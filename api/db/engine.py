@@ -11,7 +11,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from rockroll.sandbox.db import upgrade, upgrade_sandbox_tables
+from rockroll.sandbox.db import private_sqlite_file, upgrade, upgrade_sandbox_tables
 
 __all__ = ["Database", "MIGRATIONS_DIR", "VERSION_TABLE"]
 
@@ -21,12 +21,13 @@ VERSION_TABLE = "api_alembic_version"
 
 
 class Database:
-    """One engine plus a session factory."""
+    """One engine plus a session factory (a SQLite file is made readable by its owner only)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         kwargs: dict = {}
         if url.startswith("sqlite"):
+            private_sqlite_file(url)  # 0600: token hashes and every owner's records
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
             if url in ("sqlite://", "sqlite:///:memory:"):
                 kwargs["poolclass"] = StaticPool
@@ -54,6 +55,12 @@ class Database:
                 s.rollback()
                 raise
 
+    def checkpoint(self) -> None:
+        """SQLite: copy the WAL into the database and truncate it (a no-op on other databases)."""
+        if self.url.startswith("sqlite"):
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         """Dispose of the engine."""
         self.engine.dispose()
@@ -63,4 +70,5 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001 - DB-API objec
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA journal_size_limit=16777216")  # a checkpointed WAL shrinks back to 16 MiB at most
     cur.close()

@@ -39,7 +39,11 @@ class TokenRecord(Base):
 
 
 class EnvRecord(Base):
-    """A custom env registered through the API (built-in envs are not stored)."""
+    """A custom env registered through the API (built-in envs are not stored).
+
+    ``env_id`` is namespaced by its owner (``alice/Maze-v0``); ``visibility`` is ``private`` (its owner
+    and admins only) or ``public`` (everyone sees and uses it).
+    """
 
     __tablename__ = "api_envs"
 
@@ -57,6 +61,7 @@ class EnvRecord(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[float] = mapped_column(Float, default=time.time)
+    visibility: Mapped[str] = mapped_column(String(16), default="private", server_default="private")
 
 
 class SandboxOwner(Base):

@@ -1,4 +1,8 @@
-"""EnvHub routes: list, show, register (validated in a sandbox) and delete envs."""
+"""EnvHub routes: list, show, register (validated in a sandbox) and delete envs.
+
+Custom env ids are namespaced by owner (``alice/Maze-v0``), so the routes that name one take a path;
+what a caller may see, and how ids resolve, is :mod:`rockroll.api.catalog`'s to say.
+"""
 
 from __future__ import annotations
 
@@ -23,22 +27,23 @@ router = APIRouter(prefix="/v1/envs", tags=["envs"])
 @router.get("", response_model=EnvList)
 def list_envs(
     state: StateDep,
-    _who: Who,
+    who: Who,
     tag: Annotated[str | None, Query(max_length=64)] = None,
 ) -> dict[str, Any]:
-    """Every env: built-in and custom."""
-    return {"envs": state.catalog.list(tag)}
+    """Every env the caller may see: built-in, public and its own custom envs (all of them for admins)."""
+    return {"envs": state.catalog.list(who, tag)}
 
 
-@router.get("/{name}", response_model=EnvInfo)
-def show_env(name: str, state: StateDep, _who: Who) -> dict:
-    """One env (``Name`` alone gives the newest version)."""
-    return state.catalog.get(name)
+@router.get("/{name:path}", response_model=EnvInfo)
+def show_env(name: str, state: StateDep, who: Who) -> dict:
+    """One env by its exact id (a built-in ``Name`` alone gives its newest version); 404 when unseen."""
+    return state.catalog.get(name, who)
 
 
 @router.post("", status_code=201, response_model=EnvInfo)
 def register_env(body: EnvCreate, state: StateDep, who: Who) -> dict:
-    """Register a custom env after playing ``reset`` + one ``step`` of it in a sandbox."""
+    """Register a custom env in the caller's namespace after playing ``reset`` + one ``step`` in a sandbox."""
+    env_id = state.catalog.namespaced(body.id, who.owner)
     source = None
     if body.source_b64 is not None:
         try:
@@ -48,7 +53,7 @@ def register_env(body: EnvCreate, state: StateDep, who: Who) -> dict:
         if len(source) > state.settings.max_upload_bytes:
             raise ApiError(413, "too_large", f"upload exceeds {state.settings.max_upload_bytes} bytes")
     env = CustomEnv(
-        env_id=body.id,
+        env_id=env_id,
         kind=body.kind,
         owner=who.owner,
         entry_point=body.entry_point,
@@ -59,6 +64,7 @@ def register_env(body: EnvCreate, state: StateDep, who: Who) -> dict:
         max_steps=body.max_steps,
         description=body.description,
         tags=list(body.tags),
+        visibility=body.visibility,
     )
     state.catalog.check_new(env)
     try:
@@ -104,10 +110,7 @@ def validate_in_sandbox(state: AppState, env: CustomEnv) -> dict[str, Any]:
         session.close()
 
 
-@router.delete("/{name}", status_code=204)
+@router.delete("/{name:path}", status_code=204)
 def delete_env(name: str, state: StateDep, who: Who) -> None:
     """Delete a custom env (its owner or an admin) and stop its pool's sandboxes."""
-    custom = state.catalog.custom(name)
-    state.catalog.remove(name, who)
-    if custom is not None:
-        state.placement.drop_custom_pool(custom)
+    state.placement.drop_custom_pool(state.catalog.remove(name, who))

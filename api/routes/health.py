@@ -1,4 +1,9 @@
-"""``GET /v1/health`` and ``GET /metrics`` (no auth)."""
+"""``GET /v1/health`` and ``GET /metrics`` (no auth).
+
+Both are async and read only in-memory counts: they answer on the request loop and never wait for
+a thread, so no amount of work elsewhere (long execs, slow routes on the shared thread pool)
+delays them. Keep them free of database or sandbox calls.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/v1/health", response_model=Health)
-def get_health(state: StateDep) -> dict[str, Any]:
+async def get_health(state: StateDep) -> dict[str, Any]:
     """Status, sandbox backend and counts of sandboxes by state."""
     snap = state.placement.snapshot()
     return {
@@ -32,6 +37,6 @@ def get_health(state: StateDep) -> dict[str, Any]:
 
 
 @router.get("/metrics", response_class=Response)
-def get_metrics(state: StateDep) -> Response:
+async def get_metrics(state: StateDep) -> Response:
     """Prometheus text format."""
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -41,9 +41,14 @@ def create_job(body: JobCreate, state: StateDep, who: Who) -> dict:
 
 
 @router.get("", response_model=JobList)
-def list_jobs(state: StateDep, who: Who, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
-    """The caller's most recent jobs (every owner's for admins)."""
-    return {"jobs": [job_view(j) for j in state.jobs.list(who, limit)]}
+def list_jobs(
+    state: StateDep,
+    who: Who,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> dict[str, Any]:
+    """The caller's jobs, newest first, ``limit`` from ``offset`` on (every owner's for admins)."""
+    return {"jobs": [job_view(j) for j in state.jobs.list(who, limit, offset)]}
 
 
 @router.get("/{job_id}", response_model=JobInfo)
@@ -60,9 +65,11 @@ def job_metric_history(job_id: str, state: StateDep, who: Who) -> dict[str, Any]
 
 
 @router.get("/{job_id}/logs", response_class=PlainTextResponse)
-def job_logs(job_id: str, state: StateDep, who: Who) -> str:
-    """A job's log lines (plain text)."""
-    return state.jobs.get(job_id, who).logs or ""
+def job_logs(
+    job_id: str, state: StateDep, who: Who, tail: Annotated[int | None, Query(ge=0, le=100_000)] = None
+) -> str:
+    """A job's log lines (plain text): the end of its current log file (at most 200 kB), or its last ``tail`` lines."""
+    return state.jobs.read_logs(job_id, who, tail)
 
 
 @router.post("/{job_id}/cancel", response_model=JobInfo)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
 from rockroll.api.auth import Principal
+from rockroll.api.caps import capped_sandbox, check_exec_timeout
 from rockroll.api.db import SandboxOwner
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError
+from rockroll.api.owner_limits import CallsDep
 from rockroll.api.responses import ExecOutput, FileWritten, SandboxInfo, SandboxList
 from rockroll.api.schemas import ExecRequest, SandboxCreate
 from rockroll.api.state import AppState
@@ -48,7 +49,8 @@ def _view(state: AppState, sb: Any, owner: str) -> dict[str, Any]:
 
 @router.post("", status_code=201, response_model=SandboxInfo)
 def create_sandbox(body: SandboxCreate, state: StateDep, who: Who) -> dict[str, Any]:
-    """Start a sandbox for the caller and wait until it is ready."""
+    """Start a sandbox for the caller and wait until it is ready (422 ``over_cap`` beyond the server's caps)."""
+    body = capped_sandbox(body, state.settings, who.owner)
     owned = [sid for sid, owner in _owners(state).items() if owner == who.owner]
     live = {sb.id for sb in state.placement.list()}
     held = sum(1 for sid in owned if sid in live)
@@ -64,15 +66,16 @@ def create_sandbox(body: SandboxCreate, state: StateDep, who: Who) -> dict[str, 
 
 
 @router.get("", response_model=SandboxList)
-def list_sandboxes(state: StateDep, who: Who) -> dict[str, Any]:
-    """The caller's sandboxes (every sandbox, pooled ones included, for admins)."""
+def list_sandboxes(
+    state: StateDep,
+    who: Who,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    """The caller's sandboxes (every sandbox, pooled ones included, for admins): ``limit`` from ``offset`` on."""
     owners = _owners(state)
-    out = []
-    for sb in state.placement.list():
-        owner = owners.get(sb.id, "")
-        if who.admin or (owner and owner == who.owner):
-            out.append(_view(state, sb, owner))
-    return {"sandboxes": out}
+    mine = [sb for sb in state.placement.list() if who.admin or (owners.get(sb.id) and owners.get(sb.id) == who.owner)]
+    return {"sandboxes": [_view(state, sb, owners.get(sb.id, "")) for sb in mine[offset : offset + limit]]}
 
 
 @router.get("/{sandbox_id}", response_model=SandboxInfo)
@@ -102,24 +105,43 @@ def restart_sandbox(sandbox_id: str, state: StateDep, who: Who) -> dict[str, Any
 
 
 @router.post("/{sandbox_id}/exec", response_model=ExecOutput)
-def exec_in_sandbox(sandbox_id: str, body: ExecRequest, state: StateDep, who: Who) -> dict[str, Any]:
-    """Run a command; a timeout or OOM kill is a result (``timed_out``/``oom_killed``), not an error."""
-    sb = _visible(state, sandbox_id, who)
+async def exec_in_sandbox(
+    sandbox_id: str, body: ExecRequest, state: StateDep, who: Who, calls: CallsDep
+) -> dict[str, Any]:
+    """Run a command; a timeout or OOM kill is a result (``timed_out``/``oom_killed``), not an error.
+
+    Runs on a thread of its own, within the caller's quota of running calls (429 beyond it).
+    """
     if isinstance(body.cmd, list) and not body.cmd:
         raise ApiError(400, "bad_request", "cmd must not be empty")
-    res = sb.exec(
-        body.cmd, timeout_s=body.timeout_s, cwd=body.cwd, env=body.env, stdin=body.stdin, max_output=body.max_output
-    )
-    return res.to_dict()
+    check_exec_timeout(body.timeout_s, state.settings)
+
+    def run() -> dict[str, Any]:
+        sb = _visible(state, sandbox_id, who)
+        res = sb.exec(
+            body.cmd, timeout_s=body.timeout_s, cwd=body.cwd, env=body.env, stdin=body.stdin, max_output=body.max_output
+        )
+        return res.to_dict()
+
+    return await calls.run(who.owner, run)
 
 
 @router.get("/{sandbox_id}/files", response_class=Response)
-def read_file(
-    sandbox_id: str, path: Annotated[str, Query(min_length=1, max_length=4096)], state: StateDep, who: Who
+async def read_file(
+    sandbox_id: str,
+    path: Annotated[str, Query(min_length=1, max_length=4096)],
+    state: StateDep,
+    who: Who,
+    calls: CallsDep,
 ) -> Response:
-    """The file's bytes (``application/octet-stream``)."""
-    sb = _visible(state, sandbox_id, who)
-    return Response(sb.read_file(path, MAX_FILE_BYTES), media_type="application/octet-stream")
+    """The file's bytes (``application/octet-stream``): a regular file of at most ``max_file_bytes`` (413 beyond)."""
+    cfg = state.settings
+
+    def read() -> bytes:
+        sb = _visible(state, sandbox_id, who)
+        return sb.read_file(path, cfg.max_file_bytes, timeout_s=cfg.file_call_timeout_s)
+
+    return Response(await calls.run(who.owner, read), media_type="application/octet-stream")
 
 
 @router.put("/{sandbox_id}/files", response_model=FileWritten)
@@ -129,16 +151,33 @@ async def write_file(
     path: Annotated[str, Query(min_length=1, max_length=4096)],
     state: StateDep,
     who: Who,
+    calls: CallsDep,
 ) -> dict:
-    """Write the request body to ``path`` in the workspace."""
+    """Write the request body (at most ``max_file_bytes``, 413 beyond) to ``path`` in the workspace."""
+    cfg = state.settings
+    calls.acquire(who.owner)  # before the body: an owner's uploads held in memory count against the quota too
+    try:
+        data = await _body(request, cfg.max_file_bytes)
+    except BaseException:
+        calls.release(who.owner)
+        raise
+
+    def write() -> int:
+        sb = _visible(state, sandbox_id, who)
+        return sb.write_file(path, data, timeout_s=cfg.file_call_timeout_s)
+
+    return {"path": path, "size": await calls.run_admitted(who.owner, write)}
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """The request body, or 413 naming the cap once it passes ``limit`` bytes."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_FILE_BYTES:
-            raise ApiError(413, "too_large", f"file exceeds {MAX_FILE_BYTES} bytes")
+        if size > limit:
+            raise ApiError(
+                413, "too_large", f"file exceeds the cap of {limit} bytes (max_file_bytes)", {"limit": limit}
+            )
         chunks.append(chunk)
-    data = b"".join(chunks)
-    sb = await run_in_threadpool(_visible, state, sandbox_id, who)
-    size = await run_in_threadpool(sb.write_file, path, data)
-    return {"path": path, "size": size}
+    return b"".join(chunks)

@@ -1,7 +1,9 @@
 """``/v1/sessions/{id}/ws``: one WebSocket per session, the low-overhead path for a playing agent.
 
-Authorisation happens once, when the socket opens (``Authorization: Bearer`` header, as on every
-route); the session must belong to the caller. Then each text message is one call, answered in
+Authorisation happens when the socket opens (``Authorization: Bearer`` header, as on every
+route); the session must belong to the caller. The token is checked again every
+``TOKEN_CACHE_S / 2`` seconds while the socket is open: once it is revoked the socket is closed
+(code 4401, reason ``token_revoked``) within a second. Each text message is one call, answered in
 order with the same JSON as the HTTP routes:
 
 * ``{"op": "step", "action": "..."}`` -> ``{"observation", "reward", "terminated", "truncated", "info"}``
@@ -15,13 +17,15 @@ timed like HTTP steps.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 
-from rockroll.api.deps import principal_for
+from rockroll.api.deps import TOKEN_CACHE_S, principal_for
 from rockroll.api.errors import ApiError, error_body, to_api_error
 from rockroll.api.live import LiveSession
 from rockroll.api.state import AppState
@@ -62,13 +66,39 @@ def _call(state: AppState, live: LiveSession, msg: Any) -> dict[str, Any]:
 async def session_socket(websocket: WebSocket, session_id: str) -> None:
     """Play a session over one WebSocket (see the module docstring)."""
     state: AppState = websocket.app.state.rr
+    header = websocket.headers.get("authorization", "")
     try:
-        who = await principal_for(state, websocket.headers.get("authorization", ""))
+        who = await principal_for(state, header)
         live = await run_in_threadpool(state.sessions.get, session_id, who)
     except ApiError as e:
         await websocket.close(code=4000 + e.status, reason=e.code)
         return
     await websocket.accept()
+    serving = asyncio.create_task(_serve(websocket, state, live))
+    try:
+        while not serving.done():
+            await asyncio.wait({serving}, timeout=TOKEN_CACHE_S / 2)
+            if not serving.done() and not await _still_valid(state, header):
+                serving.cancel()
+                with contextlib.suppress(RuntimeError, OSError):  # the client may be gone already
+                    await websocket.close(code=4401, reason="token_revoked")
+                return
+        await serving  # its outcome: None, or what it raised
+    finally:
+        serving.cancel()
+
+
+async def _still_valid(state: AppState, header: str) -> bool:
+    """Whether the socket's token still authenticates (False once revoked)."""
+    try:
+        await principal_for(state, header)
+    except ApiError:
+        return False
+    return True
+
+
+async def _serve(websocket: WebSocket, state: AppState, live: LiveSession) -> None:
+    """Answer the socket's messages in order until it closes."""
     try:
         while True:
             text = await websocket.receive_text()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError
@@ -50,9 +50,14 @@ def create_session(body: SessionCreate, state: StateDep, who: Who) -> dict[str, 
 
 
 @router.get("", response_model=SessionList)
-def list_sessions(state: StateDep, who: Who) -> dict[str, Any]:
-    """The caller's open sessions."""
-    return {"sessions": [s.view() for s in state.sessions.list(who)]}
+def list_sessions(
+    state: StateDep,
+    who: Who,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    """The caller's open sessions: ``limit`` from ``offset`` on."""
+    return {"sessions": [s.view() for s in state.sessions.list(who)[offset : offset + limit]]}
 
 
 @router.post("/step", response_model=BatchResults)

@@ -38,6 +38,11 @@ function dur(s) {
 }
 function mb(b) { return `${((b || 0) / 1048576).toFixed(1)} MiB`; }
 function num(v) { return typeof v === "number" && !Number.isInteger(v) ? v.toFixed(3) : String(v); }
+function more(id, shown, total) {
+  // "first N of M" when the overview holds only the first items of a list (the API pages the rest)
+  document.getElementById(`more-${id}`).textContent =
+    total !== undefined && total > shown ? `(first ${shown} of ${total})` : "";
+}
 function stateCell(state) { const td = el("td", state, `state-${state}`); td.dataset.state = state; return td; }
 function idCell(value, key) { const td = el("td", value); td.dataset[key] = value; return td; }
 
@@ -107,6 +112,7 @@ function render(o) {
   fill("jobs", o.jobs.map((j) => [idCell(j.id, "job"), j.kind, stateCell(j.state), `${Math.round(j.progress * 100)}%`,
     j.owner, Object.entries(j.metrics || {}).map(([k, v]) => `${k}=${num(v)}`).join(" ")]));
   renderPlots(o.jobs);
+  for (const k of ["sandboxes", "sessions", "restarts", "pools", "envs"]) more(k, o[k].length, (o.totals || {})[k]);
   fill("envs", o.envs.map((e) => [e.id, e.kind, e.owner, e.max_steps ?? "-", (e.tags || []).join(", "), e.description]));
 }
 

@@ -3,20 +3,26 @@
 Paths are relative to the workspace root. A path is refused (:class:`SandboxPathError`) when it
 is absolute, contains a NUL byte, or resolves (after following symlinks) outside the root; the last
 component is opened with ``O_NOFOLLOW`` so a symlink swapped in after the check is not followed.
+Only regular files are read or written: the file is opened with ``O_NONBLOCK`` (opening a FIFO
+never waits for its other end) and anything ``fstat`` does not call a regular file (FIFO, socket,
+device, directory) is refused before a byte moves. Reads are capped (``max_bytes``,
+:class:`FileTooLarge` beyond it) before they start.
 
-Threat model: the agent controls paths and can create symlinks inside the workspace (through
-``exec``); the server must never read or write outside the root on its behalf. Inside a container
+Threat model: the agent controls paths and can create symlinks, FIFOs and huge files inside the
+workspace (through ``exec``); the server must never read or write outside the root on its behalf,
+nor let a file call hang or fill memory. Inside a container
 the root filesystem is read-only anyway; for the process backend this check is the boundary for
 file calls.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Any
 
-from rockroll.sandbox.errors import SandboxPathError
+from rockroll.sandbox.errors import FileTooLarge, SandboxPathError
 
 __all__ = ["Workspace"]
 
@@ -44,30 +50,30 @@ class Workspace:
         return full
 
     def read(self, path: str, max_bytes: int = 16 * 1024 * 1024) -> bytes:
+        """The bytes of the regular file ``path`` (:class:`FileTooLarge` over ``max_bytes``)."""
         full = self.resolve(path, must_exist=True)
-        try:
-            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError as e:
-            raise SandboxPathError(path, e.strerror or str(e)) from e
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise SandboxPathError(path, "not a regular file")
-            data = f.read(max_bytes + 1)
+        with os.fdopen(_open_regular(path, full, os.O_RDONLY), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                raise FileTooLarge(path, size, max_bytes)
+            data = f.read(max_bytes + 1)  # it may have grown since fstat
         if len(data) > max_bytes:
-            raise SandboxPathError(path, f"larger than max_bytes={max_bytes}")
+            raise FileTooLarge(path, len(data), max_bytes)
         return data
 
     def write(self, path: str, data: bytes, mode: int = 0o644) -> int:
+        """Create or replace the regular file ``path`` with ``data``; returns its size."""
         full = self.resolve(path)
         parent = os.path.dirname(full)
         if not parent.startswith(self.root):
             raise SandboxPathError(path, "resolves outside the workspace")
         try:
             os.makedirs(parent, exist_ok=True)
-            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode & 0o777)
         except OSError as e:
             raise SandboxPathError(path, e.strerror or str(e)) from e
-        with os.fdopen(fd, "wb") as f:
+        # no O_TRUNC: nothing is changed before the file is known to be a regular one
+        with os.fdopen(_open_regular(path, full, os.O_WRONLY | os.O_CREAT, mode & 0o777), "wb") as f:
+            os.ftruncate(f.fileno(), 0)
             f.write(data)
         return len(data)
 
@@ -81,3 +87,39 @@ class Workspace:
             kind = "dir" if entry.is_dir(follow_symlinks=False) else "link" if entry.is_symlink() else "file"
             out.append({"name": entry.name, "type": kind, "size": st.st_size})
         return out
+
+
+def _open_regular(path: str, full: str, flags: int, mode: int = 0o644) -> int:
+    """A blocking descriptor of the regular file ``full``, or :class:`SandboxPathError`.
+
+    Opened with ``O_NONBLOCK`` (a FIFO opens at once instead of waiting for a writer or reader),
+    ``O_NOFOLLOW`` and ``O_NOCTTY``; anything but a regular file is closed again and refused.
+    """
+    try:
+        fd = os.open(full, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, mode)
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a FIFO nobody reads, or a socket
+            raise SandboxPathError(path, "not a regular file (a FIFO or socket)") from e
+        if e.errno == errno.ELOOP:
+            raise SandboxPathError(path, "is a symlink (swapped in after the path was checked)") from e
+        raise SandboxPathError(path, e.strerror or str(e)) from e
+    try:
+        st_mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(st_mode):
+            raise SandboxPathError(
+                path, f"not a regular file (a {_kind(st_mode)}); only regular files are read or written"
+            )
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _kind(st_mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):  # fmt: skip
+        if test(st_mode):
+            return name
+    return "special file"

@@ -28,6 +28,7 @@ def make_settings(data_dir: Path, **overrides: object) -> Settings:
         "backend": "process",
         "pool_size": 0,
         "max_sandboxes": 4,
+        "dev_hosts": ["localhost", "127.0.0.1", "::1", "testserver"],  # TestClient's Host (a dev app checks it)
     }
     fields.update(overrides)
     return Settings(**fields)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rockroll.api.job_paths import owner_folder
 from rockroll.api.serve_proc import ServerProc
 from tests.api.test_cli_errors import assert_short, rockroll
 
@@ -18,13 +19,14 @@ def as_alice(server: ServerProc) -> dict[str, str]:
 
 
 def _train_yaml(tmp_path: Path, **extra: str) -> Path:
+    """A train config naming paths inside the owner's job directory on the server (relative: the only kind allowed)."""
     cfg = tmp_path / "train.yaml"
     lines = [
         "name: clijob",
         "total_steps: 1",
         "torch_threads: 1",
-        f"model: {{path: {extra.get('model', tmp_path / 'no-model')}, build_tiny: {extra.get('build', 'false')}}}",
-        f"logging: {{run_dir: {tmp_path / 'runs'}, tensorboard: false, progress: false}}",
+        f"model: {{path: {extra.get('model', 'no-model')}, build_tiny: {extra.get('build', 'false')}}}",
+        "logging: {run_dir: runs, tensorboard: false, progress: false}",
         "rollout: {eval_episodes: 2, group_size: 2, groups_per_step: 2, max_new_tokens: 8}",
         "sft: {steps: 0}",
     ]
@@ -63,14 +65,15 @@ def test_job_eval_follow_prints_metrics_and_exits_zero(as_alice: dict[str, str])
 
 
 @pytest.mark.slow
-def test_job_train_cancel_stops_a_running_job(as_alice: dict[str, str], tmp_path: Path) -> None:
+def test_job_train_cancel_stops_a_running_job(as_alice: dict[str, str], server: ServerProc, tmp_path: Path) -> None:
     """A tiny-model train job with many steps: cancel once it reports progress; it ends cancelled."""
     pytest.importorskip("torch")
     from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
 
     shape = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 64}
-    model = build_tiny_model(tmp_path / "tiny", TinyModelConfig(**shape, episodes_per_env=5))
-    cfg = _train_yaml(tmp_path, model=str(model))
+    jobs = server.data_dir / "jobs" / owner_folder("alice")  # alice's job directory: job paths resolve there
+    model = build_tiny_model(jobs / "tiny", TinyModelConfig(**shape, episodes_per_env=5))
+    cfg = _train_yaml(tmp_path, model=str(model.relative_to(jobs)))
     job_id = rockroll("job", "train", str(cfg), "total_steps=100000", **as_alice).stdout.strip()
     deadline = time.monotonic() + 600
     while True:

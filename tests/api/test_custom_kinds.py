@@ -41,15 +41,16 @@ def test_wheel_upload_is_validated_and_playable(dev_client: TestClient) -> None:
     r = dev_client.post("/v1/envs", json=body)
     assert r.status_code == 201, r.text
     assert r.json()["source_bytes"] > 0 and r.json()["kind"] == "source"
-    s = dev_client.post("/v1/sessions", json={"env": "WheelLake"}).json()
-    assert s["env"] == "WheelLake-v0" and s["system_prompt"]
+    assert r.json()["id"] == "dev/WheelLake-v0"  # the dev principal's namespace
+    s = dev_client.post("/v1/sessions", json={"env": "dev/WheelLake-v0"}).json()
+    assert s["env"] == "dev/WheelLake-v0" and s["system_prompt"]
     first = dev_client.post(f"/v1/sessions/{s['id']}/reset", json={"seed": 0}).json()
     assert isinstance(first["observation"], str)
     assert dev_client.post(f"/v1/sessions/{s['id']}/step", json={"action": "<answer>Up</answer>"}).status_code == 200
     dev_client.delete(f"/v1/sessions/{s['id']}")
-    assert [e["id"] for e in dev_client.get("/v1/envs", params={"tag": "wheel"}).json()["envs"]] == ["WheelLake-v0"]
-    assert dev_client.delete("/v1/envs/WheelLake-v0").status_code == 204
-    assert dev_client.get("/v1/envs/WheelLake-v0").status_code == 404
+    assert [e["id"] for e in dev_client.get("/v1/envs", params={"tag": "wheel"}).json()["envs"]] == ["dev/WheelLake-v0"]
+    assert dev_client.delete("/v1/envs/dev/WheelLake-v0").status_code == 204
+    assert dev_client.get("/v1/envs/dev/WheelLake-v0").status_code == 404
 
 
 def test_entry_point_already_in_the_image(dev_client: TestClient) -> None:
@@ -59,7 +60,7 @@ def test_entry_point_already_in_the_image(dev_client: TestClient) -> None:
               "kwargs": {"is_slippery": False}, "max_steps": 5},
     )  # fmt: skip
     assert r.status_code == 201, r.text
-    s = dev_client.post("/v1/sessions", json={"env": "TinyLake-v3"}).json()
+    s = dev_client.post("/v1/sessions", json={"env": "dev/TinyLake-v3"}).json()
     dev_client.post(f"/v1/sessions/{s['id']}/reset", json={"seed": 1})
     outs = [dev_client.post(f"/v1/sessions/{s['id']}/step", json={"action": "nothing"}).json() for _ in range(5)]
     assert outs[-1]["truncated"] is True  # the spec's max_steps=5 applies inside the sandbox

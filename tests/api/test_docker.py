@@ -69,13 +69,13 @@ def test_docker_backend_end_to_end() -> None:
                 kwargs={"target": 2},
             )
             assert view["validation"]["sandbox_id"]
-            with c.env("DockCounter-v0") as env:
+            with c.env(view["id"]) as env:  # frank/DockCounter-v0
                 assert play_episode(env, "random", seed=0).success
             # kind "image": an image built FROM the sandbox image with the env's module baked in
             image = _build_env_image(d)
             view = c.register_env("ImgCounter-v0", kind="image", image=image, entry_point="img_counter:Counter")
             assert view["image"] == image
-            with c.env("ImgCounter-v0", target=1) as env:
+            with c.env("frank/ImgCounter-v0", target=1) as env:
                 assert play_episode(env, "random", seed=0).steps == 1
             pools = {p["name"] for p in c.overview()["pools"]}
             assert any(name.startswith("env-") for name in pools)
@@ -85,8 +85,8 @@ def test_docker_backend_end_to_end() -> None:
             assert sb["id"] in [s["id"] for s in c.list_sandboxes()]
             assert c.get_sandbox(sb["id"])["owner"] == "frank"
             assert c.exec(sb["id"], "echo again")["stdout"] == "again\n"
-            assert c.get_env("DockCounter")["kwargs"] == {"target": 2}
-            with c.env("DockCounter-v0") as env:
+            assert c.get_env("frank/DockCounter-v0")["kwargs"] == {"target": 2}
+            with c.env("frank/DockCounter-v0") as env:
                 obs, _ = env.reset(seed=1)
                 assert "target=2" in obs and play_episode(env, "random", seed=1).success
             c.delete_sandbox(sb["id"])

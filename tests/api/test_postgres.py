@@ -49,14 +49,14 @@ def test_server_on_postgres_keeps_envs_and_jobs_across_restart(pg_url: str) -> N
                 source_name="pg_counter.py",
                 tags=["pg"],
             )
-            job = c.create_job("eval", {"env": "PgCounter-v0", "episodes": 2})
+            job = c.create_job("eval", {"env": "gina/PgCounter-v0", "episodes": 2})
             assert c.wait_job(job["id"], timeout_s=60)["state"] == "succeeded"
         srv.stop()
         srv.start()
         with Client(srv.url, token) as c:
-            assert c.get_env("PgCounter-v0")["tags"] == ["pg"]
+            assert c.get_env("gina/PgCounter-v0")["tags"] == ["pg"]
             done = c.get_job(job["id"])
-            assert done["state"] == "succeeded" and done["metrics"]["eval/PgCounter-v0/success"] == 1.0
+            assert done["state"] == "succeeded" and done["metrics"]["eval/gina/PgCounter-v0/success"] == 1.0
             assert "episode 1" in c.job_logs(job["id"])
         tables = set(sa.inspect(sa.create_engine(pg_url)).get_table_names())
         assert {"api_tokens", "api_envs", "api_jobs", "api_alembic_version"} <= tables

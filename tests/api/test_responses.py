@@ -123,7 +123,7 @@ def test_answers_carry_exactly_the_declared_keys(dev_client: TestClient) -> None
     check(c.put(f"/v1/sandboxes/{sb}/files", params={"path": "a.txt"}, content=b"x"))
     check(c.post(f"/v1/sandboxes/{sb}/restart"))
     sid = check(c.post("/v1/sessions", json={"env": "FrozenLake-v0"}))["id"]
-    ctr = check(c.post("/v1/sessions", json={"env": "Ctr-v0"}))["id"]
+    ctr = check(c.post("/v1/sessions", json={"env": "dev/Ctr-v0"}))["id"]  # in the dev principal's namespace
     check(c.get("/v1/sessions"))
     check(c.get(f"/v1/sessions/{sid}"))
     check(c.post(f"/v1/sessions/{sid}/reset", json={"seed": 1}))
@@ -149,5 +149,5 @@ def test_answers_carry_exactly_the_declared_keys(dev_client: TestClient) -> None
 def test_env_views_are_written_in_declared_order() -> None:
     order = [k for k in get_type_hints(responses.EnvInfo) if k != "validation"]
     assert list(builtin_view(envhub.spec("FrozenLake-v0"))) == order
-    custom = CustomEnv(env_id="Ctr-v0", kind="source", owner="me", entry_point="ctr:Counter", source=b"x")
+    custom = CustomEnv(env_id="me/Ctr-v0", kind="source", owner="me", entry_point="ctr:Counter", source=b"x")
     assert list(custom.public()) == order

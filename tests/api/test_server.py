@@ -174,32 +174,32 @@ def test_custom_env_from_source_survives_restart() -> None:
                 tags=["custom", "toy"],
                 description="count",
             )
-            assert view["id"] == "Counter-v0" and view["owner"] == "erin" and view["validation"]["action"]
-            with RemoteEnv(c, "Counter-v0") as env:
+            assert view["id"] == "erin/Counter-v0" and view["owner"] == "erin" and view["validation"]["action"]
+            with RemoteEnv(c, "erin/Counter-v0") as env:
                 res = play_episode(env, "random", seed=1)
                 assert res.success and res.total_reward == 1.0
             long_job = c.create_job("eval", {"env": "FrozenLake-v0", "episodes": 100_000})
-            assert wait_for(lambda: c.get_job(long_job["id"])["state"] == "running")
+            assert wait_for(lambda: c.get_job(long_job["id"])["metrics"].get("episodes", 0) > 0)  # the worker reported
         srv.stop()
         srv.start()
         with Client(srv.url, token) as c:
             interrupted = c.get_job(long_job["id"])
             assert interrupted["state"] == "failed" and "shut down" in interrupted["error"]
             assert 0 < interrupted["metrics"]["episodes"] < 100_000
-            shown = c.get_env("Counter")
+            shown = c.get_env("erin/Counter-v0")
             assert (shown["id"], shown["owner"], shown["tags"], shown["kwargs"]) == (
-                "Counter-v0",
+                "erin/Counter-v0",
                 "erin",
                 ["custom", "toy"],
                 {"target": 4},
             )
-            with RemoteEnv(c, "Counter-v0") as env:
+            with RemoteEnv(c, "erin/Counter-v0") as env:
                 obs, _ = env.reset(seed=0)
                 assert "target=4" in obs
                 assert play_episode(env, "random", seed=2).success
-            c.delete_env("Counter-v0")
+            c.delete_env("erin/Counter-v0")
             with pytest.raises(ApiClientError) as e:
-                c.get_env("Counter-v0")
+                c.get_env("erin/Counter-v0")
             assert e.value.status == 404
     finally:
         srv.cleanup()

@@ -14,7 +14,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 class Ctx:
-    """Records what a job reports (the subset of api.jobs.JobContext the trainer uses)."""
+    """Records what a job reports (the subset of api.job_worker.WorkerContext the trainer uses)."""
 
     def __init__(self, cancel_after: int | None = None) -> None:
         self.logs: list[str] = []
@@ -74,6 +74,7 @@ def test_post_v1_jobs_train_runs_the_pipeline(tiny_model_dir, tmp_path) -> None:
     from fastapi.testclient import TestClient
 
     from rockroll.api.app import create_app
+    from rockroll.api.job_paths import owner_folder
     from rockroll.api.serve_proc import scratch_dir
     from tests.api.conftest import make_settings
 
@@ -90,10 +91,11 @@ def test_post_v1_jobs_train_runs_the_pipeline(tiny_model_dir, tmp_path) -> None:
             "max_new_tokens": 8,
             "eval_episodes": 4,
         },
-        "logging": {"run_dir": str(tmp_path), "progress": False, "tensorboard": False},
+        "logging": {"run_dir": "runs", "progress": False, "tensorboard": False},  # inside the owner's job directory
     }
+    models = [str(tiny_model_dir.parent)]  # an admin's read-only model folder
     try:
-        with TestClient(create_app(make_settings(data, dev_mode=True))) as client:
+        with TestClient(create_app(make_settings(data, dev_mode=True, job_model_dirs=models))) as client:
             job = client.post("/v1/jobs", json={"kind": "train", "config": config}).json()
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and job["state"] in ("queued", "running"):
@@ -101,7 +103,9 @@ def test_post_v1_jobs_train_runs_the_pipeline(tiny_model_dir, tmp_path) -> None:
                 job = client.get(f"/v1/jobs/{job['id']}").json()
             assert job["state"] == "succeeded", job
             assert job["progress"] == 1.0 and job["metrics"]["steps"] == 2 and "success_end" in job["metrics"]
-            assert "success before RL" in client.get(f"/v1/jobs/{job['id']}/logs").text
+            logs = client.get(f"/v1/jobs/{job['id']}/logs").text
+            assert "success before RL" in logs
+            assert "env sessions in this server's sandboxes" in logs  # rollouts ran in sandboxes, not the worker
+        assert (data / "jobs" / owner_folder("dev") / "runs" / "apijob" / "metrics.jsonl").exists()
     finally:
         shutil.rmtree(data, ignore_errors=True)
-    assert (tmp_path / "apijob" / "metrics.jsonl").exists()

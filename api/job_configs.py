@@ -1,0 +1,123 @@
+"""Job configs: checked when a job is submitted, and turned into the *effective* config its worker runs.
+
+The effective config is the validated config with every path resolved inside the owner's job
+directory (:mod:`rockroll.api.job_paths`) and every URL checked against the allowlist
+(:mod:`rockroll.api.job_urls`):
+
+* ``train``: the merged :class:`~rockroll.trainer.config.TrainConfig` (``config_path`` file, keys, then
+  ``overrides``) as a mapping; ``logging.run_dir`` and ``model.path`` absolute; the run name not ``..``;
+  ``rollout.env_id`` a built-in env (the trainer builds local replicas of it for expert plans and
+  difficulty, so a custom env's code would run in the worker: custom envs play in eval jobs, in
+  sandboxes). ``rollout.sandbox`` is moot: a job's envs always run in this server's sandboxes.
+* ``eval`` with a model: the :class:`~rockroll.agentrl.eval_config.EvalConfig` mapping with ``output_dir``
+  and the engine's ``model_path``/``tokenizer`` absolute, its URLs allowed, and no ``source`` (a job's
+  envs always run in this server's sandboxes);
+* ``eval`` with a policy: as given (it names no path).
+
+Errors: 400 ``invalid_job`` naming a bad key; 422 ``job_path`` or ``job_url`` naming the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import rockroll.envhub as envhub
+from rockroll.agentrl.config_loader import ConfigError, config_to_dict, parse_config
+from rockroll.agentrl.eval_config import EvalConfig
+from rockroll.api.errors import ApiError
+from rockroll.api.job_paths import JobDirs, JobPathError, check_strings, config_file, confine
+from rockroll.api.job_urls import SETTING, JobUrlError, check_url
+from rockroll.api.schemas import EvalJobConfig, is_model_eval
+from rockroll.trainer.jobs import config_for_job
+
+__all__ = ["effective_config", "check_expert"]
+
+#: engine arguments that name a model or tokenizer to read
+_MODEL_ARGS = ("model_path", "tokenizer")
+
+
+def effective_config(
+    kind: str, config: Any, *, dirs: JobDirs, owner_dir: Path, engine_urls: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The config a ``kind`` job's worker runs (see the module docstring); ``ApiError`` when it cannot run."""
+    try:
+        if kind == "train":
+            return _train(config, dirs, owner_dir, engine_urls)
+        return _eval(config, dirs, owner_dir, engine_urls)
+    except ConfigError as e:
+        details = {"key": e.key, "allowed": e.allowed, "problems": [{"key": k, "message": m} for k, m in e.problems]}
+        raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", details) from e
+    except FileNotFoundError as e:
+        raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", {"key": "config_path"}) from e
+    except JobPathError as e:
+        raise ApiError(422, "job_path", str(e), {"key": e.key}) from e
+    except JobUrlError as e:
+        raise ApiError(422, "job_url", str(e), {"key": e.key, "setting": SETTING}) from e
+
+
+def _train(config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...]) -> dict[str, Any]:
+    data = dict(config) if isinstance(config, dict) else config
+    if isinstance(data, dict) and data.get("config_path") is not None:
+        data["config_path"] = str(config_file(dirs, owner_dir, data["config_path"]))
+    cfg = config_for_job(data)
+    out = config_to_dict(cfg)
+    run_dir = confine(owner_dir, cfg.logging.run_dir or ".", "logging.run_dir")
+    if cfg.name in (".", ".."):
+        raise JobPathError("name", f"name {cfg.name!r} would leave logging.run_dir; name the run")
+    out["logging"]["run_dir"] = str(run_dir)
+    out["logging"]["progress"] = False  # the job record shows progress; a bar would only fill the worker's log
+    model = confine(owner_dir, cfg.model.path, "model.path", read_dirs=dirs.model_dirs)
+    if not model.is_relative_to(owner_dir.resolve()) and not (model / "config.json").exists() and cfg.model.build_tiny:
+        raise JobPathError("model.path", f"model.path {cfg.model.path!r} has no model, and model folders are read-only")
+    out["model"]["path"] = str(model)
+    check_strings(out, "", skip=("rollout.env_kwargs", "model.path", "logging.run_dir"), engine_urls=urls)
+    try:
+        envhub.spec(cfg.rollout.env_id)
+    except envhub.UnknownEnvError as e:
+        raise ConfigError(
+            "rollout.env_id",
+            f"rollout.env_id: train jobs play this server's built-in envs, and {cfg.rollout.env_id!r} is not one "
+            "(custom envs play in eval jobs, inside sandboxes)",
+        ) from e
+    return out
+
+
+def _eval(config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...]) -> dict[str, Any]:
+    parse_config(EvalJobConfig, config)
+    if not is_model_eval(config):
+        check_strings(config, "", skip=("kwargs",), engine_urls=urls)
+        if config.get("policy") == "expert":
+            check_expert(str(config.get("env")))
+        return dict(config)
+    cfg = parse_config(EvalConfig, config)
+    out = config_to_dict(cfg)
+    out.pop("source", None)  # a job's envs run in this server's sandboxes, whatever the config says
+    if cfg.output_dir is not None:
+        out["output_dir"] = str(confine(owner_dir, cfg.output_dir, "output_dir"))
+    args = out["engine"]["args"]
+    for name in _MODEL_ARGS:
+        if isinstance(args.get(name), str):
+            args[name] = str(confine(owner_dir, args[name], f"engine.args.{name}", read_dirs=dirs.model_dirs))
+    if "base_url" in args:
+        check_url(str(args["base_url"]), urls, "engine.args.base_url")
+    skip = ("envs.*.kwargs", "output_dir", "engine.args.base_url", *(f"engine.args.{n}" for n in _MODEL_ARGS))
+    if cfg.engine.kind == "openai":
+        skip += ("engine.args.model",)  # the served model's name, sent to the allowed server
+    check_strings(out, "", skip=skip, engine_urls=urls)
+    return out
+
+
+def check_expert(env_id: str) -> None:
+    """400 ``invalid_job`` unless ``env_id`` is an env of this server's registry with an expert."""
+    try:
+        spec = envhub.spec(env_id)
+    except envhub.UnknownEnvError as e:
+        raise ApiError(
+            400,
+            "invalid_job",
+            f"the expert policy plays registered envs only; {env_id!r} is not one (use policy random)",
+            {"key": "policy"},
+        ) from e
+    if spec.expert is None:
+        raise ApiError(400, "invalid_job", f"{env_id} has no expert policy (use policy random)", {"key": "policy"})

@@ -1,0 +1,307 @@
+"""One job's worker process, seen from the control plane (issue 13 item 4).
+
+:class:`JobProcess` starts ``python -m rockroll.api.job_worker`` in the owner's job directory, in a
+session of its own, with a scrubbed environment (:func:`worker_env`: no token, no settings, no
+database URL) and, when the server runs as root and ``Settings.job_user`` exists and can run the
+interpreter (:func:`worker_identity`), as that user. Otherwise the worker runs as the server's user: it
+is still a separate process that holds none of the server's objects, and every path it is given was
+confined to the owner's folder (:mod:`rockroll.api.job_paths`), but the OS does not stop it from
+reading what the server's user can read.
+
+It then serves the worker's messages (:mod:`rockroll.api.job_protocol`): log lines and reports go to
+the job record, env-session calls run here on sandboxes of the placement, as the job's owner (at most
+:data:`MAX_SESSIONS` open at once), and the end message decides the job's state. A cancel is sent to the
+worker (checked between steps); a worker still running ``grace_s`` later is killed, and so is one that
+breaks the protocol. What the worker prints goes to its rotated ``worker.log``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rockroll.api.job_logs import MAX_LINE_CHARS, JobLogs
+from rockroll.api.job_protocol import MAX_LINE, ProtocolError, clean_metrics, decode, encode, error_to_dict
+from rockroll.api.job_state import JobState
+from rockroll.sandbox.errors import CapacityError, SessionNotFound
+
+__all__ = ["JobProcess", "WorkerIdentity", "worker_identity", "worker_env", "MAX_SESSIONS"]
+
+log = logging.getLogger("rockroll.api")
+WORKER = [sys.executable, "-m", "rockroll.api.job_worker"]
+#: env sessions one job may hold open at once
+MAX_SESSIONS = 256
+_PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE")
+_METHODS = {"reset", "step", "get_state", "set_state", "action_candidates", "render", "fork", "close"}
+
+
+class WorkerIdentity(NamedTuple):
+    """The user a job worker runs as."""
+
+    uid: int
+    gid: int
+    name: str
+
+
+def worker_env(home: Path) -> dict[str, str]:
+    """The environment of a worker: a few harmless variables of the server's, ``HOME`` its job folder."""
+    env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
+    env.update(HOME=str(home), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+    return env
+
+
+def worker_identity(user: str, probe_dir: Path) -> WorkerIdentity | None:
+    """``user`` when the server runs as root and ``user`` exists and can start a worker in ``probe_dir``
+    (None: workers run as the server's user; a warning says why when ``user`` exists but cannot)."""
+    if not user or os.geteuid() != 0:
+        return None
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    if pw.pw_uid == 0:
+        return None
+    ident = WorkerIdentity(pw.pw_uid, pw.pw_gid, user)
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", "import rockroll.api.job_worker"],
+            **_as(ident), cwd=probe_dir, env=worker_env(probe_dir), capture_output=True, timeout=120,
+        )  # fmt: skip
+        ok, why = probe.returncode == 0, probe.stderr.decode(errors="replace")[-300:]
+    except (OSError, subprocess.SubprocessError) as e:
+        ok, why = False, str(e)
+    if not ok:
+        log.warning("job workers run as the server's user: %s cannot run %s in %s (%s)", user, WORKER, probe_dir, why)
+        return None
+    return ident
+
+
+def _as(ident: WorkerIdentity | None) -> dict[str, Any]:
+    return {} if ident is None else {"user": ident.uid, "group": ident.gid, "extra_groups": []}
+
+
+class JobProcess:
+    """Runs one job in a worker process and serves it (see the module docstring)."""
+
+    def __init__(
+        self,
+        job_id: str,
+        kind: str,
+        config: dict[str, Any],
+        *,
+        cwd: Path,
+        logs: JobLogs,
+        open_env: Callable[[str, dict[str, Any]], Any],
+        on_log: Callable[[str], None],
+        on_report: Callable[[float | None, dict[str, Any] | None], None],
+        identity: WorkerIdentity | None = None,
+        grace_s: float = 60.0,
+    ) -> None:
+        self.job_id, self.kind, self.config = job_id, kind, config
+        self.cwd, self.logs, self.identity, self.grace_s = cwd, logs, identity, grace_s
+        self.open_env, self.on_log, self.on_report = open_env, on_log, on_report
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid = 0
+        self.opened = 0  # env sessions opened for the job (in the placement's sandboxes)
+        self._wlock = threading.Lock()
+        self._sessions: dict[str, Any] = {}
+        self._slock = threading.Lock()
+        self._sids = itertools.count(1)
+        self._cancelled = threading.Event()
+        self._rpc = ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"{job_id}-rpc")
+
+    # ------------------------------------------------------------ control
+    def run(self) -> tuple[JobState, str, dict[str, Any] | None]:
+        """Start the worker, serve it until it exits; ``(state, error, metrics)``."""
+        try:
+            self.proc = subprocess.Popen(
+                WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.cwd,
+                env=worker_env(self.cwd), start_new_session=True, **_as(self.identity),
+            )  # fmt: skip
+        except OSError as e:
+            return JobState.FAILED, f"the job worker did not start: {e}", None
+        self.pid = self.proc.pid
+        who = self.identity.name if self.identity else _user_name(os.geteuid())
+        self.on_log(f"worker pid {self.pid} runs as {who} (uid {self.identity.uid if self.identity else os.geteuid()})")
+        pump = threading.Thread(target=self._pump_stderr, name=f"{self.job_id}-stderr", daemon=True)
+        pump.start()
+        self._send({"t": "start", "job_id": self.job_id, "kind": self.kind, "config": self.config})
+        if self._cancelled.is_set():
+            self._stop()
+        try:
+            end = self._serve()
+        except ProtocolError as e:
+            self.kill()
+            end = {"t": "failed", "error": f"the job worker broke the protocol ({e}) and was stopped"}
+        finally:
+            code = self._reap()
+            self._rpc.shutdown(wait=True, cancel_futures=True)
+            self._close_sessions()
+            pump.join(timeout=10)
+        if self.opened:
+            self.on_log(f"the job played {self.opened} env sessions in this server's sandboxes")
+        return self._outcome(end, code)
+
+    def cancel(self, grace_s: float | None = None) -> None:
+        """Ask the worker to stop (it checks between steps); kill it if it still runs ``grace_s`` later."""
+        if grace_s is not None:
+            self.grace_s = min(self.grace_s, grace_s)
+        self._cancelled.set()
+        if self.proc is not None:
+            self._stop()
+
+    def _stop(self) -> None:
+        self._send({"t": "cancel"})
+        timer = threading.Timer(self.grace_s, self.kill)
+        timer.daemon = True
+        timer.start()
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started (its process group)."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    # ------------------------------------------------------------ serving
+    def _serve(self) -> dict[str, Any] | None:
+        assert self.proc is not None and self.proc.stdout is not None  # noqa: S101 - set by run()
+        end = None
+        while line := self.proc.stdout.readline(MAX_LINE + 1):
+            msg = decode(line)
+            t = msg["t"]
+            if t == "log":
+                self.on_log(str(msg.get("line", ""))[:MAX_LINE_CHARS])
+            elif t == "report":
+                p = msg.get("progress")
+                progress = float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else None
+                self.on_report(progress, clean_metrics(msg.get("metrics")) or None)
+            elif t == "rpc":
+                self._rpc.submit(self._answer, msg)
+            elif t in ("done", "cancelled", "failed"):
+                end = msg
+            else:
+                raise ProtocolError(f"unknown message {t[:40]!r}")
+        return end
+
+    def _answer(self, msg: dict[str, Any]) -> None:
+        try:
+            args = msg.get("args")
+            reply = {"t": "reply", "id": msg.get("id"), "result": self._dispatch(msg.get("op"), args or {})}
+        except Exception as e:  # noqa: BLE001 - every failure goes back to the worker as its error
+            reply = {"t": "reply", "id": msg.get("id"), "error": error_to_dict(e)}
+        self._send(reply)
+
+    def _dispatch(self, op: Any, args: dict[str, Any]) -> Any:
+        if not isinstance(args, dict):
+            raise TypeError("rpc args must be a mapping")
+        if op == "open":
+            env, kwargs = args.get("env"), args.get("kwargs") or {}
+            if not isinstance(env, str) or not isinstance(kwargs, dict):
+                raise TypeError("open needs env (text) and kwargs (a mapping)")
+            with self._slock:
+                if len(self._sessions) >= MAX_SESSIONS:
+                    raise CapacityError(len(self._sessions), MAX_SESSIONS, "env sessions of this job")
+            session = self.open_env(env, kwargs)
+            self.opened += 1
+            return self._keep(session)
+        method, sid, call_args = args.get("method"), args.get("sid"), args.get("args") or {}
+        if op != "call" or method not in _METHODS or not isinstance(call_args, dict):
+            raise TypeError(f"unknown call {op!r} {method!r}")
+        with self._slock:
+            session = self._sessions.get(sid) if isinstance(sid, str) else None
+        if session is None:
+            raise SessionNotFound(str(sid))
+        if method == "fork":
+            return self._keep(session.fork())
+        if method == "close":
+            with self._slock:
+                self._sessions.pop(sid, None)
+            session.close()
+            return None
+        return getattr(session, method)(**call_args)
+
+    def _keep(self, session: Any) -> dict[str, Any]:
+        sid = f"s{next(self._sids)}"
+        with self._slock:
+            self._sessions[sid] = session
+        prompt = session.system_prompt() if callable(getattr(session, "system_prompt", None)) else ""
+        return {
+            "sid": sid,
+            "sandbox_id": getattr(session, "sandbox_id", ""),
+            "session_id": getattr(session, "session_id", ""),
+            "env_id": getattr(session, "env_id", ""),
+            "system_prompt": prompt,
+        }
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        proc = self.proc
+        if proc is None or proc.stdin is None:
+            return
+        data = encode(msg)
+        with self._wlock:
+            try:
+                proc.stdin.write(data)
+                proc.stdin.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass  # the worker is gone; its end decides the job's state
+
+    def _pump_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None  # noqa: S101 - set by run()
+        fd = self.proc.stderr.fileno()
+        while chunk := os.read(fd, 65536):
+            self.logs.write(self.job_id, chunk, "worker.log")
+
+    # ------------------------------------------------------------ ending
+    def _reap(self) -> int:
+        assert self.proc is not None  # noqa: S101 - set by run()
+        if self.proc.stdin is not None:
+            with self._wlock:
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.wait(timeout=30)
+
+    def _close_sessions(self) -> None:
+        with self._slock:
+            sessions, self._sessions = list(self._sessions.values()), {}
+        for s in sessions:
+            try:
+                s.close()
+            except Exception:  # noqa: BLE001 - a lost session is not the job's failure
+                pass
+
+    def _outcome(self, end: dict[str, Any] | None, code: int) -> tuple[JobState, str, dict[str, Any] | None]:
+        t = end.get("t") if end else None
+        metrics = clean_metrics(end.get("metrics")) if end else None
+        if t == "done":
+            return JobState.SUCCEEDED, "", metrics
+        if t == "cancelled" or (t is None and self._cancelled.is_set()):
+            return JobState.CANCELLED, "", metrics
+        if t == "failed":
+            return JobState.FAILED, str(end.get("error", "failed"))[:2000] if end else "failed", None
+        tail = (self.logs.read(self.job_id, name="worker.log", tail_lines=5) or "").strip()[-800:]
+        return JobState.FAILED, f"the job worker exited with status {code}" + (f": {tail}" if tail else ""), None
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
