@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 
 from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import DEFAULT_IMAGE, SandboxBackend, SandboxHandle, SandboxSpec
+from rockroll.sandbox.confine import private_dir
 from rockroll.sandbox.errors import BackendUnavailable, ImageNotFound, SandboxStartError
 from rockroll.sandbox.process import DEFAULT_STATE_DIR, ProcessBackend, ProcessConfig
 
@@ -113,10 +114,10 @@ class DockerBackend(SandboxBackend):
             return url
 
     def _socket_dir(self, manager: str, sandbox_id: str, generation: str) -> Path:
+        private_dir(self.state_dir)  # 0700, ours, not a symlink: other local users reach no socket
         d = self.state_dir / manager / f"{sandbox_id}-g{generation}"
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-        os.chmod(self.state_dir, 0o700)
         if os.geteuid() == 0:
             os.chown(d, self.uid, self.uid)
         else:  # the container user must create the socket; the 0700 state_dir keeps others out
@@ -125,23 +126,28 @@ class DockerBackend(SandboxBackend):
 
     # ----------------------------------------------------------- lifecycle
     def start(self, sandbox_id: str, spec: SandboxSpec, *, labels: dict[str, str]) -> SandboxHandle:
+        """Create and start the container; on any failure remove what was made and raise.
+
+        The container is created under a known name, so a start that fails after the daemon
+        created it (a bad spec that only the runtime rejects, a daemon error, a timeout) leaves no
+        container, no socket directory and no count in ``_load`` behind.
+        """
         import docker.errors
 
         url = self._pick_host()
         if not self.has_image(spec.image, url):
-            with self._lock:
-                self._load[url] -= 1
+            self._undo_start(url, None, None)
             raise ImageNotFound(spec.image, url)
-        manager = labels.get("rockroll.manager", "default")
-        d = self._socket_dir(manager, sandbox_id, labels.get("rockroll.generation", "0"))
+        manager, generation = labels.get("rockroll.manager", "default"), labels.get("rockroll.generation", "0")
+        name, d = f"rockroll-{manager}-{sandbox_id}-g{generation}", None  # d: the socket dir, once made
         env = {"ROCKROLL_SOCKET": f"{CONTAINER_SOCKET_DIR}/s.sock", "ROCKROLL_WORKSPACE": "/workspace"}
         env.update({"ROCKROLL_MAX_SESSIONS": str(spec.max_sessions), **dict(spec.env)})
         tmpfs_opts = f"uid={self.uid},gid={self.uid},exec,nosuid,nodev"
         try:
-            container = self._clients[url].containers.run(
+            d = self._socket_dir(manager, sandbox_id, generation)
+            container = self._clients[url].containers.create(
                 spec.image,
-                detach=True,
-                name=f"rockroll-{manager}-{sandbox_id}-g{labels.get('rockroll.generation', '0')}",
+                name=name,
                 user=f"{self.uid}:{self.uid}",
                 environment=env,
                 labels=labels,
@@ -161,23 +167,42 @@ class DockerBackend(SandboxBackend):
                 volumes={str(d): {"bind": CONTAINER_SOCKET_DIR, "mode": "rw"}},
                 working_dir="/workspace",
             )
-        except docker.errors.ImageNotFound as e:
-            self._known_images.discard((url, spec.image))
-            raise ImageNotFound(spec.image, url) from e
-        except docker.errors.APIError as e:
-            with self._lock:
-                self._load[url] -= 1
-            shutil.rmtree(d, ignore_errors=True)
-            raise SandboxStartError(f"docker could not start {spec.image}: {e}", sandbox_id=sandbox_id) from e
+            container.start()
+        except BaseException as e:
+            # no socket dir: nothing was created; 409: the name is another container's, leave it alone
+            conflict = isinstance(e, docker.errors.APIError) and e.status_code == 409
+            self._undo_start(url, None if d is None or conflict else name, d)
+            if isinstance(e, docker.errors.ImageNotFound):
+                self._known_images.discard((url, spec.image))
+                raise ImageNotFound(spec.image, url) from e
+            if isinstance(e, docker.errors.APIError):
+                raise SandboxStartError(f"docker could not start {spec.image}: {e}", sandbox_id=sandbox_id) from e
+            raise
         return SandboxHandle(
             sandbox_id=sandbox_id,
             backend=self.name,
             socket_path=str(d / "s.sock"),
             ref=container.id,
             host=url,
-            generation=int(labels.get("rockroll.generation", "0")),
+            generation=int(generation),
             extra={"dir": str(d)},
         )
+
+    def _undo_start(self, url: str, name: str | None, d: Path | None) -> None:
+        """Undo a failed :meth:`start`: remove container ``name`` (if any), socket dir ``d``, the load count."""
+        import docker.errors
+
+        with self._lock:
+            self._load[url] = max(0, self._load[url] - 1)
+        if name is not None:
+            try:
+                self._clients[url].containers.get(name).remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            except Exception as e:  # noqa: BLE001 - keep the start's own error; reconciliation removes it later
+                log.warning("could not remove container %s after a failed start: %s", name, e)
+        if d is not None:
+            shutil.rmtree(d, ignore_errors=True)
 
     def _container(self, handle: SandboxHandle) -> Any:
         import docker.errors

@@ -11,10 +11,17 @@ what works on the host (probed by running ``true``):
    but the host filesystem stays **writable** with the server's rights.
 3. nothing: a plain child process (``isolation == "none"``).
 
+When the manager runs as root and the user ``rockroll-sandbox`` exists (``scripts/setup.sh`` creates
+it), bwrap sandboxes are *confined* (:mod:`rockroll.sandbox.confine`): the server runs as that
+unprivileged user, sees only its own directory (at ``/run/rockroll``) of the state directory, not
+``/root`` or ``/home``, and runs under cgroup limits (memory, pids, CPU, where the host's cgroup
+tree is writable) and rlimits. The handle's ``extra["user"]`` says which uid a sandbox runs as.
+
 Threat model and limits, said plainly: this backend is for trusted or semi-trusted code and for
-machines without Docker. Host files stay *visible* (read-only under bwrap), and there are **no
-CPU, memory or pids limits** (no cgroup is created), so a fork bomb or memory hog affects the host.
-Use the Docker backend for untrusted agent code.
+machines without Docker. Host files outside the hidden trees stay *visible* (read-only under
+bwrap). Unconfined (not root, or no bwrap) there are **no CPU, memory or pids limits** and the
+server runs with the manager's rights, so a fork bomb or memory hog affects the host. Use the
+Docker backend for untrusted agent code.
 
 Processes carry ``--label rockroll.manager=<name> --label rockroll.sandbox=<id>`` on their command
 line, so a restarted manager finds them in ``/proc`` and adopts or stops them.
@@ -34,7 +41,18 @@ from typing import ClassVar
 
 from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
+from rockroll.sandbox.confine import (
+    SANDBOX_DIR,
+    SANDBOX_USER,
+    cgroup_dirs,
+    confined_argv,
+    make_cgroups,
+    private_dir,
+    remove_cgroups,
+    sandbox_user,
+)
 from rockroll.sandbox.errors import SandboxStartError
+from rockroll.sandbox.retry import Backoff
 
 #: bytes of a Unix socket path (``sun_path`` is 108 bytes with its trailing NUL on Linux)
 MAX_SOCKET_PATH = 107
@@ -44,6 +62,7 @@ __all__ = ["ProcessBackend", "ProcessConfig", "detect_isolation", "DEFAULT_STATE
 DEFAULT_STATE_DIR = f"/tmp/rockroll-sb-{os.getuid()}"
 _PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+_SOURCES = str(Path(__file__).resolve().parent.parent)  # the folder holding rockroll's packages
 _ISOLATION: str | None = None
 
 
@@ -93,16 +112,25 @@ class ProcessBackend(SandboxBackend):
         state_dir: where each sandbox gets ``<manager>/<id>/`` with its socket, workspace and log.
         isolation: ``auto`` (strongest available), ``bwrap``, ``unshare`` or ``none``.
         python: interpreter that runs the server (default: this one).
+        user: the unprivileged user a root manager's bwrap sandboxes run as ('' : none, run as root).
     """
 
     name = "process"
 
-    def __init__(self, state_dir: str = DEFAULT_STATE_DIR, isolation: str = "auto", python: str = sys.executable):
+    def __init__(
+        self,
+        state_dir: str = DEFAULT_STATE_DIR,
+        isolation: str = "auto",
+        python: str = sys.executable,
+        user: str = SANDBOX_USER,
+    ):
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
         self.state_dir = Path(state_dir)
         self.isolation = detect_isolation() if isolation == "auto" else isolation
         self.python = python
+        #: ``(uid, gid)`` sandboxes run as (confined), or None: as this process's user
+        self.run_as = sandbox_user(user) if self.isolation == "bwrap" else None
 
     def _dir(self, manager: str, name: str) -> Path:
         return self.state_dir / manager / name
@@ -110,9 +138,10 @@ class ProcessBackend(SandboxBackend):
     def start(self, sandbox_id: str, spec: SandboxSpec, *, labels: dict[str, str]) -> SandboxHandle:
         manager = labels.get("rockroll.manager", "default")
         d = self._dir(manager, f"{sandbox_id}-g{labels.get('rockroll.generation', '0')}")
+        private_dir(self.state_dir)  # 0700, ours, not a symlink: other local users reach no socket
         shutil.rmtree(d, ignore_errors=True)
         (d / "ws").mkdir(parents=True, mode=0o700)
-        os.chmod(self.state_dir, 0o700)
+        os.chmod(d, 0o700)
         sock = str(d / "s.sock")
         if len(os.fsencode(sock)) > MAX_SOCKET_PATH:
             raise SandboxStartError(
@@ -120,11 +149,27 @@ class ProcessBackend(SandboxBackend):
                 "socket address holds: use a shorter state directory (data dir)",
                 sandbox_id=sandbox_id,
             )
-        server = [self.python, "-m", "rockroll.sandbox.server", "--socket", sock, "--workspace", str(d / "ws")]
-        server += ["--max-sessions", str(spec.max_sessions)]
+        inner = SANDBOX_DIR if self.run_as else str(d)  # the sandbox's own view of its directory
+        server = [self.python, "-m", "rockroll.sandbox.server", "--socket", f"{inner}/s.sock"]
+        server += ["--workspace", f"{inner}/ws", "--max-sessions", str(spec.max_sessions)]
         for k, v in sorted(labels.items()):
             server += ["--label", f"{k}={v}"]
-        if self.isolation == "bwrap":
+        cgroup = f"{manager}.{d.name}"
+        extra = {"isolation": self.isolation, "dir": str(d), "user": os.geteuid()}
+        if self.run_as:
+            uid, gid = self.run_as
+            for path in (d, d / "ws"):
+                os.chown(path, uid, gid)
+            procs = make_cgroups(cgroup, memory_mb=spec.memory_mb, pids=spec.pids_limit, cpus=spec.cpus)
+            readable = {os.path.dirname(os.path.dirname(os.path.abspath(self.python))), _SOURCES}
+            for paths in (dict(spec.env).get("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")):
+                readable.update(p for p in paths.split(os.pathsep) if p)
+            argv = confined_argv(
+                [], sandbox_dir=str(d), user=self.run_as, workspace_mb=spec.workspace_mb,
+                cgroup_procs=procs, readable=readable,
+            )  # fmt: skip
+            extra.update(user=uid, cgroup=cgroup)
+        elif self.isolation == "bwrap":
             # /run holds host daemons' sockets (Docker's among them): hide it behind an empty tmpfs
             hide = ["--tmpfs", "/tmp", "--tmpfs", "/run"]
             argv = _bwrap_base() + hide + _reexpose(self.python, dict(spec.env))
@@ -135,7 +180,7 @@ class ProcessBackend(SandboxBackend):
             argv = []
         # a minimal environment: the host's variables (tokens, keys...) do not enter the sandbox
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-        env.update({"HOME": str(d / "ws"), "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)})
+        env.update({"HOME": f"{inner}/ws", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)})
         try:
             with open(d / "server.log", "wb") as log:
                 proc = subprocess.Popen(
@@ -150,7 +195,7 @@ class ProcessBackend(SandboxBackend):
             backend=self.name,
             socket_path=sock,
             ref=str(proc.pid),
-            extra={"isolation": self.isolation, "dir": str(d)},
+            extra=extra,
         )
 
     def stop(self, handle: SandboxHandle) -> None:
@@ -168,6 +213,11 @@ class ProcessBackend(SandboxBackend):
         d = handle.extra.get("dir") or os.path.dirname(handle.socket_path)
         if d and str(self.state_dir) in d:
             shutil.rmtree(d, ignore_errors=True)
+        if handle.extra.get("cgroup"):
+            for _ in Backoff(timeout_s=5.0):  # the pid namespace's last processes take a moment to go
+                remove_cgroups(handle.extra["cgroup"])
+                if not _cgroup_left(handle.extra["cgroup"]):
+                    break
 
     def is_alive(self, handle: SandboxHandle) -> bool:
         pid = int(handle.ref)
@@ -218,18 +268,28 @@ class ProcessBackend(SandboxBackend):
             labels = dict(a.split("=", 1) for a in args if a.startswith("rockroll.") and "=" in a)
             sock = args[args.index("--socket") + 1] if "--socket" in args else ""
             sid = labels.get("rockroll.sandbox", "")
+            gen = labels.get("rockroll.generation", "0")
+            extra = {"dir": os.path.dirname(sock), "labels": labels}
+            if sock.startswith(SANDBOX_DIR + "/"):  # confined: the host path is the state directory's
+                d = self._dir(labels.get("rockroll.manager", manager), f"{sid}-g{gen}")
+                sock = str(d / "s.sock")
+                extra.update(dir=str(d), cgroup=f"{labels.get('rockroll.manager', manager)}.{d.name}")
             handles.append(
                 SandboxHandle(
                     sandbox_id=sid,
                     backend=self.name,
                     socket_path=sock,
                     ref=str(pid),
-                    generation=int(labels.get("rockroll.generation", "0")),
+                    generation=int(gen),
                     started_at=time.time(),
-                    extra={"dir": os.path.dirname(sock), "labels": labels},
+                    extra=extra,
                 )
             )
         return handles
+
+
+def _cgroup_left(name: str) -> bool:
+    return any(d.exists() for d in cgroup_dirs(name))
 
 
 def _pgid(pid: int) -> int:
@@ -247,6 +307,7 @@ class ProcessConfig(BackendConfig):
     state_dir: str = DEFAULT_STATE_DIR
     isolation: str = "auto"
     python: str = sys.executable
+    user: str = SANDBOX_USER
 
     def build(self) -> ProcessBackend:
-        return ProcessBackend(state_dir=self.state_dir, isolation=self.isolation, python=self.python)
+        return ProcessBackend(state_dir=self.state_dir, isolation=self.isolation, python=self.python, user=self.user)

@@ -15,4 +15,8 @@ case ",$EXTRAS," in
     .venv/bin/pip install -q "torch==${TORCH_VERSION:-2.13.0}" ;;
 esac
 .venv/bin/pip install -q -e ".[${EXTRAS}]"
+# Run as root, process sandboxes (and job workers) drop to this unprivileged user (rockroll.sandbox.confine)
+if [ "$(id -u)" -eq 0 ] && ! id rockroll-sandbox >/dev/null 2>&1 && command -v useradd >/dev/null 2>&1; then
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin rockroll-sandbox
+fi
 echo "rockroll installed in .venv with extras [${EXTRAS}]"

@@ -49,6 +49,7 @@ def test_process_sandbox_has_no_network(started: Any) -> None:
 def test_bwrap_sandbox_sees_the_host_read_only(started: Any) -> None:
     backend, handle = started
     with tempfile.TemporaryDirectory(dir="/var/tmp") as host_dir:
+        os.chmod(host_dir, 0o777)  # writable by any uid: only the read-only mount may refuse the write
         for target in ("/etc/rr-evil", f"{host_dir}/evil"):
             r = backend.exec(handle, ["sh", "-c", f"echo x > {target}"])
             assert r.exit_code != 0 and "Read-only file system" in r.stderr and not os.path.exists(target)

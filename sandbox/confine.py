@@ -1,0 +1,193 @@
+"""Confinement of process sandboxes started by root: a dedicated user, hidden host files, limits.
+
+When the sandbox manager runs as root (a server, CI) and the host has bubblewrap, a process sandbox
+must not run with root's rights. :func:`confined_argv` builds the command line that
+
+1. joins a cgroup of the sandbox's own where the host's cgroup tree is writable (v2, or v1's
+   ``memory``, ``pids`` and ``cpu`` controllers): ``memory_mb`` (swap included), ``pids_limit`` and
+   ``cpus`` hold for the whole sandbox, as in Docker;
+2. sets rlimits (``prlimit``): no core files, a file-size cap of ``workspace_mb``, 4,096 open files;
+3. runs ``bwrap`` as root *without* a user namespace (new pid, net, ipc, uts and cgroup namespaces),
+   the host's root filesystem read-only, private ``/tmp`` and ``/run``, ``/root`` and ``/home``
+   hidden (only the interpreter and rockroll's sources are mounted back, read-only), and the
+   sandbox's own directory bound at :data:`SANDBOX_DIR` (its socket and workspace; other
+   sandboxes' directories are not in its view at all);
+4. drops to the unprivileged :data:`SANDBOX_USER` (``setpriv``: no supplementary groups, empty
+   bounding, inheritable and ambient capability sets, ``no_new_privs``) before the server starts.
+
+Threat model: the server and everything it runs (env code, the agent's commands) are untrusted and
+run as :data:`SANDBOX_USER`, which owns nothing on the host but its sandbox directory: it cannot
+read ``/etc/shadow``, root's files or another sandbox's directory, cannot write the host's files,
+and has no network. The user is created by ``scripts/setup.sh`` (``useradd --system``); without it,
+or without root or bubblewrap, sandboxes run as the manager's user (see :mod:`rockroll.sandbox.process`).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shlex
+import sys
+from pathlib import Path
+
+from rockroll.sandbox.errors import SandboxStartError
+
+__all__ = [
+    "SANDBOX_USER",
+    "SANDBOX_DIR",
+    "sandbox_user",
+    "confined_argv",
+    "make_cgroups",
+    "remove_cgroups",
+    "cgroup_dirs",
+]
+
+#: the unprivileged user process sandboxes run as when the manager is root
+SANDBOX_USER = "rockroll-sandbox"
+#: where a confined sandbox sees its own directory (socket ``s.sock``, workspace ``ws``)
+SANDBOX_DIR = "/run/rockroll"
+_HIDDEN = ("/tmp", "/run", "/root", "/home")
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def private_dir(path: str | os.PathLike[str]) -> Path:
+    """Make ``path`` a directory only this process's user can enter (0700), refusing a planted one.
+
+    The sandboxes' state directory holds every sandbox's socket: a symlink put in its place (say in
+    ``/tmp``) or a folder another user made there would let that user read sockets or redirect the
+    manager's writes. Such a path raises :class:`~rockroll.sandbox.errors.SandboxStartError`; nothing
+    is followed or changed.
+    """
+    p = Path(os.path.abspath(path))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        p.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise SandboxStartError(
+            f"sandbox state directory {p} is not a plain directory ({e.strerror}): remove it"
+        ) from e
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise SandboxStartError(
+                f"sandbox state directory {p} belongs to uid {st.st_uid}, not to this user ({os.geteuid()}): "
+                "remove it or choose another state directory"
+            )
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return p
+
+
+def sandbox_user(name: str = SANDBOX_USER) -> tuple[int, int] | None:
+    """``(uid, gid)`` of ``name`` when this process is root and the user exists, else ``None``."""
+    if not name or os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return (entry.pw_uid, entry.pw_gid) if entry.pw_uid != 0 else None
+
+
+def _mount_back(paths: set[str]) -> list[str]:
+    """Read-only binds of ``paths`` that a hidden tree covers, each parent made searchable (0755)."""
+    out: list[str] = []
+    made: set[str] = set()
+    for path in sorted(os.path.realpath(p) for p in paths):
+        top = next((h for h in _HIDDEN if path.startswith(h + "/")), None)
+        if top is None or not os.path.exists(path):
+            continue
+        parts = Path(path).relative_to(top).parts[:-1]
+        for i in range(len(parts)):
+            parent = os.path.join(top, *parts[: i + 1])
+            if parent not in made:
+                made.add(parent)
+                out += ["--perms", "0755", "--dir", parent]
+        out += ["--ro-bind", path, path]
+    return out
+
+
+def cgroup_dirs(name: str) -> list[Path]:
+    """The cgroup folders of sandbox ``name``: one on a v2 host, one per controller on v1."""
+    if (_CGROUP_ROOT / "cgroup.controllers").exists():
+        return [_CGROUP_ROOT / "rockroll" / name]
+    return [
+        _CGROUP_ROOT / ctl / "rockroll" / name for ctl in ("memory", "pids", "cpu") if (_CGROUP_ROOT / ctl).is_dir()
+    ]
+
+
+def make_cgroups(name: str, *, memory_mb: int, pids: int, cpus: float) -> list[str]:
+    """Create sandbox ``name``'s cgroups with its limits; the ``cgroup.procs`` files to join.
+
+    Where the tree is not writable (no root, a read-only mount) nothing is made and ``[]`` comes back:
+    limits are then the rlimits alone.
+    """
+    mem, period = memory_mb * 1024 * 1024, 100_000
+    v2 = {"memory.max": mem, "memory.swap.max": 0, "pids.max": pids, "cpu.max": f"{int(cpus * period)} {period}"}
+    v1 = {
+        "memory.limit_in_bytes": mem,
+        "memory.memsw.limit_in_bytes": mem,
+        "pids.max": pids,
+        "cpu.cfs_period_us": period,
+        "cpu.cfs_quota_us": int(cpus * period),
+    }
+    procs = []
+    for d in cgroup_dirs(name):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if d.parent.name == "rockroll" and d.parent.parent == _CGROUP_ROOT:  # v2: enable the controllers below
+            for parent in (_CGROUP_ROOT, d.parent):
+                try:
+                    (parent / "cgroup.subtree_control").write_text("+memory +pids +cpu")
+                except OSError:
+                    pass
+        for key, value in (v2 if d.parent.parent == _CGROUP_ROOT else v1).items():
+            try:
+                (d / key).write_text(str(value))
+            except OSError:  # a knob this kernel lacks (memsw without swap accounting): the rest holds
+                continue
+        procs.append(str(d / "cgroup.procs"))
+    return procs
+
+
+def remove_cgroups(name: str) -> None:
+    """Remove sandbox ``name``'s cgroups (after its processes are gone; a busy one is left)."""
+    for d in cgroup_dirs(name):
+        try:
+            d.rmdir()
+        except OSError:
+            continue
+
+
+def confined_argv(
+    server: list[str],
+    *,
+    sandbox_dir: str,
+    user: tuple[int, int],
+    workspace_mb: int,
+    cgroup_procs: list[str],
+    readable: set[str],
+) -> list[str]:
+    """The command line that runs ``server`` confined (module docstring); ``server`` names
+    :data:`SANDBOX_DIR` paths. ``readable`` are host paths mounted back read-only (interpreter, sources)."""
+    uid, gid = user
+    join = "".join(f"echo $$ > {shlex.quote(p)} && " for p in cgroup_procs)
+    limits = ["prlimit", "--core=0", "--nofile=4096", f"--fsize={workspace_mb * 1024 * 1024}", "--"]
+    bwrap = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    bwrap += ["--cap-drop", "ALL"]
+    bwrap += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]  # setpriv's
+    bwrap += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for hidden in _HIDDEN:  # /tmp stays writable for all (sticky), as on any host
+        bwrap += (["--perms", "1777"] if hidden == "/tmp" else []) + ["--tmpfs", hidden]
+    bwrap += _mount_back(readable | {sys.prefix, sys.base_prefix})
+    bwrap += ["--bind", sandbox_dir, SANDBOX_DIR, "--chdir", "/", "--"]
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all"]
+    drop += ["--bounding-set=-all", "--no-new-privs", "--"]
+    return ["/bin/sh", "-c", join + 'exec "$@"', "sandbox"] + limits + bwrap + drop + server
