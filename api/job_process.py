@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from rockroll.api.job_logs import MAX_LINE_CHARS, JobLogs
 from rockroll.api.job_protocol import MAX_LINE, ProtocolError, clean_metrics, decode, encode, error_to_dict
 from rockroll.api.job_state import JobState
+from rockroll.sandbox.confine import sandbox_user
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
 
 __all__ = ["JobProcess", "WorkerIdentity", "worker_identity", "worker_env", "MAX_SESSIONS"]
@@ -63,15 +64,10 @@ def worker_env(home: Path) -> dict[str, str]:
 def worker_identity(user: str, probe_dir: Path) -> WorkerIdentity | None:
     """``user`` when the server runs as root and ``user`` exists and can start a worker in ``probe_dir``
     (None: workers run as the server's user; a warning says why when ``user`` exists but cannot)."""
-    if not user or os.geteuid() != 0:
+    ids = sandbox_user(user)  # the lookup process sandboxes use: root, the user exists, not uid 0
+    if ids is None:
         return None
-    try:
-        pw = pwd.getpwnam(user)
-    except KeyError:
-        return None
-    if pw.pw_uid == 0:
-        return None
-    ident = WorkerIdentity(pw.pw_uid, pw.pw_gid, user)
+    ident = WorkerIdentity(ids[0], ids[1], user)
     try:
         probe = subprocess.run(
             [sys.executable, "-c", "import rockroll.api.job_worker"],
