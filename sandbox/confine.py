@@ -1,7 +1,8 @@
 """Confinement of process sandboxes started by root: a dedicated user, hidden host files, limits.
 
 When the sandbox manager runs as root (a server, CI) and the host has bubblewrap, a process sandbox
-must not run with root's rights. :func:`confined_argv` builds the command line that
+asked to be confined (``ProcessBackend(user=SANDBOX_USER)``; opt-in for now) does not run with root's
+rights. :func:`confined_argv` builds the command line that
 
 1. joins a cgroup of the sandbox's own where the host's cgroup tree is writable (v2, or v1's
    ``memory``, ``pids`` and ``cpu`` controllers): ``memory_mb`` (swap included), ``pids_limit`` and

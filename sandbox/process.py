@@ -11,8 +11,8 @@ what works on the host (probed by running ``true``):
    but the host filesystem stays **writable** with the server's rights.
 3. nothing: a plain child process (``isolation == "none"``).
 
-When the manager runs as root and the user ``rockroll-sandbox`` exists (``scripts/setup.sh`` creates
-it), bwrap sandboxes are *confined* (:mod:`rockroll.sandbox.confine`): the server runs as that
+When asked to (``ProcessBackend(user="rockroll-sandbox")``), the manager runs as root and that user
+exists (``scripts/setup.sh`` creates it), bwrap sandboxes are *confined* (:mod:`rockroll.sandbox.confine`): the server runs as that
 unprivileged user, sees only its own directory (at ``/run/rockroll``) of the state directory, not
 ``/root`` or ``/home``, and runs under cgroup limits (memory, pids, CPU, where the host's cgroup
 tree is writable) and rlimits. The handle's ``extra["user"]`` says which uid a sandbox runs as.
@@ -43,7 +43,6 @@ from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
 from rockroll.sandbox.confine import (
     SANDBOX_DIR,
-    SANDBOX_USER,
     cgroup_dirs,
     confined_argv,
     make_cgroups,
@@ -112,7 +111,8 @@ class ProcessBackend(SandboxBackend):
         state_dir: where each sandbox gets ``<manager>/<id>/`` with its socket, workspace and log.
         isolation: ``auto`` (strongest available), ``bwrap``, ``unshare`` or ``none``.
         python: interpreter that runs the server (default: this one).
-        user: the unprivileged user a root manager's bwrap sandboxes run as ('' : none, run as root).
+        user: the unprivileged user a root manager's bwrap sandboxes run as, confined (``rockroll-sandbox``,
+            :data:`~rockroll.sandbox.confine.SANDBOX_USER`); '' (the default for now): unconfined.
     """
 
     name = "process"
@@ -122,7 +122,7 @@ class ProcessBackend(SandboxBackend):
         state_dir: str = DEFAULT_STATE_DIR,
         isolation: str = "auto",
         python: str = sys.executable,
-        user: str = SANDBOX_USER,
+        user: str = "",
     ):
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -307,7 +307,7 @@ class ProcessConfig(BackendConfig):
     state_dir: str = DEFAULT_STATE_DIR
     isolation: str = "auto"
     python: str = sys.executable
-    user: str = SANDBOX_USER
+    user: str = ""
 
     def build(self) -> ProcessBackend:
         return ProcessBackend(state_dir=self.state_dir, isolation=self.isolation, python=self.python, user=self.user)

@@ -43,7 +43,7 @@ def backend(tmp_path: Path) -> ProcessBackend:
         if REQUIRED:
             pytest.fail(f"process confinement cannot be tested: {problem}")
         pytest.skip(problem)
-    return ProcessBackend(state_dir=str(tmp_path / "sb"))
+    return ProcessBackend(state_dir=str(tmp_path / "sb"), user=SANDBOX_USER)
 
 
 @pytest.fixture
@@ -134,11 +134,11 @@ def test_state_directory_is_private_and_planted_ones_are_refused(tmp_path: Path,
     planted = tmp_path / "planted"
     planted.symlink_to(target)
     with pytest.raises(SandboxStartError, match="not a plain directory"):
-        ProcessBackend(state_dir=str(planted)).start("x", spec, labels={"rockroll.manager": "pd"})
+        ProcessBackend(state_dir=str(planted), user=SANDBOX_USER).start("x", spec, labels={"rockroll.manager": "pd"})
     assert target.stat().st_mode & 0o777 == 0o755 and not any(target.iterdir())  # nothing followed
     # a directory another user made there
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o777)
     os.chown(theirs, 12345, 12345)
     with pytest.raises(SandboxStartError, match="belongs to uid 12345"):
-        ProcessBackend(state_dir=str(theirs)).start("x", spec, labels={"rockroll.manager": "pd"})
+        ProcessBackend(state_dir=str(theirs), user=SANDBOX_USER).start("x", spec, labels={"rockroll.manager": "pd"})
