@@ -49,6 +49,11 @@ class ApiError(RockrollError):
         self.details = details or {}
 
 
+def capacity_error(message: str, active: int, limit: int, what: str) -> ApiError:
+    """The 429 ``capacity`` answer naming the limit reached (``details``: active, limit, what)."""
+    return ApiError(429, "capacity", message, {"active": active, "limit": limit, "what": what})
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON body of every error answer."""
     return {"error": {"code": code, "message": message, "details": details or {}}}
@@ -76,7 +81,7 @@ def to_api_error(e: Exception) -> ApiError | None:
     if isinstance(e, sb.SandboxNotFound):
         return ApiError(404, "sandbox_not_found", str(e), {"sandbox_id": e.sandbox_id})
     if isinstance(e, sb.CapacityError):
-        return ApiError(429, "capacity", str(e), {"active": e.active, "limit": e.limit, "what": e.what})
+        return capacity_error(str(e), e.active, e.limit, e.what)
     if isinstance(e, sb.FileTooLarge):
         message = f"file {e.path!r} is {e.size} bytes, over the cap of {e.limit} bytes (max_file_bytes)"
         return ApiError(413, "too_large", message, {"path": e.path, "size": e.size, "limit": e.limit})

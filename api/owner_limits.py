@@ -23,7 +23,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
-from rockroll.api.errors import ApiError
+from rockroll.api.errors import capacity_error
 
 __all__ = ["CallLimits", "get_call_limits", "CallsDep"]
 
@@ -52,21 +52,17 @@ class CallLimits:
         with self._lock:
             mine = self._running.get(owner, 0)
             if mine >= self.per_owner:
-                raise ApiError(
-                    429,
-                    "capacity",
+                raise capacity_error(
                     f"{owner} has {mine} exec/file calls running, the limit (max_sandbox_calls_per_owner="
                     f"{self.per_owner}); wait for one to finish",
-                    {"active": mine, "limit": self.per_owner, "what": "sandbox calls per owner"},
-                )
+                    mine, self.per_owner, "sandbox calls per owner",
+                )  # fmt: skip
             if self._all >= self.total:
-                raise ApiError(
-                    429,
-                    "capacity",
+                raise capacity_error(
                     f"the server runs {self._all} exec/file calls, the limit (max_sandbox_calls={self.total}); "
                     "try again shortly",
-                    {"active": self._all, "limit": self.total, "what": "sandbox calls"},
-                )
+                    self._all, self.total, "sandbox calls",
+                )  # fmt: skip
             self._running[owner] = mine + 1
             self._all += 1
 

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from sqlalchemy import delete, select
 
 from rockroll.api.db import Database, SandboxOwner
-from rockroll.api.errors import ApiError
+from rockroll.api.errors import capacity_error
 
 __all__ = ["OwnerLedger", "base_pool", "owner_pool"]
 
@@ -95,22 +95,18 @@ class OwnerLedger:
             mine = self.held(owner, live_ids) + self._pending.get(owner, 0)
             taken = used + sum(self._pending.values())
             if mine >= self.per_owner:
-                raise ApiError(
-                    429,
-                    "capacity",
+                raise capacity_error(
                     f"{owner} holds {mine} sandboxes (sessions' and their own), the limit max_sandboxes_per_owner="
                     f"{self.per_owner}; close sessions or delete a sandbox first",
-                    {"active": mine, "limit": self.per_owner, "what": "sandboxes per owner"},
-                )
+                    mine, self.per_owner, "sandboxes per owner",
+                )  # fmt: skip
             if taken >= self.total or (mine > 0 and taken >= self.total - 1):
                 reason = "the server is full" if taken >= self.total else "the last free one is kept for other owners"
-                raise ApiError(
-                    429,
-                    "capacity",
+                raise capacity_error(
                     f"{taken} of max_sandboxes={self.total} sandboxes are in use and {reason}; "
                     "close sessions or delete a sandbox, or retry later",
-                    {"active": taken, "limit": self.total, "what": "sandboxes"},
-                )
+                    taken, self.total, "sandboxes",
+                )  # fmt: skip
             self._pending[owner] = self._pending.get(owner, 0) + 1
         try:
             yield

@@ -11,7 +11,7 @@ from rockroll.api.auth import Principal
 from rockroll.api.caps import capped_sandbox, check_exec_timeout
 from rockroll.api.db import SandboxOwner
 from rockroll.api.deps import StateDep, Who
-from rockroll.api.errors import ApiError
+from rockroll.api.errors import ApiError, capacity_error
 from rockroll.api.owner_limits import CallsDep
 from rockroll.api.responses import ExecOutput, FileWritten, SandboxInfo, SandboxList
 from rockroll.api.schemas import ExecRequest, SandboxCreate
@@ -56,8 +56,8 @@ def create_sandbox(body: SandboxCreate, state: StateDep, who: Who) -> dict[str, 
     held = sum(1 for sid in owned if sid in live)
     limit = state.settings.max_sandboxes_per_owner
     if held >= limit:
-        raise ApiError(429, "capacity", f"{who.owner} holds {held} sandboxes, the limit; delete one first",
-                       {"active": held, "limit": limit, "what": "sandboxes per owner"})  # fmt: skip
+        raise capacity_error(f"{who.owner} holds {held} sandboxes, the limit; delete one first", held, limit,
+                             "sandboxes per owner")  # fmt: skip
     fields = body.model_dump(exclude_none=True)
     sb = state.placement.create_sandbox(**fields)
     with state.db.session() as s:
