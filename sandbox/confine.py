@@ -1,8 +1,7 @@
 """Confinement of process sandboxes started by root: a dedicated user, hidden host files, limits.
 
 When the sandbox manager runs as root (a server, CI) and the host has bubblewrap, a process sandbox
-asked to be confined (``ProcessBackend(user=SANDBOX_USER)``; opt-in for now) does not run with root's
-rights. :func:`confined_argv` builds the command line that
+does not run with root's rights (``ProcessBackend(user="")`` opts out). :func:`confined_argv` builds the command line that
 
 1. joins a cgroup of the sandbox's own where the host's cgroup tree is writable (v2, or v1's
    ``memory``, ``pids`` and ``cpu`` controllers): ``memory_mb`` (swap included), ``pids_limit`` and
@@ -28,7 +27,6 @@ from __future__ import annotations
 import os
 import pwd
 import shlex
-import sys
 from pathlib import Path
 
 from rockroll.sandbox.errors import SandboxStartError
@@ -187,7 +185,7 @@ def confined_argv(
     bwrap += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for hidden in _HIDDEN:  # /tmp stays writable for all (sticky), as on any host
         bwrap += (["--perms", "1777"] if hidden == "/tmp" else []) + ["--tmpfs", hidden]
-    bwrap += _mount_back(readable | {sys.prefix, sys.base_prefix})
+    bwrap += _mount_back(readable)
     bwrap += ["--bind", sandbox_dir, SANDBOX_DIR, "--chdir", "/", "--"]
     drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all"]
     drop += ["--bounding-set=-all", "--no-new-privs", "--"]

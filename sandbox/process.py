@@ -11,8 +11,8 @@ what works on the host (probed by running ``true``):
    but the host filesystem stays **writable** with the server's rights.
 3. nothing: a plain child process (``isolation == "none"``).
 
-When asked to (``ProcessBackend(user="rockroll-sandbox")``), the manager runs as root and that user
-exists (``scripts/setup.sh`` creates it), bwrap sandboxes are *confined* (:mod:`rockroll.sandbox.confine`): the server runs as that
+When the manager runs as root and the user ``rockroll-sandbox`` exists (``scripts/setup.sh`` creates
+it), bwrap sandboxes are *confined* (:mod:`rockroll.sandbox.confine`): the server runs as that
 unprivileged user, sees only its own directory (at ``/run/rockroll``) of the state directory, not
 ``/root`` or ``/home``, and runs under cgroup limits (memory, pids, CPU, where the host's cgroup
 tree is writable) and rlimits. The handle's ``extra["user"]`` says which uid a sandbox runs as.
@@ -43,6 +43,7 @@ from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
 from rockroll.sandbox.confine import (
     SANDBOX_DIR,
+    SANDBOX_USER,
     cgroup_dirs,
     confined_argv,
     make_cgroups,
@@ -61,7 +62,6 @@ __all__ = ["ProcessBackend", "ProcessConfig", "detect_isolation", "DEFAULT_STATE
 DEFAULT_STATE_DIR = f"/tmp/rockroll-sb-{os.getuid()}"
 _PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-_SOURCES = str(Path(__file__).resolve().parent.parent)  # the folder holding rockroll's packages
 _ISOLATION: str | None = None
 
 
@@ -76,14 +76,21 @@ def _bwrap_base() -> list[str]:
     return ["bwrap", "--unshare-all", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
 
 
-def _reexpose(python: str, env: dict[str, str]) -> list[str]:
-    """Read-only binds for what the server needs that the /tmp and /run tmpfs would hide: the
-    interpreter's prefix, the rockroll sources and PYTHONPATH entries (a checkout under /tmp)."""
+def _server_paths(python: str, env: dict[str, str]) -> set[str]:
+    """What the server reads from the host: the interpreter's prefixes, rockroll's sources and the
+    PYTHONPATH entries (the spec's and the one passed on from this process)."""
     wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.abspath(python)))}
     wanted.add(str(Path(__file__).resolve().parent.parent))
-    wanted.update(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)
+    for paths in (env.get("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")):
+        wanted.update(p for p in paths.split(os.pathsep) if p)
+    return wanted
+
+
+def _reexpose(python: str, env: dict[str, str]) -> list[str]:
+    """Read-only binds for the server's paths (:func:`_server_paths`) that the /tmp and /run tmpfs
+    would hide (a checkout under /tmp)."""
     out: list[str] = []
-    for path in sorted(os.path.realpath(p) for p in wanted):
+    for path in sorted(os.path.realpath(p) for p in _server_paths(python, env)):
         if path.startswith(("/tmp/", "/run/")) and os.path.exists(path):
             out += ["--ro-bind", path, path]
     return out
@@ -112,7 +119,7 @@ class ProcessBackend(SandboxBackend):
         isolation: ``auto`` (strongest available), ``bwrap``, ``unshare`` or ``none``.
         python: interpreter that runs the server (default: this one).
         user: the unprivileged user a root manager's bwrap sandboxes run as, confined (``rockroll-sandbox``,
-            :data:`~rockroll.sandbox.confine.SANDBOX_USER`); '' (the default for now): unconfined.
+            :data:`~rockroll.sandbox.confine.SANDBOX_USER`, the default); '': unconfined, as the manager's user.
     """
 
     name = "process"
@@ -122,7 +129,7 @@ class ProcessBackend(SandboxBackend):
         state_dir: str = DEFAULT_STATE_DIR,
         isolation: str = "auto",
         python: str = sys.executable,
-        user: str = "",
+        user: str = SANDBOX_USER,
     ):
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -161,12 +168,9 @@ class ProcessBackend(SandboxBackend):
             for path in (d, d / "ws"):
                 os.chown(path, uid, gid)
             procs = make_cgroups(cgroup, memory_mb=spec.memory_mb, pids=spec.pids_limit, cpus=spec.cpus)
-            readable = {os.path.dirname(os.path.dirname(os.path.abspath(self.python))), _SOURCES}
-            for paths in (dict(spec.env).get("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")):
-                readable.update(p for p in paths.split(os.pathsep) if p)
             argv = confined_argv(
                 [], sandbox_dir=str(d), user=self.run_as, workspace_mb=spec.workspace_mb,
-                cgroup_procs=procs, readable=readable,
+                cgroup_procs=procs, readable=_server_paths(self.python, dict(spec.env)),
             )  # fmt: skip
             extra.update(user=uid, cgroup=cgroup)
         elif self.isolation == "bwrap":
@@ -307,7 +311,7 @@ class ProcessConfig(BackendConfig):
     state_dir: str = DEFAULT_STATE_DIR
     isolation: str = "auto"
     python: str = sys.executable
-    user: str = ""
+    user: str = SANDBOX_USER
 
     def build(self) -> ProcessBackend:
         return ProcessBackend(state_dir=self.state_dir, isolation=self.isolation, python=self.python, user=self.user)

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,23 +29,30 @@ def test_multiturn_batch_survives_a_killed_process_sandbox(tiny_model_dir: Path,
                     "max_invalid_actions": None, "sandbox": "process"},
     })  # fmt: skip
     manager = SandboxManager(backend="process", name="mt-kill", db_url=f"sqlite:///{tmp_path}/sb.db")
-    engine = HFEngine(model_path=str(tiny_model_dir), max_batch_size=64, seed=0)
-    driver = MultiTurnDriver(cfg, engine, SandboxSource(manager))
     killed: list[str] = []
 
-    def kill_one() -> None:
-        if manager.wait_until(lambda: any(sb.sessions > 0 for sb in manager.list()), 60):
-            time.sleep(0.1)  # episodes are under way (a whole batch takes well under a second now)
-            sb = next(sb for sb in manager.list() if sb.sessions > 0)
-            os.killpg(int(sb.handle.ref), signal.SIGKILL)
-            killed.append(sb.id)
+    class KillingEngine(HFEngine):
+        """Kills the sandboxes hosting sessions at the 40th generation call: every one of the 16
+        episodes has reset and most are between turns, so the kill lands mid-episode (a timer could
+        fire before the first step, which a re-open absorbs, or after the last: the batch takes well
+        under a second)."""
 
-    killer = threading.Thread(target=kill_one, daemon=True)
-    killer.start()
+        calls = 0
+
+        async def generate(self, request: Any) -> Any:
+            KillingEngine.calls += 1
+            if KillingEngine.calls == 40:
+                for sb in manager.list():
+                    if sb.sessions > 0:
+                        os.killpg(int(sb.handle.ref), signal.SIGKILL)
+                        killed.append(sb.id)
+            return await super().generate(request)
+
+    engine = KillingEngine(model_path=str(tiny_model_dir), max_batch_size=64, seed=0)
+    driver = MultiTurnDriver(cfg, engine, SandboxSource(manager))
     try:
         trajs, metrics = driver.next_batch()
     finally:
-        killer.join(10)
         driver.close()
         manager.close()
     assert killed, "no sandbox was killed"
