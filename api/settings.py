@@ -62,6 +62,12 @@ class Settings(BaseSettings):
         max_length=40,
         description="Name labelling this server's sandboxes (default: derived from the database URL).",
     )
+    stop_sandboxes_on_exit: bool = Field(
+        False,
+        description="On shutdown (SIGTERM, Ctrl-C), stop every sandbox this server runs. Off: they stay up and "
+        "the next server on this database adopts them (their sessions answer 410); the server's state "
+        "directory is private, so nobody else reaches them meanwhile.",
+    )
     # per-owner sandboxes (issue 13 items 2, 7)
     sandbox_idle_ttl_s: float = Field(
         600.0,

@@ -86,10 +86,11 @@ class AppState:
     metric_history: MetricHistory = field(default_factory=MetricHistory)
 
     def close(self) -> None:
-        """Stop jobs, close sessions, stop the manager (sandboxes stay up), close the database."""
+        """Stop jobs, close sessions, stop the manager (and the sandboxes with ``stop_sandboxes_on_exit``;
+        otherwise they stay up for the next server), close the database."""
         self.jobs.close()
         self.sessions.close_all()
-        self.placement.close(stop_sandboxes=False)
+        self.placement.close(stop_sandboxes=self.settings.stop_sandboxes_on_exit)
         self.db.close()
 
 

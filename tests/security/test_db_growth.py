@@ -41,7 +41,8 @@ def _db_bytes(data_dir: Path) -> int:
 
 
 def test_a_flooding_job_keeps_its_logs_metrics_and_the_wal_bounded(data_dir: Path) -> None:
-    with TestClient(create_app(make_settings(data_dir, dev_mode=True, job_log_max_bytes=50_000))) as c:
+    settings = make_settings(data_dir, dev_mode=True, job_log_max_bytes=50_000, stop_sandboxes_on_exit=True)
+    with TestClient(create_app(settings)) as c:
         rr = c.app.state.rr
         job = c.post("/v1/jobs", json={"kind": "eval", "config": {"env": "FrozenLake-v0", "episodes": 100_000}}).json()
         deadline = time.monotonic() + 60
@@ -104,7 +105,7 @@ def _synthetic_jobs(rr: Any, n: int) -> None:
 
 
 def test_the_overview_stays_small_with_1000_sandboxes_and_100_jobs(data_dir: Path, monkeypatch: Any) -> None:
-    with TestClient(create_app(make_settings(data_dir, dev_mode=True))) as c:
+    with TestClient(create_app(make_settings(data_dir, dev_mode=True, stop_sandboxes_on_exit=True))) as c:
         rr = c.app.state.rr
         fakes = _synthetic_sandboxes(1000)
         real = rr.placement.list
