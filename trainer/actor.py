@@ -29,13 +29,14 @@ def total_updates(cfg: TrainConfig) -> int:
 
 
 def single_pass(cfg: TrainConfig, rows: int) -> bool:
-    """Whether the update of ``rows`` rows is one optimizer step over the whole batch.
+    """Whether the update's first optimizer step covers all ``rows`` rows of the batch.
 
-    Then the logprobs before the step (PPO's ``old_logprobs``) are those of the step's own forward
-    pass, detached: a separate no-grad pass over the batch would compute the same numbers.
+    Then the logprobs before the step (PPO's ``old_logprobs``) are those of the first pass's own
+    forward, detached: a separate no-grad pass over the batch would compute the same numbers, so
+    the update records them in its first epoch and later epochs reuse them.
     """
     mb = cfg.optim.mini_batch_size
-    return cfg.optim.ppo_epochs == 1 and (mb == 0 or mb >= rows) and not cfg.algo.tis_cap
+    return (mb == 0 or mb >= rows) and not cfg.algo.tis_cap
 
 
 def make_scheduler(opt: Any, schedule: str, warmup: int, total: int) -> Any:
@@ -117,22 +118,33 @@ class PolicyTrainer:
     def update(self, batch: Batch, step: int) -> dict[str, float]:
         """PPO epochs over shuffled minibatches of ``batch`` (needs extras ``advantages``, ``loss_mask``).
 
-        Extra ``old_logprobs`` is the policy's before this step; ``None`` when the step is a single
-        pass (:func:`single_pass`), where they equal the pass's own logprobs, detached.
+        Extra ``old_logprobs`` is the policy's before this step. Without it the first minibatch must
+        be the whole batch (:func:`single_pass`): the first epoch's logprobs, detached, are recorded
+        as ``old_logprobs`` for the later epochs.
         """
+        import dataclasses
+
         import torch
 
         n = len(batch)
         mb_size = self.optim.mini_batch_size or n
+        record = None
+        if batch.extras.get("old_logprobs") is None:
+            if mb_size < n:
+                raise ValueError("update without old_logprobs needs minibatches of the whole batch (see single_pass)")
+            batch = dataclasses.replace(batch, extras=dict(batch.extras))
+            record = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=batch.input_ids.device)
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
         sums: dict[str, float] = {}
         updates = 0
         self.model.train()
-        for _ in range(self.optim.ppo_epochs):
+        for epoch in range(self.optim.ppo_epochs):
             order = torch.randperm(n, generator=gen).tolist() if mb_size < n else list(range(n))
+            if epoch == 1 and record is not None:
+                batch.extras["old_logprobs"] = record
             for start in range(0, n, mb_size):
                 rows = order[start : start + mb_size]
-                stats = self._minibatch(batch, rows)
+                stats = self._minibatch(batch, rows, record if epoch == 0 else None)
                 if stats is None:
                     continue
                 updates += 1
@@ -143,7 +155,7 @@ class PolicyTrainer:
         metrics["actor/updates"] = float(updates)
         return metrics
 
-    def _minibatch(self, batch: Batch, rows: list[int]) -> dict[str, float] | None:
+    def _minibatch(self, batch: Batch, rows: list[int], record: torch.Tensor | None = None) -> dict[str, float] | None:
         import torch
 
         from rockroll.trainer.algos import aggregate_loss, kl_estimate, policy_loss, tis_weights, value_loss
@@ -170,9 +182,11 @@ class PolicyTrainer:
             lp, ent = token_logprobs(
                 self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=True, need=mb.response_mask
             )
-            old = mb.extras.get("old_logprobs")
-            if old is None:  # one pass over the batch (see single_pass): the policy before this step is lp itself
+            old = None if record is not None else mb.extras.get("old_logprobs")
+            if old is None:  # the first pass over the whole batch (see single_pass): the policy before it is lp itself
                 old = lp.detach()
+                if idx and record is not None:
+                    record[torch.as_tensor(idx)] = old
             loss_tok, st = policy_loss(
                 a.pg_variant, lp, old, mb.extras["advantages"], mask,
                 clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip or None,

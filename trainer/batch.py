@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rockroll.agentrl.trajectory import TrainSample
+from rockroll.trainer.shared_prefix import shared_hidden
 
 if TYPE_CHECKING:
     import torch
@@ -111,13 +112,16 @@ def token_logprobs(
     *,
     with_entropy: bool = False,
     need: torch.Tensor | None = None,
+    share_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Token-aligned logprobs (and entropies) of ``input_ids`` under ``model`` (grad follows the caller's mode).
 
     ``need`` (a 0/1 mask shaped like ``input_ids``) names the tokens whose logprob is used: for a
     plain-head decoder the vocabulary projection then runs only at those positions (for short
     answers after long prompts that is most of the work); elsewhere the result is 0. Without it
-    every position is computed.
+    every position is computed. With ``need`` and ``share_prefix`` the tokens before each row's
+    first needed position are computed once per distinct prefix
+    (:func:`rockroll.trainer.shared_prefix.shared_hidden`) when that saves enough.
     """
     import torch
 
@@ -130,8 +134,11 @@ def token_logprobs(
     ent = torch.zeros((n, full), dtype=torch.float32, device=input_ids.device) if with_entropy else None
     if need is not None and getattr(model.config, "model_type", None) in _PLAIN_HEAD_TYPES:
         rows, cols = need[:, 1:length].nonzero(as_tuple=True)  # token cols+1 is predicted at position cols
-        hidden = model.get_decoder()(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state
-        logits = model.get_output_embeddings()(hidden[rows, cols]).float()
+        picked = shared_hidden(model.get_decoder(), ids, attn, rows, cols) if share_prefix else None
+        if picked is None:
+            hidden = model.get_decoder()(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state
+            picked = hidden[rows, cols]
+        logits = model.get_output_embeddings()(picked).float()
         logp = torch.log_softmax(logits, dim=-1)
         out = out.index_put((rows, cols + 1), logp.gather(-1, ids[rows, cols + 1].unsqueeze(-1)).squeeze(-1))
         if ent is not None:

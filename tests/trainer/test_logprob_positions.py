@@ -35,15 +35,17 @@ def test_need_mask_matches_full_logits(tiny_model_dir) -> None:
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.get_decoder().parameters())
 
 
-def test_single_pass_update_equals_two_pass(tiny_model_dir) -> None:
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_single_pass_update_equals_two_pass(tiny_model_dir, epochs) -> None:
+    """Old logprobs recorded in the first epoch's pass give the same steps as a separate pass before it."""
     from rockroll.trainer.actor import PolicyTrainer, single_pass
     from rockroll.trainer.batch import collate
     from rockroll.trainer.config import TrainConfig
 
-    cfg = TrainConfig.model_validate({"optim": {"ppo_epochs": 1, "mini_batch_size": 0, "micro_batch_size": 5}})
+    cfg = TrainConfig.model_validate({"optim": {"ppo_epochs": epochs, "mini_batch_size": 0, "micro_batch_size": 5}})
     samples = random_samples(16, 200, seed=5)
     assert single_pass(cfg, len(samples))
-    assert not single_pass(cfg.model_copy(update={"optim": cfg.optim.model_copy(update={"ppo_epochs": 2})}), 16)
+    assert not single_pass(cfg.model_copy(update={"optim": cfg.optim.model_copy(update={"mini_batch_size": 8})}), 16)
     base = _model(tiny_model_dir)
     results = []
     for two_pass in (False, True):
@@ -55,8 +57,65 @@ def test_single_pass_update_equals_two_pass(tiny_model_dir) -> None:
         if two_pass:
             batch.extras["old_logprobs"] = trainer.compute_logprobs(batch)
         trainer.update(batch, step=0)
+        assert ("old_logprobs" in batch.extras) == two_pass  # the caller's batch is left as it was
         results.append({k: v.clone() for k, v in model.state_dict().items()})
     moved = sum(float((results[0][k] - base.state_dict()[k]).abs().sum()) for k in results[0])
     assert moved > 0
     for k in results[0]:
         torch.testing.assert_close(results[0][k], results[1][k], rtol=1e-5, atol=1e-6)
+
+
+def test_update_without_old_logprobs_needs_whole_batch_minibatches(tiny_model_dir) -> None:
+    from rockroll.trainer.actor import PolicyTrainer
+    from rockroll.trainer.batch import collate
+    from rockroll.trainer.config import TrainConfig
+
+    cfg = TrainConfig.model_validate({"optim": {"ppo_epochs": 2, "mini_batch_size": 8}})
+    trainer = PolicyTrainer(_model(tiny_model_dir), cfg.algo, cfg.optim, total_updates=1)
+    batch = collate(random_samples(16, 200, seed=5), 0)
+    batch.extras["advantages"] = torch.ones_like(batch.response_mask)
+    batch.extras["loss_mask"] = batch.response_mask.float()
+    with pytest.raises(ValueError, match="whole batch"):
+        trainer.update(batch, step=0)
+
+
+def test_shared_prefixes_give_the_plain_logprobs_and_gradients(tiny_model_dir) -> None:
+    """Rows that share prompts (several answers each, prompts of several lengths): one pass per
+    distinct prefix gives the plain pass's logprobs, entropies and gradients."""
+    import random
+
+    from rockroll.trainer.batch import token_logprobs
+    from rockroll.trainer.shared_prefix import shared_hidden
+
+    model = _model(tiny_model_dir)
+    rng = random.Random(0)
+    rows = []
+    for _ in range(12):
+        prompt = [rng.randrange(5, 200) for _ in range(rng.randint(8, 20))]
+        rows += [(prompt, [rng.randrange(5, 200) for _ in range(rng.randint(2, 4))]) for _ in range(rng.randint(1, 5))]
+    width = max(len(p) + len(r) for p, r in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    need = torch.zeros((len(rows), width))
+    for i, (p, r) in enumerate(rows):
+        ids[i, : len(p) + len(r)] = torch.tensor(p + r)
+        attn[i, : len(p) + len(r)] = 1
+        need[i, len(p) : len(p) + len(r)] = 1
+    need[3] = 0  # a row that needs nothing
+    got = []
+    for share in (False, True):
+        model.zero_grad()
+        lp, ent = token_logprobs(model, ids, attn, with_entropy=True, need=need, share_prefix=share)
+        (lp * need).sum().backward()
+        got.append((lp.detach(), ent.detach(), [p.grad.clone() for p in model.parameters()]))
+    torch.testing.assert_close(got[1][0], got[0][0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got[1][1], got[0][1], rtol=1e-4, atol=1e-5)
+    for a, b in zip(got[1][2], got[0][2], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-6)
+    # the shared path really ran (and declines where it would not save work)
+    r, c = need[:, 1:].nonzero(as_tuple=True)
+    assert shared_hidden(model.get_decoder(), ids, attn, r, c) is not None
+    distinct = torch.arange(len(rows)).unsqueeze(1) + 5  # every prefix differs: nothing to share
+    ids2 = ids.clone()
+    ids2[:, :1] = distinct
+    assert shared_hidden(model.get_decoder(), ids2, attn, r, c) is None
