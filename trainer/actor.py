@@ -57,6 +57,10 @@ def make_scheduler(opt: Any, schedule: str, warmup: int, total: int) -> Any:
 class PolicyTrainer:
     """Update a policy (and optional critic) on prepared batches (see the module docstring)."""
 
+    #: compute prefixes shared by rows once (:mod:`rockroll.trainer.shared_prefix`); a strategy whose
+    #: ranks must run the same forward passes (ZeRO-3 gathers parameters in each) turns it off
+    share_prefix = True
+
     def __init__(
         self,
         model: Any,
@@ -98,7 +102,11 @@ class PolicyTrainer:
             for start in range(0, len(batch), self.optim.micro_batch_size):
                 rows = list(range(start, min(len(batch), start + self.optim.micro_batch_size)))
                 mb = batch.select(rows)
-                out.append(token_logprobs(m, mb.input_ids, mb.attention_mask, need=mb.response_mask)[0])
+                out.append(
+                    token_logprobs(
+                        m, mb.input_ids, mb.attention_mask, need=mb.response_mask, share_prefix=self.share_prefix
+                    )[0]
+                )
         return torch.cat(out, 0)
 
     def compute_values(self, batch: Batch) -> torch.Tensor:
@@ -180,8 +188,9 @@ class PolicyTrainer:
             mask = mb.extras["loss_mask"] if idx else mb.extras["loss_mask"] * 0
             ntok = float(mask.sum())
             lp, ent = token_logprobs(
-                self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=True, need=mb.response_mask
-            )
+                self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=True, need=mb.response_mask,
+                share_prefix=self.share_prefix,
+            )  # fmt: skip
             old = None if record is not None else mb.extras.get("old_logprobs")
             if old is None:  # the first pass over the whole batch (see single_pass): the policy before it is lp itself
                 old = lp.detach()

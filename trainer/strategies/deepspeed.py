@@ -116,6 +116,7 @@ class DeepSpeedTrainer(PolicyTrainer):
         self.model, self.critic, self.algo, self.optim = model, critic, algo, optim
         self.rank, self.world, self.seed = rank, world, seed
         self.zero_stage = workers.zero_stage
+        self.share_prefix = workers.zero_stage != 3  # sharing changes the number of forwards per rank
         # micro-batches per rank in a full minibatch (mini_batch_size 0: the whole batch, size unknown here)
         per_rank = -(-optim.mini_batch_size // world)
         self.gas = max(1, -(-per_rank // optim.micro_batch_size))
