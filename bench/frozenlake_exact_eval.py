@@ -60,7 +60,9 @@ def _cells(seed: int, size: int) -> tuple[tuple[str, ...], list[tuple[int, int, 
 
 async def _greedy(engine: HFEngine, prompts: list[list[int]], max_new: int) -> list[list[int]]:
     params = SamplingParams(max_new_tokens=max_new, temperature=0.0)
-    results = await asyncio.gather(*(engine.generate(GenerationRequest(p, params, str(i))) for i, p in enumerate(prompts)))
+    results = await asyncio.gather(
+        *(engine.generate(GenerationRequest(p, params, str(i))) for i, p in enumerate(prompts))
+    )
     await engine.close()
     return [r.token_ids for r in results]
 
