@@ -11,7 +11,7 @@ and the rollout engine as a Ray actor, placed colocated or apart.
   Under the deepspeed strategy with ZeRO-3 every rank sees the whole batch in forward passes and
   every rank is asked for the (collectively gathered) weights.
 * :class:`EngineWorker` / :class:`RayEngine`: the :class:`rockroll.agentrl.engines.hf.HFEngine` inside a
-  Ray actor, and an in-controller proxy with the engine interface (``generate_batch``,
+  Ray actor, and an in-controller proxy with the engine interface (``generate``, ``generate_batch``,
   ``update_weights(state_dict, version)``).
 
 Device mapping (:func:`role_options`): colocated roles share devices (fractional GPUs, no CPU
@@ -182,12 +182,6 @@ class _EngineWorkerImpl:
         model.load_state_dict(weights)
         self.engine = HFEngine(model=model, tokenizer=tok, max_batch_size=256, seed=cfg.seed)
 
-    async def generate(self, request: Any) -> Any:
-        return await self.engine.generate(request)
-
-    async def generate_batch(self, requests: list) -> list:
-        return await self.engine.generate_batch(requests)
-
     async def generate_many(self, requests: list) -> list:
         """Each request's result, or the exception it raised (one request's failure is its own)."""
         import asyncio
@@ -217,6 +211,7 @@ class RayEngine:
         self.weight_version = 0
         self.calls = 0  # Ray calls made for generation (requests coalesce into fewer)
         self._pending: list[tuple[Any, Any]] = []
+        self._flushes: set[Any] = set()  # running flush tasks (the loop keeps only weak references)
         self._actor = (
             ray.remote(_EngineWorkerImpl).options(**role_options(cfg, "rollout")).remote(config_to_dict(cfg), weights)
         )
@@ -227,9 +222,14 @@ class RayEngine:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         if not self._pending:
-            loop.call_soon(lambda: loop.create_task(self._flush()))
+            loop.call_soon(self._start_flush, loop)
         self._pending.append((request, fut))
         return await fut
+
+    def _start_flush(self, loop: Any) -> None:
+        task = loop.create_task(self._flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending, []
