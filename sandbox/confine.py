@@ -37,6 +37,7 @@ __all__ = [
     "sandbox_user",
     "confined_argv",
     "make_cgroups",
+    "memory_cgroup",
     "remove_cgroups",
     "cgroup_dirs",
 ]
@@ -118,6 +119,14 @@ def cgroup_dirs(name: str) -> list[Path]:
     return [
         _CGROUP_ROOT / ctl / "rockroll" / name for ctl in ("memory", "pids", "cpu") if (_CGROUP_ROOT / ctl).is_dir()
     ]
+
+
+def memory_cgroup(name: str) -> Path | None:
+    """Sandbox ``name``'s cgroup folder with the memory controller (its OOM kill counter), if it exists."""
+    for d in cgroup_dirs(name):
+        if (d.parent.parent == _CGROUP_ROOT or d.parent.parent.name == "memory") and d.is_dir():
+            return d
+    return None
 
 
 def make_cgroups(name: str, *, memory_mb: int, pids: int, cpus: float) -> list[str]:

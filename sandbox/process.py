@@ -47,6 +47,7 @@ from rockroll.sandbox.confine import (
     cgroup_dirs,
     confined_argv,
     make_cgroups,
+    memory_cgroup,
     private_dir,
     remove_cgroups,
     sandbox_user,
@@ -163,6 +164,7 @@ class ProcessBackend(SandboxBackend):
             server += ["--label", f"{k}={v}"]
         cgroup = f"{manager}.{d.name}"
         extra = {"isolation": self.isolation, "dir": str(d), "user": os.geteuid()}
+        own_env: dict[str, str] = {}  # the server's own variables (its commands do not inherit ROCKROLL_*)
         if self.run_as:
             uid, gid = self.run_as
             for path in (d, d / "ws"):
@@ -173,6 +175,9 @@ class ProcessBackend(SandboxBackend):
                 cgroup_procs=procs, readable=_server_paths(self.python, dict(spec.env)),
             )  # fmt: skip
             extra.update(user=uid, cgroup=cgroup)
+            memory = memory_cgroup(cgroup) if procs else None
+            if memory is not None:  # the server reads its OOM kill counter there (execs.oom_kill_count)
+                own_env["ROCKROLL_MEMORY_CGROUP"] = str(memory)
         elif self.isolation == "bwrap":
             # /run holds host daemons' sockets (Docker's among them): hide it behind an empty tmpfs
             hide = ["--tmpfs", "/tmp", "--tmpfs", "/run"]
@@ -184,7 +189,7 @@ class ProcessBackend(SandboxBackend):
             argv = []
         # a minimal environment: the host's variables (tokens, keys...) do not enter the sandbox
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-        env.update({"HOME": f"{inner}/ws", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)})
+        env.update({"HOME": f"{inner}/ws", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env), **own_env})
         try:
             with open(d / "server.log", "wb") as log:
                 proc = subprocess.Popen(

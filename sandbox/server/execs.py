@@ -3,18 +3,25 @@
 A command is an argv list (run directly) or a string (run by ``/bin/sh -c``). It runs in its
 own process group in the workspace, with the server's environment (minimal, set by the
 backend, plus the spec's ``env``) and the call's ``env``; on timeout the whole group gets SIGKILL (a fork bomb's children
-included, repeatedly until none is left). Output beyond ``max_output`` bytes per stream is read
+included, repeatedly until none is left), and so does every process that still carries the command's
+``ROCKROLL_EXEC_ID`` in its environment: children that left the group (``setsid``, a daemon's double
+fork) go too. A command that ends by itself keeps its ``setsid`` daemons (they may serve later
+calls); its group's background children go. Output beyond ``max_output`` bytes per stream is read
 and dropped, and the result says ``truncated``. A command killed by the kernel's OOM killer is
-reported as ``oom_killed`` (the cgroup's ``oom_kill`` counter moved, or SIGKILL with no timeout
-while memory was at its limit).
+reported as ``oom_killed``: the sandbox cgroup's ``oom_kill`` counter moved while it ran, it did not
+time out, and it died of SIGKILL or exited 137 (what a shell reports when the child it waited for was
+killed by SIGKILL). The counter is the container's cgroup's, or that of the folder the process
+backend names in ``ROCKROLL_MEMORY_CGROUP``.
 
 Threat model: the command is untrusted and runs with the server's (unprivileged) rights; the
-sandbox around the server (container or namespaces) is the boundary, not this module.
+sandbox around the server (container or namespaces) is the boundary, not this module. A command
+that clears its environment escapes the timeout's sweep; the sandbox's stop still ends it.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -26,11 +33,20 @@ from rockroll.sandbox.retry import FIRST_DELAY_S, Backoff
 __all__ = ["run_command", "oom_kill_count"]
 
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+#: the variable that marks every process of one command (see the module docstring)
+EXEC_ID = "ROCKROLL_EXEC_ID"
+#: the exit status of a shell whose (last) child was killed by SIGKILL
+_SHELL_KILLED = 128 + signal.SIGKILL
+
+
+def _oom_files() -> tuple[str, ...]:
+    own = os.environ.get("ROCKROLL_MEMORY_CGROUP")  # a process sandbox's cgroup (set by its backend)
+    return (f"{own}/memory.events", f"{own}/memory.oom_control") if own else _OOM_FILES
 
 
 def oom_kill_count() -> int:
     """The cgroup's OOM kill counter (v2 or v1), or -1 when it cannot be read."""
-    for path in _OOM_FILES:
+    for path in _oom_files():
         try:
             with open(path) as f:
                 for line in f:
@@ -118,6 +134,40 @@ def _kill_group(proc: subprocess.Popen[bytes], patience_s: float = 3.0) -> None:
         proc.poll()
 
 
+def _marked(needle: bytes) -> list[int]:
+    """Pids (not this server's) whose environment holds ``needle`` (a ``NAME=value`` entry)."""
+    me, found = os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:  # empty for a zombie: it is dead already
+                if needle in f.read().split(b"\0"):
+                    found.append(int(entry.name))
+        except OSError:  # gone, or another user's
+            continue
+    return found
+
+
+def _kill_marked(exec_id: str, patience_s: float = 3.0) -> int:
+    """SIGKILL every process of the command ``exec_id``, again until none is left; returns the kills sent.
+
+    Bounded by ``patience_s`` like :func:`_kill_group`: a tree that outgrows it is left to the pids limit.
+    """
+    needle, killed = f"{EXEC_ID}={exec_id}".encode(), 0
+    for _ in Backoff(timeout_s=patience_s, max_delay_s=FIRST_DELAY_S):
+        pids = _marked(needle)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                continue
+    return killed
+
+
 def run_command(
     cmd: str | list[str],
     *,
@@ -143,6 +193,8 @@ def run_command(
     full_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     full_env["HOME"] = workspace
     full_env.update({str(k): str(v) for k, v in (env or {}).items()})
+    exec_id = secrets.token_hex(8)
+    full_env[EXEC_ID] = exec_id  # after the call's env: a caller cannot choose another command's id
     oom_before = oom_kill_count()
     start = time.monotonic()
     try:
@@ -161,13 +213,16 @@ def run_command(
         proc, stdin.encode() if stdin is not None else None, max_output, float(cmd_timeout_s)
     )
     _kill_group(proc)  # on timeout; otherwise a no-op (the group is gone already)
+    if timed_out:
+        _kill_marked(exec_id)  # killed: its children that left the group (setsid) go too
     proc.wait()
     for stream in (proc.stdout, proc.stderr, proc.stdin):
         if stream is not None and not stream.closed:
             stream.close()
     code = proc.returncode
     oom_after = oom_kill_count()
-    oom = oom_before >= 0 and oom_after > oom_before and code == -signal.SIGKILL and not timed_out
+    killed = code in (-signal.SIGKILL, _SHELL_KILLED)
+    oom = oom_before >= 0 and oom_after > oom_before and killed and not timed_out
     return {
         "exit_code": code if code >= 0 else 128 - code,
         "stdout": out.decode("utf-8", "replace"),
