@@ -7,7 +7,10 @@ to a directory that loads like any Hugging Face checkpoint
 (``AutoModelForCausalLM.from_pretrained(path)``).
 
 The tokenizer is byte-level, so every string (newlines, runs of spaces, ``√``) decodes back
-exactly; ``<answer>``/``</answer>`` are single tokens. Special tokens: ``<|pad|>``,
+exactly; ``<answer>``/``</answer>`` are single tokens, and so is the whole answer of each action of
+the corpus envs (``<answer>Down</answer>``): a turn's decision is one sampled token and its response
+two (the answer and ``<|im_end|>``), which halves the decoding steps of a multi-turn rollout. Any
+other answer (a plan, a typo) is spelled from the ordinary tokens. Special tokens: ``<|pad|>``,
 ``<|endoftext|>``, and the chat markers ``<|im_start|>``/``<|im_end|>`` (``<|im_end|>`` is EOS, so
 a response ends where its turn ends). The chat template is ChatML-like::
 
@@ -33,6 +36,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "TINY_MARKER",
     "build_tiny_model",
+    "answer_tokens",
     "build_tokenizer",
     "corpus_texts",
     "load_model_and_tokenizer",
@@ -112,8 +116,21 @@ def corpus_texts(env_ids: tuple[str, ...] = DEFAULT_ENVS, episodes: int = 40, se
     return texts
 
 
-def build_tokenizer(texts: list[str], vocab_size: int = 512) -> Any:
-    """Train a byte-level BPE tokenizer on ``texts``; return a ``PreTrainedTokenizerFast``."""
+def answer_tokens(env_ids: tuple[str, ...] = DEFAULT_ENVS) -> list[str]:
+    """``<answer>ACTION</answer>`` for every action the envs list (``action_candidates``), in order."""
+    out: list[str] = []
+    for env_id in env_ids:
+        env = envhub.make(env_id)
+        env.reset(seed=0)
+        out += [f"<answer>{a}</answer>" for a in env.action_candidates() if f"<answer>{a}</answer>" not in out]
+        env.close()
+    return out
+
+
+def build_tokenizer(texts: list[str], vocab_size: int = 512, answers: list[str] | None = None) -> Any:
+    """Train a byte-level BPE tokenizer on ``texts``; return a ``PreTrainedTokenizerFast``.
+
+    ``answers`` (whole action answers, :func:`answer_tokens`) become single tokens too."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -126,7 +143,7 @@ def build_tokenizer(texts: list[str], vocab_size: int = 512) -> Any:
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
-    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in ADDED_TOKENS])
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in [*(answers or []), *ADDED_TOKENS]])
     return _wrap(tok)
 
 
@@ -160,7 +177,8 @@ def build_tiny_model(out_dir: str | Path, config: TinyModelConfig | None = None)
     cfg = config or TinyModelConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(corpus_texts(episodes=cfg.episodes_per_env, seed=cfg.seed), cfg.vocab_size)
+    texts = corpus_texts(episodes=cfg.episodes_per_env, seed=cfg.seed)
+    tokenizer = build_tokenizer(texts, cfg.vocab_size, answers=answer_tokens())
     model_cfg = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=cfg.hidden_size,

@@ -39,6 +39,7 @@ from rockroll.envs.frozenlake.expert import next_action
 from rockroll.envs.frozenlake.maps import ACTIONS, MOVES, shortest_path
 
 __all__ = [
+    "action_values",
     "best_blind_plan",
     "best_blind_success",
     "blind_success",
@@ -188,6 +189,19 @@ def optimal_success(grid: Grid, steps: int, slippery: bool = True) -> float:
     batch = _Batch([grid])
     values, _ = _optimal_tables(batch, _check_steps(steps), slippery)
     return float(_at_start(batch, values[-1])[0])
+
+
+def action_values(grid: Grid, steps: int, slippery: bool = True) -> np.ndarray:
+    """``q[k, a, row * size + col]``: success probability of taking action ``a`` at that cell with
+    ``k`` steps left (``k = 1 .. steps``; ``q[0]`` is 0), then playing optimally. A policy's
+    action gap at a cell is ``q[k, a] - q[k].max()`` (0 for an optimal action)."""
+    batch = _Batch([grid])
+    steps = _check_steps(steps)
+    values, _ = _optimal_tables(batch, steps, slippery)
+    q = np.zeros((steps + 1, 4, batch.cells))
+    for k in range(1, steps + 1):
+        q[k] = batch.backup(values[k - 1], slippery)[0]
+    return q
 
 
 def optimal_policy(grid: Grid, steps: int, slippery: bool = True) -> Callable[[int, int, int], int]:

@@ -11,6 +11,7 @@ import pytest
 import rockroll.envhub as envhub
 from rockroll.envs.frozenlake import shortest_path
 from rockroll.envs.frozenlake.exact import (
+    action_values,
     best_blind_plan,
     best_blind_success,
     blind_success,
@@ -47,6 +48,18 @@ def test_open_2x2_by_hand() -> None:
     # Without slipping the two-move path fits in 2 steps.
     assert optimal_success(OPEN, 1, slippery=False) == 0.0
     assert optimal_success(OPEN, 2, slippery=False) == 1.0
+
+
+def test_open_2x2_action_values_by_hand() -> None:
+    q = action_values(OPEN, 3)
+    assert q.shape == (4, 4, 4) and not q[0].any()
+    # 1 step left at (0,1) (cell 1): Down reaches G w.p. 1/3 (values by hand above); Up/Left cannot.
+    assert q[1, 1, 1] == pytest.approx(1 / 3) and q[1, 3, 1] == 0.0
+    # 2 steps left at (0,1): Right 5/9 beats Down 4/9 (see test_open_2x2_by_hand).
+    assert q[2, 2, 1] == pytest.approx(5 / 9) and q[2, 1, 1] == pytest.approx(4 / 9)
+    # the best action's value with k steps left from S is the optimum with k steps
+    for k in (1, 2, 3):
+        assert q[k, :, 0].max() == pytest.approx(optimal_success(OPEN, k), abs=1e-12)
 
 
 def test_open_2x2_expert_and_blind_by_hand() -> None:
