@@ -40,11 +40,11 @@ def _run(cmd: list[str], limit_s: int) -> tuple[int, str]:
 
 
 def _first_doc_line(path: Path) -> str:
-    """The first line of a test module's docstring: the attack class it covers."""
+    """The first paragraph of a test module's docstring, on one line: the attack class it covers."""
     import ast
 
     doc = ast.get_docstring(ast.parse(path.read_text())) or path.stem
-    return doc.strip().splitlines()[0]
+    return " ".join(doc.strip().split("\n\n")[0].split())
 
 
 def attacks(limit_s: int) -> dict[str, Any]:

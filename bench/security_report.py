@@ -22,11 +22,19 @@ def security_section(results: Path) -> str:
     out: list[str] = []
     attacks = data.get("attacks")
     if attacks:
-        out += ["| attack class (tests/security) | tried | refused | not refused |", "| --- | ---: | ---: | --- |"]
+        out += [
+            "| attack class (tests/security) | tried | refused | not refused | skipped |",
+            "| --- | ---: | ---: | --- | ---: |",
+        ]
         for module, row in sorted(attacks["classes"].items()):
             failed = ", ".join(row["failed"]) or "-"
-            out.append(f"| {row['class']} (`{module}`) | {row['tried']} | {row['refused']} | {failed} |")
-        out += ["", f"**{attacks['refused']} of {attacks['tried']} attacks refused.**", ""]
+            out.append(
+                f"| {row['class']} (`{module}`) | {row['tried']} | {row['refused']} | {failed} | {row.get('skipped', 0)} |"
+            )
+        skipped = sum(r.get("skipped", 0) for r in attacks["classes"].values())
+        out += ["", f"**{attacks['refused']} of {attacks['tried']} attacks refused** ({skipped} skipped).", ""]
+        out += [f"- skipped: {line}" for line in attacks.get("tail", "").splitlines() if line.startswith("SKIPPED")]
+        out += [""] if skipped else []
     fuzz = data.get("fuzz")
     if fuzz and "cases" in fuzz:
         broken = {k: v for k, v in (fuzz.get("broken") or {}).items() if v}
@@ -40,7 +48,39 @@ def security_section(results: Path) -> str:
         ]
         out += [f"- {p}" for p in fuzz.get("problems", [])[:10]]
     stall = data.get("stall")
-    if stall:
+    if stall and "health_ms" in stall:
+        out += ["", _stall_table(stall)]
+    elif stall:
         shown = {k: v for k, v in stall.items() if not isinstance(v, (list, dict))}
         out += ["", "Stall attack: `" + json.dumps(shown) + "`"]
+    return "\n".join(out)
+
+
+def _stall_table(stall: dict[str, Any]) -> str:
+    """alice's latencies idle and while bob floods execs and FIFO reads (bench/stall_bench.py), and bob's answers."""
+    args, ex, ff = stall.get("args", {}), stall.get("bob_exec", {}), stall.get("bob_fifo", {})
+    rows = [
+        ("alice `GET /v1/health`, idle", stall.get("baseline_health_ms")),
+        ("alice `GET /v1/health`, under attack", stall["health_ms"]),
+        ("alice `GET /v1/sandboxes`, idle", stall.get("baseline_sandboxes_ms")),
+        ("alice `GET /v1/sandboxes`, under attack", stall.get("sandboxes_ms")),
+        ("bob's 429 answers", stall.get("bob_refusal_ms")),
+    ]
+    out = [
+        f"Stall attack (item 3), {args.get('seconds', '?')} s: bob sends {args.get('execs', '?')} concurrent "
+        f"`sleep 20` execs and {args.get('fifo_readers', '?')} FIFO readers while alice polls.",
+        "",
+        "| latency (ms) | P50 | P99 | max | n |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    out += [f"| {name} | {r['p50']} | {r['p99']} | {r['max']} | {r['n']} |" for name, r in rows if r]
+    machine = stall.get("machine", {})
+    load = ", ".join(f"{x:.1f}" for x in machine.get("loadavg", []))
+    verdict = "PASS" if stall.get("pass") else "FAIL"
+    out += [
+        "",
+        f"bob's execs by answer: `{ex}`; FIFO reads by answer: `{ff}`; alice's errors: {len(stall.get('alice_errors', []))}.",
+        f"Health P99 under attack {stall['health_ms']['p99']} ms against the bar of {stall.get('bar_p99_ms')} ms: "
+        f"**{verdict}** ({machine.get('cpus', '?')} CPUs, load average {load} at the end).",
+    ]
     return "\n".join(out)
