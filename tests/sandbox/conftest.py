@@ -25,6 +25,20 @@ from rockroll.sandbox.server.app import SandboxServer, make_httpd
 REQUIRE_DOCKER = os.environ.get("ROCKROLL_REQUIRE_DOCKER") == "1"
 
 
+def confinement_problem() -> str | None:
+    """Why confined process sandboxes (root, bubblewrap, the sandbox user) cannot run here, or None."""
+    from rockroll.sandbox.confine import SANDBOX_USER, sandbox_user
+    from rockroll.sandbox.process import detect_isolation
+
+    if os.geteuid() != 0:
+        return "not root"
+    if detect_isolation() != "bwrap":
+        return "no bubblewrap"
+    if sandbox_user() is None:
+        return f"no user {SANDBOX_USER}"
+    return None
+
+
 def docker_problem() -> str | None:
     """Why Docker tests cannot run here, or None."""
     from rockroll.sandbox.docker_backend import DockerBackend

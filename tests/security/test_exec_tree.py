@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from rockroll.sandbox.base import SandboxSpec
-from rockroll.sandbox.confine import SANDBOX_USER, cgroup_dirs, sandbox_user
-from rockroll.sandbox.process import ProcessBackend, detect_isolation
-from tests.sandbox.conftest import docker_problem, state_dir  # noqa: F401
+from rockroll.sandbox.confine import SANDBOX_USER, cgroup_dirs
+from rockroll.sandbox.process import ProcessBackend
+from tests.sandbox.conftest import confinement_problem, docker_problem, state_dir  # noqa: F401
 
 REQUIRED = os.environ.get("ROCKROLL_REQUIRE_DOCKER") == "1"
 HOG = "x = bytearray(400 * 1024 * 1024); print('allocated')"  # 400 MiB, over the 128 MiB limit
@@ -44,16 +44,6 @@ def _skip_or_fail(problem: str) -> None:
     pytest.skip(problem)
 
 
-def _process_problem() -> str | None:
-    if os.geteuid() != 0:
-        return "not root"
-    if detect_isolation() != "bwrap":
-        return "no bubblewrap"
-    if sandbox_user() is None:
-        return f"no user {SANDBOX_USER}"
-    return None
-
-
 @pytest.fixture(params=["docker", "process"])
 def sandbox(request: Any, state_dir: str) -> Iterator[tuple[Any, Any]]:  # noqa: F811
     """``(backend, handle)`` of a fresh sandbox with 128 MiB and 64 pids."""
@@ -68,7 +58,7 @@ def sandbox(request: Any, state_dir: str) -> Iterator[tuple[Any, Any]]:  # noqa:
         backend: Any = DockerBackend(state_dir=state_dir)
         spec = spec.model_copy(update={"image": build_image()})
     else:
-        problem = _process_problem()
+        problem = confinement_problem()
         if problem:
             _skip_or_fail(f"process confinement: {problem}")
         backend = ProcessBackend(state_dir=state_dir, user=SANDBOX_USER)

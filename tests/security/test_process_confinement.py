@@ -19,26 +19,17 @@ from typing import Any
 import pytest
 
 from rockroll.sandbox.base import SandboxSpec
-from rockroll.sandbox.confine import SANDBOX_USER, cgroup_dirs, sandbox_user
+from rockroll.sandbox.confine import SANDBOX_USER, cgroup_dirs
 from rockroll.sandbox.errors import SandboxStartError
-from rockroll.sandbox.process import ProcessBackend, detect_isolation
+from rockroll.sandbox.process import ProcessBackend
+from tests.sandbox.conftest import confinement_problem
 
 REQUIRED = os.environ.get("ROCKROLL_REQUIRE_DOCKER") == "1"
 
 
-def _problem() -> str | None:
-    if os.geteuid() != 0:
-        return "not root"
-    if detect_isolation() != "bwrap":
-        return "no bubblewrap"
-    if sandbox_user() is None:
-        return f"no user {SANDBOX_USER}"
-    return None
-
-
 @pytest.fixture
 def backend(tmp_path: Path) -> ProcessBackend:
-    problem = _problem()
+    problem = confinement_problem()
     if problem:
         if REQUIRED:
             pytest.fail(f"process confinement cannot be tested: {problem}")
