@@ -18,7 +18,7 @@ with the trainer's defaults: up to 8 sandboxes, 16 sessions each).
 
 The model is the default-shape tiny model (:func:`rockroll.agentrl.tiny.build_tiny_model`) after a
 short supervised warm start on the no-slip shortest-path expert (``--warm-steps``), so that
-responses look like the trainer's (``<answer>Down</answer><|im_end|>``, 4 tokens) and episodes
+responses look like the trainer's (``<answer>Down</answer><|im_end|>``, two tokens with the tiny tokenizer) and episodes
 last several turns; the random initialisation answers junk and every episode would end after 5
 invalid actions. ``--model DIR`` reuses a model (``--save-model DIR`` keeps the one built).
 
