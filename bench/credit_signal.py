@@ -129,11 +129,11 @@ def main() -> None:
     )
     print("| credit | corr(adv, regret) | optimal actions | suboptimal actions | separation |")
     print("|---|---|---|---|---|")
+    episodes = [
+        episode_from_trajectory(t, **({"fork_values": forks[t.episode_id]} if t.episode_id in forks else {}))
+        for t in trajs
+    ]
     for name, opts in modes.items():
-        episodes = [
-            episode_from_trajectory(t, **({"fork_values": forks[t.episode_id]} if t.episode_id in forks else {}))
-            for t in trajs
-        ]
         credit = turn_advantages(episodes, gamma=cfg.algo.step_gamma, **opts)
         s = score(credit.advantages, d)
         print(

@@ -67,15 +67,15 @@ async def _greedy(engine: HFEngine, prompts: list[list[int]], max_new: int) -> l
     return [r.token_ids for r in results]
 
 
-def exact_greedy(model_dir: Path, seeds: list[int], steps: int, size: int) -> dict[str, Any]:
-    """Per seed: the exact success of the model's greedy cell policy, and the invalid cells."""
+def cell_prompts(model_dir: Path, tok: Any, seeds: list[int], size: int) -> tuple[list, list, list, int]:
+    """The prompt the model sees at every non-terminal cell of each seed's map, with the settings
+    recorded beside the export: ``(maps, where, prompts, max_new_tokens)``, ``where[i] = (map, row, col)``."""
     settings = json.loads((model_dir / EPISODE_FILE).read_text()) if (model_dir / EPISODE_FILE).exists() else {}
     if settings.get("history", "last_k") != "last_k" or settings.get("history_k", 0) != 0:
         raise SystemExit(f"{model_dir}: the policy must see the current grid alone (history_window: 0)")
     fmt = settings.get("observation_format", "cells")
     system_mode = settings.get("system_prompt", "none")
     max_new = int(settings.get("max_tokens_per_turn", 6))
-    model, tok = load_model_and_tokenizer(model_dir)
     probe = envhub.make("FrozenLake-v0", is_slippery=True, size=size)
     system = probe.system_prompt() if system_mode == "env" else ""
     probe.close()
@@ -87,6 +87,13 @@ def exact_greedy(model_dir: Path, seeds: list[int], steps: int, size: int) -> di
             builder = PromptBuilder(tok, system, history="last_k", last_k=0, max_new_tokens=max_new)
             prompts.append(builder.first_prompt(format_observation(obs, fmt)))
             where.append((len(maps) - 1, r, c))
+    return maps, where, prompts, max_new
+
+
+def exact_greedy(model_dir: Path, seeds: list[int], steps: int, size: int) -> dict[str, Any]:
+    """Per seed: the exact success of the model's greedy cell policy, and the invalid cells."""
+    model, tok = load_model_and_tokenizer(model_dir)
+    maps, where, prompts, max_new = cell_prompts(model_dir, tok, seeds, size)
     engine = HFEngine(model=model, tokenizer=tok, max_batch_size=256, seed=0)
     answers = asyncio.run(_greedy(engine, prompts, max_new))
     policies: list[dict[tuple[int, int], int]] = [{} for _ in maps]

@@ -4,8 +4,8 @@
                                                      [--seeds 1000000:1000100] [--steps 20] [--temps 1 1.5 2]
 
 RL can only move a policy towards actions it samples. For every non-terminal cell of the held-out
-maps this asks the model (the prompt it sees with ``history_window: 0``, as recorded beside the
-export, plus the opening of an answer) for its distribution over the four actions, and scores each
+maps this asks the model (the prompt it sees with ``history_window: 0``, built as
+``frozenlake_exact_eval.cell_prompts`` builds it from the settings recorded beside the export) for its distribution over the four actions, and scores each
 action exactly with ``--steps`` steps left (:func:`rockroll.envs.frozenlake.exact.action_values`).
 Printed per model: the share of cells where the greedy action is suboptimal (by more than 0.001),
 the mean success lost there, and the probability mass the model puts on an optimal action at those
@@ -17,7 +17,6 @@ junk answers are left out.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -25,11 +24,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from frozenlake_exact_eval import _cells  # noqa: E402
+from frozenlake_exact_eval import cell_prompts  # noqa: E402
 from frozenlake_refs import _seed_range  # noqa: E402
 
-from rockroll.agentrl.chat import PromptBuilder, format_observation  # noqa: E402
-from rockroll.agentrl.eval_config import EPISODE_FILE  # noqa: E402
 from rockroll.agentrl.tiny import load_model_and_tokenizer  # noqa: E402
 from rockroll.envs.frozenlake.exact import action_values  # noqa: E402
 from rockroll.envs.frozenlake.maps import ACTIONS  # noqa: E402
@@ -78,18 +75,10 @@ def main() -> None:
     for path in args.model:
         model, tok = load_model_and_tokenizer(path)
         model.eval()
-        episode = json.loads((Path(path) / EPISODE_FILE).read_text()) if (Path(path) / EPISODE_FILE).exists() else {}
-        fmt = episode.get("observation_format", "cells")
-        prompts, gaps_of = [], []
-        for seed in seeds:
-            grid, cells = _cells(seed, 4)
-            q = action_values(grid, args.steps)[args.steps]
-            for r, c, obs in cells:
-                builder = PromptBuilder(tok, "", history="last_k", last_k=0, max_new_tokens=8)
-                prompts.append(builder.first_prompt(format_observation(obs, fmt)))
-                gaps_of.append(q[:, r * 4 + c] - q[:, r * 4 + c].max())
+        maps, where, prompts, _ = cell_prompts(Path(path), tok, seeds, 4)
+        qs = [action_values(grid, args.steps)[args.steps] for grid in maps]
+        gaps = np.array([qs[m][:, r * 4 + c] - qs[m][:, r * 4 + c].max() for m, r, c in where])  # 0: optimal
         lp = action_logprobs(model, tok, prompts)
-        gaps = np.array(gaps_of)  # [cells, 4], 0 at optimal actions
         greedy = lp.argmax(1)
         lost = -gaps[np.arange(len(gaps)), greedy]
         bad = lost > 1e-3
