@@ -11,7 +11,8 @@ does not run with root's rights (``ProcessBackend(user="")`` opts out). :func:`c
    the host's root filesystem read-only, private ``/tmp`` and ``/run``, ``/root`` and ``/home``
    hidden (only the interpreter and rockroll's sources are mounted back, read-only), and the
    sandbox's own directory bound at :data:`SANDBOX_DIR` (its socket and workspace; other
-   sandboxes' directories are not in its view at all);
+   sandboxes' directories are not in its view at all); bwrap loads the seccomp filter of
+   :mod:`rockroll.sandbox.seccomp_filter` (``--seccomp``) last, so it holds for all that follows;
 4. drops to the unprivileged :data:`SANDBOX_USER` (``setpriv``: no supplementary groups, empty
    bounding, inheritable and ambient capability sets, ``no_new_privs``) before the server starts.
 
@@ -182,9 +183,12 @@ def confined_argv(
     workspace_mb: int,
     cgroup_procs: list[str],
     readable: set[str],
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The command line that runs ``server`` confined (module docstring); ``server`` names
-    :data:`SANDBOX_DIR` paths. ``readable`` are host paths mounted back read-only (interpreter, sources)."""
+    :data:`SANDBOX_DIR` paths. ``readable`` are host paths mounted back read-only (interpreter, sources);
+    ``seccomp_fd`` an inherited descriptor holding the BPF program bwrap loads
+    (:mod:`rockroll.sandbox.seccomp_filter`), or None: no filter."""
     uid, gid = user
     join = "".join(f"echo $$ > {shlex.quote(p)} && " for p in cgroup_procs)
     limits = ["prlimit", "--core=0", "--nofile=4096", f"--fsize={workspace_mb * 1024 * 1024}", "--"]
@@ -195,6 +199,7 @@ def confined_argv(
     for hidden in _HIDDEN:  # /tmp stays writable for all (sticky), as on any host
         bwrap += (["--perms", "1777"] if hidden == "/tmp" else []) + ["--tmpfs", hidden]
     bwrap += _mount_back(readable)
+    bwrap += ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
     bwrap += ["--bind", sandbox_dir, SANDBOX_DIR, "--chdir", "/", "--"]
     drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all"]
     drop += ["--bounding-set=-all", "--no-new-privs", "--"]

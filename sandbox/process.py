@@ -6,7 +6,9 @@ what works on the host (probed by running ``true``):
 1. ``bwrap`` (bubblewrap): new user, pid, net, ipc, uts and cgroup namespaces, all capabilities
    dropped, the host's root filesystem mounted **read-only**, a private ``/tmp``, and only the
    sandbox's own directory (socket + workspace) writable. No network (a fresh net namespace has
-   only a loopback of its own); the host reaches the server through the unix socket file.
+   only a loopback of its own); the host reaches the server through the unix socket file. A seccomp
+   filter (:mod:`rockroll.sandbox.seccomp_filter`: no ptrace, new namespaces, mounts, kernel
+   keyrings, BPF, io_uring...) holds where libseccomp is installed; ``extra["seccomp"]`` says so.
 2. ``unshare --net --pid --fork --mount-proc --kill-child``: no network and a private pid space,
    but the host filesystem stays **writable** with the server's rights.
 3. nothing: a plain child process (``isolation == "none"``).
@@ -54,6 +56,7 @@ from rockroll.sandbox.confine import (
 )
 from rockroll.sandbox.errors import SandboxStartError
 from rockroll.sandbox.retry import Backoff
+from rockroll.sandbox.seccomp_filter import open_program, status
 
 #: bytes of a Unix socket path (``sun_path`` is 108 bytes with its trailing NUL on Linux)
 MAX_SOCKET_PATH = 107
@@ -164,15 +167,18 @@ class ProcessBackend(SandboxBackend):
             server += ["--label", f"{k}={v}"]
         cgroup = f"{manager}.{d.name}"
         extra = {"isolation": self.isolation, "dir": str(d), "user": os.geteuid()}
+        extra["seccomp"] = status() if self.isolation == "bwrap" else "off: no bwrap to load it"
+        seccomp_fd: int | None = None  # the program bwrap loads (an inherited descriptor), where libseccomp is here
         own_env: dict[str, str] = {}  # the server's own variables (its commands do not inherit ROCKROLL_*)
         if self.run_as:
             uid, gid = self.run_as
             for path in (d, d / "ws"):
                 os.chown(path, uid, gid)
             procs = make_cgroups(cgroup, memory_mb=spec.memory_mb, pids=spec.pids_limit, cpus=spec.cpus)
+            seccomp_fd = open_program()
             argv = confined_argv(
                 [], sandbox_dir=str(d), user=self.run_as, workspace_mb=spec.workspace_mb,
-                cgroup_procs=procs, readable=_server_paths(self.python, dict(spec.env)),
+                cgroup_procs=procs, readable=_server_paths(self.python, dict(spec.env)), seccomp_fd=seccomp_fd,
             )  # fmt: skip
             extra.update(user=uid, cgroup=cgroup)
             memory = memory_cgroup(cgroup) if procs else None
@@ -181,7 +187,9 @@ class ProcessBackend(SandboxBackend):
         elif self.isolation == "bwrap":
             # /run holds host daemons' sockets (Docker's among them): hide it behind an empty tmpfs
             hide = ["--tmpfs", "/tmp", "--tmpfs", "/run"]
+            seccomp_fd = open_program()
             argv = _bwrap_base() + hide + _reexpose(self.python, dict(spec.env))
+            argv += ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
             argv += ["--bind", str(d), str(d), "--chdir", str(d / "ws"), "--"]
         elif self.isolation == "unshare":
             argv = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
@@ -194,10 +202,13 @@ class ProcessBackend(SandboxBackend):
             with open(d / "server.log", "wb") as log:
                 proc = subprocess.Popen(
                     argv + server, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True, env=env, cwd=str(d),
+                    start_new_session=True, env=env, cwd=str(d), pass_fds=() if seccomp_fd is None else (seccomp_fd,),
                 )  # fmt: skip
         except OSError as e:
             raise SandboxStartError(f"cannot start sandbox process: {e}", sandbox_id=sandbox_id) from e
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         _CHILDREN[proc.pid] = proc
         return SandboxHandle(
             sandbox_id=sandbox_id,

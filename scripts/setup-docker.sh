@@ -15,6 +15,9 @@ need_pkgs=()
 command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
 command -v bwrap >/dev/null 2>&1 || need_pkgs+=(bubblewrap)  # namespaces for the process backend
+# the process backend's seccomp filter (rockroll.sandbox.seccomp_filter compiles it with libseccomp)
+{ /sbin/ldconfig -p 2>/dev/null || ldconfig -p 2>/dev/null || true; } | grep -q 'libseccomp\.so\.2' \
+  || need_pkgs+=(libseccomp2)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   echo "setup-docker: installing ${need_pkgs[*]}"
   $SUDO apt-get update -q

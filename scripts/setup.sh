@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS="${EXTRAS:-dev}"
+# on Linux, always the sandbox extra: process sandboxes' seccomp filter (rockroll.sandbox.seccomp_filter)
+if [ "$(uname -s)" = Linux ]; then
+  case ",$EXTRAS," in *,sandbox,*) ;; *) EXTRAS="${EXTRAS:+$EXTRAS,}sandbox" ;; esac
+fi
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
