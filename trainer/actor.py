@@ -94,18 +94,18 @@ class PolicyTrainer:
         """Token-aligned logprobs of the batch under ``model`` (default the policy), no grad, in micro-batches."""
         import torch
 
-        from rockroll.trainer.batch import token_logprobs
+        from rockroll.trainer.batch import module_device, token_logprobs
 
         m = model if model is not None else self.model
         out = []
         with torch.no_grad():
             for start in range(0, len(batch), self.optim.micro_batch_size):
                 rows = list(range(start, min(len(batch), start + self.optim.micro_batch_size)))
-                mb = batch.select(rows)
+                mb = batch.select(rows).to(module_device(m))
                 out.append(
                     token_logprobs(
                         m, mb.input_ids, mb.attention_mask, need=mb.response_mask, share_prefix=self.share_prefix
-                    )[0]
+                    )[0].cpu()
                 )
         return torch.cat(out, 0)
 
@@ -113,13 +113,14 @@ class PolicyTrainer:
         """Token-aligned critic values, no grad."""
         import torch
 
-        from rockroll.trainer.batch import token_values
+        from rockroll.trainer.batch import module_device, token_values
 
         out = []
         with torch.no_grad():
             for start in range(0, len(batch), self.optim.micro_batch_size):
                 mb = batch.select(list(range(start, min(len(batch), start + self.optim.micro_batch_size))))
-                out.append(token_values(self.critic, mb.input_ids, mb.attention_mask))
+                mb = mb.to(module_device(self.critic))
+                out.append(token_values(self.critic, mb.input_ids, mb.attention_mask).cpu())
         return torch.cat(out, 0)
 
     # ------------------------------------------------------------------ update
@@ -168,9 +169,10 @@ class PolicyTrainer:
 
         from rockroll.trainer.algos import aggregate_loss, kl_estimate, policy_loss, tis_weights, value_loss
         from rockroll.trainer.algos.aggregate import agg_denominator
-        from rockroll.trainer.batch import token_logprobs, token_values
+        from rockroll.trainer.batch import module_device, token_logprobs, token_values
 
         a = self.algo
+        device = module_device(self.model)
         mini = batch.select(rows)
         mask_all = mini.extras["loss_mask"]
         denom = agg_denominator(mask_all, a.loss_agg_mode)
@@ -184,7 +186,7 @@ class PolicyTrainer:
         )  # pg, kl, entropy, clipfrac*tok, approx_kl*tok, vloss, ratio*tok, tokens
         for i, idx in enumerate(micro):
             last = i == len(micro) - 1
-            mb = batch.select(idx or rows[:1])  # empty: a zero-weight pad so every rank runs the same passes
+            mb = batch.select(idx or rows[:1]).to(device)  # empty: a zero-weight pad so every rank runs the same passes
             mask = mb.extras["loss_mask"] if idx else mb.extras["loss_mask"] * 0
             ntok = float(mask.sum())
             lp, ent = token_logprobs(
@@ -195,7 +197,7 @@ class PolicyTrainer:
             if old is None:  # the first pass over the whole batch (see single_pass): the policy before it is lp itself
                 old = lp.detach()
                 if idx and record is not None:
-                    record[torch.as_tensor(idx)] = old
+                    record[torch.as_tensor(idx)] = old.to(record.device)
             loss_tok, st = policy_loss(
                 a.pg_variant, lp, old, mb.extras["advantages"], mask,
                 clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip or None,
@@ -236,7 +238,9 @@ class PolicyTrainer:
         if self.world > 1:
             import torch.distributed as dist
 
+            acc = acc.to(device)  # nccl reduces device tensors only
             dist.all_reduce(acc)
+            acc = acc.cpu()
         tokens = max(float(acc[7]), 1.0)
         out.update({
             "actor/pg_loss": float(acc[0]),

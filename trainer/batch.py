@@ -17,7 +17,16 @@ from rockroll.trainer.shared_prefix import shared_hidden
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Batch", "collate", "token_logprobs", "token_values"]
+__all__ = ["Batch", "collate", "token_logprobs", "token_values", "module_device"]
+
+
+def module_device(module: Any) -> torch.device:
+    """The device of ``module``'s first parameter (cpu for a module without parameters)."""
+    import torch
+
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
 
 
 @dataclass
@@ -36,6 +45,29 @@ class Batch:
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
+
+    def to(self, device: Any) -> Batch:
+        """This batch with its tensors (tensor extras too) on ``device``; itself when they are already there.
+
+        Batches are collated on the CPU; a trainer moves each (micro-)batch to its model's device
+        before a forward and brings what leaves it (logprobs, values) back with ``.cpu()``.
+        """
+        import torch
+
+        if self.input_ids.device == torch.device(device):
+            return self
+        extras = {k: (v.to(device) if hasattr(v, "to") and hasattr(v, "shape") else v) for k, v in self.extras.items()}
+        return Batch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.response_mask.to(device),
+            self.rollout_logprobs.to(device),
+            self.rewards.to(device),
+            self.group_ids,
+            self.episode_ids,
+            self.weight_versions,
+            extras,
+        )
 
     def select(self, rows: Sequence[int]) -> Batch:
         """A new batch with only ``rows`` (tensor extras are sliced along dim 0)."""

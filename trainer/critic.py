@@ -34,13 +34,13 @@ class CriticTrainer:
         """Token-aligned values, no grad, in micro-batches."""
         import torch
 
-        from rockroll.trainer.batch import token_values
+        from rockroll.trainer.batch import module_device, token_values
 
         out, m = [], self.optim.micro_batch_size
         with torch.no_grad():
             for s in range(0, len(batch), m):
-                mb = batch.select(list(range(s, min(len(batch), s + m))))
-                out.append(token_values(self.critic, mb.input_ids, mb.attention_mask))
+                mb = batch.select(list(range(s, min(len(batch), s + m)))).to(module_device(self.critic))
+                out.append(token_values(self.critic, mb.input_ids, mb.attention_mask).cpu())
         return torch.cat(out, 0)
 
     def update(self, batch: Batch, step: int) -> dict[str, float]:
@@ -49,7 +49,7 @@ class CriticTrainer:
 
         from rockroll.trainer.algos import aggregate_loss, value_loss
         from rockroll.trainer.algos.aggregate import agg_denominator
-        from rockroll.trainer.batch import token_values
+        from rockroll.trainer.batch import module_device, token_values
 
         a, n = self.algo, len(batch)
         mb_size = self.optim.mini_batch_size or n
@@ -67,7 +67,7 @@ class CriticTrainer:
                 tok_denom = float(mask_all.sum())
                 self.opt.zero_grad(set_to_none=True)
                 for s in range(0, len(rows), self.optim.micro_batch_size):
-                    mb = batch.select(rows[s : s + self.optim.micro_batch_size])
+                    mb = batch.select(rows[s : s + self.optim.micro_batch_size]).to(module_device(self.critic))
                     v = token_values(self.critic, mb.input_ids, mb.attention_mask)
                     vl = value_loss(v, mb.extras["values"], mb.extras["returns"], clip=a.value_clip or None)
                     vl = aggregate_loss(vl, mb.extras["loss_mask"], "token-mean", tok_denom)

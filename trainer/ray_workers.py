@@ -153,13 +153,13 @@ class _RefWorkerImpl:
     def logprobs(self, batch: Batch) -> torch.Tensor:
         import torch
 
-        from rockroll.trainer.batch import token_logprobs
+        from rockroll.trainer.batch import module_device, token_logprobs
 
         out = []
         with torch.no_grad():
             for s in range(0, len(batch), self.micro):
-                mb = batch.select(list(range(s, min(len(batch), s + self.micro))))
-                out.append(token_logprobs(self.model, mb.input_ids, mb.attention_mask, need=mb.response_mask)[0])
+                mb = batch.select(list(range(s, min(len(batch), s + self.micro)))).to(module_device(self.model))
+                out.append(token_logprobs(self.model, mb.input_ids, mb.attention_mask, need=mb.response_mask)[0].cpu())
         return torch.cat(out)
 
     def state_dict(self) -> dict[str, Any]:

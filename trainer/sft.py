@@ -152,9 +152,10 @@ def sft_train(
     """Train ``model`` for ``steps`` AdamW steps on random minibatches of ``demos``; return final metrics."""
     import torch
 
-    from rockroll.trainer.batch import collate, token_logprobs
+    from rockroll.trainer.batch import collate, module_device, token_logprobs
 
     gen = torch.Generator().manual_seed(seed)
+    device = module_device(model)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
     t0 = time.perf_counter()
@@ -162,7 +163,7 @@ def sft_train(
     metrics: dict[str, float] = {}
     for step in range(steps):
         rows = torch.randint(len(demos), (batch_size,), generator=gen).tolist()
-        batch = collate([demos[i] for i in rows], pad_id)
+        batch = collate([demos[i] for i in rows], pad_id).to(device)
         lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
         mask = batch.response_mask
         loss = -(lp * mask).sum() / mask.sum().clamp(min=1)
