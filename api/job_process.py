@@ -2,11 +2,12 @@
 
 :class:`JobProcess` starts ``python -m rockroll.api.job_worker`` in the owner's job directory, in a
 session of its own, with a scrubbed environment (:func:`worker_env`: no token, no settings, no
-database URL) and, when the server runs as root and ``Settings.job_user`` exists and can run the
-interpreter (:func:`worker_identity`), as that user. Otherwise the worker runs as the server's user: it
-is still a separate process that holds none of the server's objects, and every path it is given was
-confined to the owner's folder (:mod:`rockroll.api.job_paths`), but the OS does not stop it from
-reading what the server's user can read.
+database URL) and as the identity :mod:`rockroll.api.job_identity` picked: as root with
+``Settings.job_user`` and bubblewrap, that unprivileged user confined to the owner's folder (the
+interpreter under a 0700 ``/root`` included); otherwise, said in the job's log, as that user directly
+or as the server's user: still a separate process that holds none of the server's objects, every path
+it is given confined to the owner's folder (:mod:`rockroll.api.job_paths`), but then the OS does not
+stop it from reading what its user can read.
 
 It then serves the worker's messages (:mod:`rockroll.api.job_protocol`): log lines and reports go to
 the job record, env-session calls run here on sandboxes of the placement, as the job's owner (at most
@@ -23,67 +24,24 @@ import os
 import pwd
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from rockroll.api.job_identity import WORKER, WorkerIdentity, worker_command, worker_env, worker_identity
 from rockroll.api.job_logs import MAX_LINE_CHARS, JobLogs
 from rockroll.api.job_protocol import MAX_LINE, ProtocolError, clean_metrics, decode, encode, error_to_dict
 from rockroll.api.job_state import JobState
-from rockroll.sandbox.confine import sandbox_user
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
 
-__all__ = ["JobProcess", "WorkerIdentity", "worker_identity", "worker_env", "MAX_SESSIONS"]
+__all__ = ["JobProcess", "WorkerIdentity", "worker_identity", "worker_env", "MAX_SESSIONS", "WORKER"]
 
 log = logging.getLogger("rockroll.api")
-WORKER = [sys.executable, "-m", "rockroll.api.job_worker"]
 #: env sessions one job may hold open at once
 MAX_SESSIONS = 256
-_PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE")
 _METHODS = {"reset", "step", "get_state", "set_state", "action_candidates", "render", "fork", "close"}
-
-
-class WorkerIdentity(NamedTuple):
-    """The user a job worker runs as."""
-
-    uid: int
-    gid: int
-    name: str
-
-
-def worker_env(home: Path) -> dict[str, str]:
-    """The environment of a worker: a few harmless variables of the server's, ``HOME`` its job folder."""
-    env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-    env.update(HOME=str(home), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
-    return env
-
-
-def worker_identity(user: str, probe_dir: Path) -> WorkerIdentity | None:
-    """``user`` when the server runs as root and ``user`` exists and can start a worker in ``probe_dir``
-    (None: workers run as the server's user; a warning says why when ``user`` exists but cannot)."""
-    ids = sandbox_user(user)  # the lookup process sandboxes use: root, the user exists, not uid 0
-    if ids is None:
-        return None
-    ident = WorkerIdentity(ids[0], ids[1], user)
-    try:
-        probe = subprocess.run(
-            [sys.executable, "-c", "import rockroll.api.job_worker"],
-            **_as(ident), cwd=probe_dir, env=worker_env(probe_dir), capture_output=True, timeout=120,
-        )  # fmt: skip
-        ok, why = probe.returncode == 0, probe.stderr.decode(errors="replace")[-300:]
-    except (OSError, subprocess.SubprocessError) as e:
-        ok, why = False, str(e)
-    if not ok:
-        log.warning("job workers run as the server's user: %s cannot run %s in %s (%s)", user, WORKER, probe_dir, why)
-        return None
-    return ident
-
-
-def _as(ident: WorkerIdentity | None) -> dict[str, Any]:
-    return {} if ident is None else {"user": ident.uid, "group": ident.gid, "extra_groups": []}
 
 
 class JobProcess:
@@ -119,16 +77,20 @@ class JobProcess:
     # ------------------------------------------------------------ control
     def run(self) -> tuple[JobState, str, dict[str, Any] | None]:
         """Start the worker, serve it until it exits; ``(state, error, metrics)``."""
+        argv, as_user = worker_command(WORKER, self.identity, self.cwd)
         try:
             self.proc = subprocess.Popen(
-                WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.cwd,
-                env=worker_env(self.cwd), start_new_session=True, **_as(self.identity),
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.cwd,
+                env=worker_env(self.cwd), start_new_session=True, **as_user,
             )  # fmt: skip
         except OSError as e:
             return JobState.FAILED, f"the job worker did not start: {e}", None
         self.pid = self.proc.pid
-        who = self.identity.name if self.identity else _user_name(os.geteuid())
-        self.on_log(f"worker pid {self.pid} runs as {who} (uid {self.identity.uid if self.identity else os.geteuid()})")
+        if self.identity is not None:
+            who = self.identity.describe()
+        else:
+            who = f"{_user_name(os.geteuid())} (uid {os.geteuid()}), the server's user, not confined"
+        self.on_log(f"worker pid {self.pid} runs as {who}")
         pump = threading.Thread(target=self._pump_stderr, name=f"{self.job_id}-stderr", daemon=True)
         pump.start()
         self._send({"t": "start", "job_id": self.job_id, "kind": self.kind, "config": self.config})

@@ -39,9 +39,10 @@ from rockroll.api.auth import Principal
 from rockroll.api.db import Database, JobRecord
 from rockroll.api.errors import ApiError
 from rockroll.api.job_configs import effective_config
+from rockroll.api.job_identity import WorkerIdentity, find_worker_identity
 from rockroll.api.job_logs import JobLogs
 from rockroll.api.job_paths import JobDirs
-from rockroll.api.job_process import JobProcess, WorkerIdentity, worker_identity
+from rockroll.api.job_process import JobProcess
 from rockroll.api.job_protocol import Cancelled, clean_metrics
 from rockroll.api.job_state import TERMINAL_STATES, JobState
 from rockroll.api.schemas import JobKind
@@ -87,6 +88,7 @@ class JobRunner:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._identity: WorkerIdentity | None | bool = False  # False: not looked up yet
+        self.worker_note = ""  # how job workers run (or why they are not confined), once looked up
         threading.Thread(target=self._maintain, name="job-maintenance", daemon=True).start()
 
     @classmethod
@@ -234,6 +236,8 @@ class JobRunner:
         identity = self._worker_identity()
         if identity is not None:
             os.chown(owner_dir, identity.uid, identity.gid)
+        if identity is None or not identity.confined:  # the fallback is said in every job's log
+            self._update(job_id, log=f"warning: {self.worker_note}")
 
         def open_env(env: str, kwargs: dict[str, Any]) -> Any:  # the job's sessions live in its owner's sandboxes
             return self.open_env(env, kwargs, owner=owner)
@@ -256,8 +260,9 @@ class JobRunner:
     def _worker_identity(self) -> WorkerIdentity | None:
         with self._lock:
             if self._identity is False:
-                self.dirs.root.mkdir(parents=True, exist_ok=True)
-                self._identity = worker_identity(self.user, self.dirs.root)
+                self._identity, self.worker_note = find_worker_identity(
+                    self.user, self.dirs.root, readable=self.dirs.model_dirs
+                )
             return self._identity  # type: ignore[return-value]
 
     def _update(

@@ -86,7 +86,8 @@ class Settings(BaseSettings):
         default_factory=list,
         max_length=32,
         description="Folders of models that jobs may read (model.path, engine model_path and tokenizer may name an "
-        "existing path inside one, absolute); nothing is ever built or written there.",
+        "existing path inside one, absolute); nothing is ever built or written there. Their files must be readable "
+        "by job_user (chmod -R a+rX): confined workers read them as that user.",
     )
     job_engine_urls: list[str] = Field(
         default_factory=list,
@@ -97,8 +98,10 @@ class Settings(BaseSettings):
     job_user: str = Field(
         "rockroll-sandbox",
         max_length=64,
-        description="When the server runs as root and this user exists (and can run the interpreter), job workers "
-        "run as it; otherwise as the server's own user ('': always).",
+        description="When the server runs as root and this user exists, job workers run as it, confined by bubblewrap "
+        "to their owner's job folder (the interpreter and sources mounted back read-only, even under a 0700 /root); "
+        "without bubblewrap as that user directly; otherwise as the server's own user ('': always), which every "
+        "job's log then says.",
     )
     job_log_max_bytes: int = Field(
         1_000_000,

@@ -21,6 +21,15 @@ def data_dir() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
+def readable_by_jobs(path: Path) -> Path:
+    """``path`` and everything under it made readable by all: job workers run as an unprivileged user when
+    the server is root, and ``save_pretrained`` writes weights 0600 (an operator shares models the same way)."""
+    for p in [path, *path.rglob("*")]:
+        if not p.is_symlink():
+            p.chmod(p.stat().st_mode | (0o555 if p.is_dir() else 0o444))
+    return path
+
+
 def make_settings(data_dir: Path, **overrides: object) -> Settings:
     fields: dict = {
         "database_url": f"sqlite:///{data_dir}/rockroll.db",

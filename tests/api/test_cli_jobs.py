@@ -10,6 +10,7 @@ import pytest
 
 from rockroll.api.job_paths import owner_folder
 from rockroll.api.serve_proc import ServerProc
+from tests.api.conftest import readable_by_jobs
 from tests.api.test_cli_errors import assert_short, rockroll
 
 
@@ -72,7 +73,7 @@ def test_job_train_cancel_stops_a_running_job(as_alice: dict[str, str], server: 
 
     shape = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 64}
     jobs = server.data_dir / "jobs" / owner_folder("alice")  # alice's job directory: job paths resolve there
-    model = build_tiny_model(jobs / "tiny", TinyModelConfig(**shape, episodes_per_env=5))
+    model = readable_by_jobs(build_tiny_model(jobs / "tiny", TinyModelConfig(**shape, episodes_per_env=5)))
     cfg = _train_yaml(tmp_path, model=str(model.relative_to(jobs)))
     job_id = rockroll("job", "train", str(cfg), "total_steps=100000", **as_alice).stdout.strip()
     deadline = time.monotonic() + 600

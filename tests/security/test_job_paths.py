@@ -23,7 +23,6 @@ from fastapi.testclient import TestClient
 from rockroll.api.app import create_app
 from rockroll.api.client import ApiClientError, Client
 from rockroll.api.job_paths import owner_folder
-from rockroll.api.job_process import worker_identity
 from rockroll.api.job_urls import url_allowed
 from rockroll.api.serve_proc import ServerProc
 from tests.api.conftest import make_settings
@@ -174,13 +173,3 @@ def test_only_allowlisted_engine_urls_pass(data_dir: Path) -> None:
         while c.get(f"/v1/jobs/{ok.json()['id']}").json()["state"] in ("queued", "running"):
             assert time.monotonic() < deadline
             time.sleep(0.2)
-
-
-def test_the_worker_drops_root_where_it_can(alice: Client, server: ServerProc) -> None:
-    """As root with a usable ``rockroll-sandbox`` user, the worker runs as that user (else as the server's)."""
-    ident = worker_identity("rockroll-sandbox", server.data_dir / "jobs")
-    if ident is None:
-        pytest.skip("not root, or user rockroll-sandbox is missing or cannot run this interpreter in the job root")
-    job = alice.create_job("eval", {"env": "FrozenLake-v0", "episodes": 1})
-    assert alice.wait_job(job["id"], timeout_s=60)["state"] == "succeeded"
-    assert f"runs as rockroll-sandbox (uid {ident.uid})" in alice.job_logs(job["id"])

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.api.conftest import readable_by_jobs
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
@@ -18,12 +20,14 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("tiny") / "model"
-    return build_tiny_model(
+    model = build_tiny_model(
         out,
         TinyModelConfig(
             hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, episodes_per_env=5
         ),
     )
+    readable_by_jobs(out.parent)  # an admin's shared model folder: job workers (unprivileged under root) read it
+    return model
 
 
 def random_samples(n: int, vocab: int, seed: int = 0, groups: int = 2) -> list:
