@@ -173,3 +173,20 @@ def test_only_allowlisted_engine_urls_pass(data_dir: Path) -> None:
         while c.get(f"/v1/jobs/{ok.json()['id']}").json()["state"] in ("queued", "running"):
             assert time.monotonic() < deadline
             time.sleep(0.2)
+
+
+def test_an_unconfined_worker_says_so(data_dir: Path) -> None:
+    """Where a worker cannot be confined (here: ``job_user=''``), every job's log says so."""
+    with TestClient(create_app(make_settings(data_dir, dev_mode=True, job_user=""))) as c:
+        job = c.post("/v1/jobs", json={"kind": "eval", "config": {"env": "FrozenLake-v0", "episodes": 1}}).json()
+        deadline = time.monotonic() + 120
+        while job["state"] in ("queued", "running"):
+            assert time.monotonic() < deadline, job
+            time.sleep(0.2)
+            job = c.get(f"/v1/jobs/{job['id']}").json()
+        logs = c.get(f"/v1/jobs/{job['id']}/logs").text
+        assert job["state"] == "succeeded", (job, logs)
+        assert "warning: job_user is empty: job workers run as the server's user" in logs
+        assert "the server's user, not confined" in logs
+        for sb in c.app.state.rr.placement.list():
+            c.app.state.rr.placement.delete(sb.id)
