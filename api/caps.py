@@ -3,13 +3,14 @@
 A caller sets a user sandbox's CPUs, memory, processes, workspace and network (``POST /v1/sandboxes``)
 and each command's timeout (``POST /v1/sandboxes/{id}/exec``). The server's operator bounds them in
 :class:`rockroll.api.settings.Settings` (``max_cpus``, ``max_memory_mb``, ``max_pids``,
-``max_workspace_mb``, ``max_exec_timeout_s``; ``network_owners`` names the owners that may ask for
-a network, nobody by default). A request over a cap answers 422 ``over_cap`` naming the field, the
-cap and the setting that raises it; a value the caller leaves out defaults to the smaller of the
-sandbox default and the cap. Caps bind admins too (an operator lists them where they need more).
+``max_workspace_mb``, ``max_exec_timeout_s``, ``max_sandbox_ttl_s``; ``network_owners`` names the
+owners that may ask for a network, nobody by default). A request over a cap answers 422 ``over_cap``
+naming the field, the cap and the setting that raises it; a value the caller leaves out defaults to
+the smaller of the sandbox default (``sandbox_ttl_s`` for the lifetime) and the cap. Caps bind admins too (an operator lists them where they need more).
 
 Threat model: every token owner is untrusted; without caps one could take the machine's memory,
-processes or disk from every other owner, or reach the network from a sandbox.
+processes or disk from every other owner, or reach the network from a sandbox, or hold a sandbox
+forever (a sandbox's lifetime, ``ttl_s``, is capped and enforced by :mod:`rockroll.api.sandbox_ttl`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ def capped_sandbox(body: BaseModel, settings: Settings, owner: str) -> BaseModel
             over.append({"field": cap.field, "requested": value, "cap": limit, "setting": cap.env_var()})
         else:
             lowered[cap.field] = type(value)(limit)
+    ttl_cap = settings.max_sandbox_ttl_s
+    if body.ttl_s is None:
+        lowered["ttl_s"] = min(settings.sandbox_ttl_s, ttl_cap)
+    elif body.ttl_s > ttl_cap:
+        over.append(
+            {"field": "ttl_s", "requested": body.ttl_s, "cap": ttl_cap, "setting": "ROCKROLL_MAX_SANDBOX_TTL_S"}
+        )
     if body.network and owner not in settings.network_owners:
         over.append({"field": "network", "requested": True, "cap": False, "setting": "ROCKROLL_NETWORK_OWNERS"})
     if over:

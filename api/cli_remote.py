@@ -148,14 +148,18 @@ def sandbox_create(
     cpus: float = typer.Option(1.0),
     memory_mb: int = typer.Option(512),
     network: bool = typer.Option(False),
+    ttl_s: float = typer.Option(None, help="Lifetime in seconds (default and cap: the server's)."),
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
     """Start a sandbox and print its id.
 
-    Example: rockroll sandbox create --cpus 2 --memory-mb 1024
+    Example: rockroll sandbox create --cpus 2 --memory-mb 1024 --ttl-s 600
     """
-    sb = _run(url, token, lambda c: c.create_sandbox(cpus=cpus, memory_mb=memory_mb, network=network))
+    fields = {"cpus": cpus, "memory_mb": memory_mb, "network": network}
+    if ttl_s is not None:
+        fields["ttl_s"] = ttl_s
+    sb = _run(url, token, lambda c: c.create_sandbox(**fields))
     console.print(sb["id"])
 
 

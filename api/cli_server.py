@@ -47,6 +47,9 @@ def serve(
     max_pids: int = typer.Option(None, help="Most processes a caller may give a sandbox (default 512)."),
     max_workspace_mb: int = typer.Option(None, help="Most workspace disk (MiB) a caller may give a sandbox."),
     max_exec_timeout_s: float = typer.Option(None, help="Longest timeout a caller may give a command (default 300)."),
+    max_sandbox_ttl_s: float = typer.Option(
+        None, help="Longest lifetime (ttl_s) a caller may give a sandbox (default 86400; unasked: 3600)."
+    ),
     network_owner: list[str] = typer.Option(None, help="A token owner who may ask for a networked sandbox (repeat)."),
 ) -> None:
     """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui.
@@ -74,6 +77,7 @@ def serve(
             max_pids=max_pids,
             max_workspace_mb=max_workspace_mb,
             max_exec_timeout_s=max_exec_timeout_s,
+            max_sandbox_ttl_s=max_sandbox_ttl_s,
             network_owners=network_owner or None,
         )
         settings.check()

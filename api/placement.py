@@ -365,6 +365,10 @@ class Placement:
         finally:
             self.owners.forget([sandbox_id])
 
+    def stop(self, sandbox_id: str) -> None:
+        """Stop a sandbox but keep its owner record (an expired user sandbox: :mod:`rockroll.api.sandbox_ttl`)."""
+        self.manager.delete(sandbox_id)
+
     def restart(self, sandbox_id: str) -> Any:
         """Replace a sandbox under the same id (blocking)."""
         return self.manager.restart(sandbox_id, reason="restarted through the API")

@@ -106,6 +106,9 @@ class SandboxInfo(TypedDict):
     memory_bytes: int
     spec: Annotated[dict[str, Any], _d("The sandbox's resources (fields of SandboxCreate and more).")]
     owner: str
+    expires_at: Annotated[
+        Number | None, _d("When the server stops it (epoch seconds; its ttl_s after creation); null: never.")
+    ]
 
 
 @_open

@@ -74,6 +74,16 @@ SandboxCreate = create_model(
     "SandboxCreate",
     __base__=_Body,
     __doc__="Resources of a user sandbox (the caller-settable fields of SandboxSpec).",
+    ttl_s=(
+        float | None,
+        Field(
+            None,
+            gt=0,
+            le=30 * 86_400,
+            description="Lifetime in seconds: the server stops the sandbox this long after creating it (default and "
+            "cap: the server's sandbox_ttl_s and max_sandbox_ttl_s).",
+        ),
+    ),  # fmt: skip
     **_spec_fields(
         "name", "image", "cpus", "memory_mb", "pids_limit", "workspace_mb", "network", "max_sessions", name="user"
     ),

@@ -145,6 +145,19 @@ class Settings(BaseSettings):
         1024, ge=1, le=65_536, description="Most workspace disk (MiB) a caller may give a sandbox."
     )
     max_exec_timeout_s: float = Field(300.0, gt=0, le=600, description="Longest timeout a caller may give a command.")
+    max_sandbox_ttl_s: float = Field(
+        86_400.0,
+        gt=0,
+        le=30 * 86_400,
+        description="Longest lifetime (ttl_s) a caller may give a sandbox of POST /v1/sandboxes; the server stops it "
+        "then, and its answers say it expired.",
+    )
+    sandbox_ttl_s: float = Field(
+        3_600.0,
+        gt=0,
+        le=30 * 86_400,
+        description="Lifetime of a sandbox whose caller gives no ttl_s (at most max_sandbox_ttl_s).",
+    )
     network_owners: list[str] = Field(
         default_factory=list,
         max_length=1024,

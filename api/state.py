@@ -19,6 +19,7 @@ from rockroll.api.db import Database
 from rockroll.api.jobs import JobRunner
 from rockroll.api.live import SessionRegistry
 from rockroll.api.metrics import Metrics
+from rockroll.api.sandbox_ttl import ExpiryReaper
 from rockroll.api.settings import Settings
 from rockroll.sandbox.session import RemoteSession
 
@@ -84,12 +85,15 @@ class AppState:
     started_at: float = field(default_factory=time.time)
     token_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
     metric_history: MetricHistory = field(default_factory=MetricHistory)
+    expiry: Any = None  # the reaper of expired user sandboxes (rockroll.api.sandbox_ttl)
 
     def close(self) -> None:
         """Stop jobs, close sessions, stop the manager (and the sandboxes with ``stop_sandboxes_on_exit``;
         otherwise they stay up for the next server), close the database."""
         self.jobs.close()
         self.sessions.close_all()
+        if self.expiry is not None:
+            self.expiry.close()
         self.placement.close(stop_sandboxes=self.settings.stop_sandboxes_on_exit)
         self.db.close()
 
@@ -116,6 +120,8 @@ def build_state(settings: Settings) -> AppState:
         manager_name=settings.manager_name(),
     )
     placement.start_reaper()
+    expiry = ExpiryReaper(db, placement)
+    expiry.start()
     holder: dict[str, AppState] = {}
 
     def snapshot() -> dict[str, Any]:
@@ -133,7 +139,7 @@ def build_state(settings: Settings) -> AppState:
     sessions.start_reaper(settings.session_idle_ttl_s, interval_s=min(30.0, settings.session_idle_ttl_s / 2))
 
     jobs = JobRunner.from_settings(db, open_env, settings)
-    state = AppState(settings, db, catalog, placement, sessions, jobs, metrics)
+    state = AppState(settings, db, catalog, placement, sessions, jobs, metrics, expiry=expiry)
     state.metric_history.watch(jobs)
     holder["s"] = state
     jobs.recover()

@@ -72,6 +72,8 @@ class SandboxOwner(Base):
     sandbox_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     owner: Mapped[str] = mapped_column(String(128), index=True)
     created_at: Mapped[float] = mapped_column(Float, default=time.time)
+    #: when the server stops it (its ``ttl_s`` after creation); ``None``: no lifetime (older records)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
 
 
 class SessionRecord(Base):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -14,6 +15,7 @@ from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError, capacity_error
 from rockroll.api.owner_limits import CallsDep
 from rockroll.api.responses import ExecOutput, FileWritten, SandboxInfo, SandboxList
+from rockroll.api.sandbox_ttl import check_not_expired
 from rockroll.api.schemas import ExecRequest, SandboxCreate
 from rockroll.api.state import AppState
 
@@ -23,27 +25,34 @@ router = APIRouter(prefix="/v1/sandboxes", tags=["sandboxes"])
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
-def _owners(state: AppState) -> dict[str, str]:
+def _records(state: AppState) -> dict[str, tuple[str, float | None]]:
+    """Each recorded sandbox's ``(owner, expires_at)``."""
     with state.db.session() as s:
-        return {r.sandbox_id: r.owner for r in s.scalars(select(SandboxOwner))}
+        return {r.sandbox_id: (r.owner, r.expires_at) for r in s.scalars(select(SandboxOwner))}
+
+
+def _owners(state: AppState) -> dict[str, str]:
+    return {sid: owner for sid, (owner, _) in _records(state).items()}
 
 
 def _visible(state: AppState, sandbox_id: str, who: Principal) -> Any:
-    """The managed sandbox, or 404 when it does not exist or belongs to someone else."""
+    """The managed sandbox, or 404 when it does not exist, belongs to someone else or expired."""
     with state.db.session() as s:
         rec = s.get(SandboxOwner, sandbox_id)
     owner = rec.owner if rec is not None else ""
     if not (who.admin or (rec is not None and owner == who.owner)):
         raise ApiError(404, "sandbox_not_found", f"no sandbox {sandbox_id!r}")
+    if rec is not None:
+        check_not_expired(sandbox_id, rec.expires_at)
     try:
         return state.placement.get(sandbox_id)
     except LookupError as e:
         raise ApiError(404, "sandbox_not_found", f"no sandbox {sandbox_id!r}") from e
 
 
-def _view(state: AppState, sb: Any, owner: str) -> dict[str, Any]:
+def _view(state: AppState, sb: Any, record: tuple[str, float | None]) -> dict[str, Any]:
     view = state.placement.describe(sb)
-    view["owner"] = owner
+    view["owner"], view["expires_at"] = record
     return view
 
 
@@ -58,11 +67,12 @@ def create_sandbox(body: SandboxCreate, state: StateDep, who: Who) -> dict[str, 
     if held >= limit:
         raise capacity_error(f"{who.owner} holds {held} sandboxes, the limit; delete one first", held, limit,
                              "sandboxes per owner")  # fmt: skip
-    fields = body.model_dump(exclude_none=True)
+    fields = body.model_dump(exclude_none=True, exclude={"ttl_s"})
     sb = state.placement.create_sandbox(**fields)
+    expires_at = time.time() + body.ttl_s  # its lifetime starts once it is ready (rockroll.api.sandbox_ttl)
     with state.db.session() as s:
-        s.add(SandboxOwner(sandbox_id=sb.id, owner=who.owner))
-    return _view(state, sb, who.owner)
+        s.add(SandboxOwner(sandbox_id=sb.id, owner=who.owner, expires_at=expires_at))
+    return _view(state, sb, (who.owner, expires_at))
 
 
 @router.get("", response_model=SandboxList)
@@ -73,16 +83,21 @@ def list_sandboxes(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
     """The caller's sandboxes (every sandbox, pooled ones included, for admins): ``limit`` from ``offset`` on."""
-    owners = _owners(state)
-    mine = [sb for sb in state.placement.list() if who.admin or (owners.get(sb.id) and owners.get(sb.id) == who.owner)]
-    return {"sandboxes": [_view(state, sb, owners.get(sb.id, "")) for sb in mine[offset : offset + limit]]}
+    records = _records(state)
+    now = time.time()
+    mine = []
+    for sb in state.placement.list():
+        owner, expires_at = records.get(sb.id, ("", None))
+        if (who.admin or (owner and owner == who.owner)) and (expires_at is None or expires_at > now):
+            mine.append(sb)  # an expired one is left out: the reaper is stopping it
+    return {"sandboxes": [_view(state, sb, records.get(sb.id, ("", None))) for sb in mine[offset : offset + limit]]}
 
 
 @router.get("/{sandbox_id}", response_model=SandboxInfo)
 def show_sandbox(sandbox_id: str, state: StateDep, who: Who) -> dict:
     """One sandbox: state, health, uptime, restarts, CPU/memory, sessions."""
     sb = _visible(state, sandbox_id, who)
-    return _view(state, sb, _owners(state).get(sb.id, ""))
+    return _view(state, sb, _records(state).get(sb.id, ("", None)))
 
 
 @router.delete("/{sandbox_id}", status_code=204)
@@ -101,7 +116,7 @@ def restart_sandbox(sandbox_id: str, state: StateDep, who: Who) -> dict[str, Any
     """Replace the sandbox with a fresh one under the same id (its sessions are lost)."""
     _visible(state, sandbox_id, who)
     sb = state.placement.restart(sandbox_id)
-    return _view(state, sb, _owners(state).get(sb.id, ""))
+    return _view(state, sb, _records(state).get(sb.id, ("", None)))
 
 
 @router.post("/{sandbox_id}/exec", response_model=ExecOutput)

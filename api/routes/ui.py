@@ -68,7 +68,8 @@ def overview(
     """What the page shows (see the module docstring), for what the caller may see: the summary counts all
     of it, each list holds its first ``limit`` items, and the answer stays under 100 kB."""
     with state.db.session() as s:
-        owners = {r.sandbox_id: r.owner for r in s.scalars(select(SandboxOwner))}
+        records = {r.sandbox_id: (r.owner, r.expires_at) for r in s.scalars(select(SandboxOwner))}
+    owners = {sid: owner for sid, (owner, _) in records.items()}
     sessions = state.sessions.list(who)
     per_sandbox: dict[str, int] = {}
     for live in sessions:
@@ -83,6 +84,7 @@ def overview(
     for sb in visible[:limit]:
         view = state.placement.describe(sb)
         view.update(owner=owners.get(sb.id, ""), api_sessions=per_sandbox.get(sb.id, 0), node=nodes.get(sb.id, ""))
+        view["expires_at"] = records.get(sb.id, ("", None))[1]
         sandboxes.append(view)
     visible_ids = {sb.id for sb in visible}
     restarts = [e for e in list(state.placement.manager.restart_log) if who.admin or e["sandbox_id"] in visible_ids]

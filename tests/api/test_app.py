@@ -239,11 +239,15 @@ def test_model_eval_job_runs_an_engine_on_sandboxed_envs(dev_client: TestClient)
 
 
 def test_sandbox_create_is_derived_from_sandbox_spec() -> None:
-    """The body of POST /v1/sandboxes is SandboxSpec's caller-settable fields: same types, bounds, descriptions."""
+    """The body of POST /v1/sandboxes is SandboxSpec's caller-settable fields (same types, bounds, descriptions)
+    plus the lifetime ``ttl_s``, which the control plane enforces."""
     from rockroll.api.schemas import SandboxCreate
     from rockroll.sandbox.base import SandboxSpec
 
+    assert set(SandboxCreate.model_fields) - set(SandboxSpec.model_fields) == {"ttl_s"}  # the server's, not the spec's
     for name, f in SandboxCreate.model_fields.items():
+        if name == "ttl_s":
+            continue
         spec = SandboxSpec.model_fields[name]
         assert (f.metadata, f.description) == (spec.metadata, spec.description), name
     assert set(SandboxSpec.model_fields) - set(SandboxCreate.model_fields) == {"env", "startup_timeout_s"}
