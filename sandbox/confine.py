@@ -13,14 +13,20 @@ does not run with root's rights (``ProcessBackend(user="")`` opts out). :func:`c
    sandbox's own directory bound at :data:`SANDBOX_DIR` (its socket and workspace; other
    sandboxes' directories are not in its view at all); bwrap loads the seccomp filter of
    :mod:`rockroll.sandbox.seccomp_filter` (``--seccomp``) last, so it holds for all that follows;
-4. drops to the unprivileged :data:`SANDBOX_USER` (``setpriv``: no supplementary groups, empty
-   bounding, inheritable and ambient capability sets, ``no_new_privs``) before the server starts.
+4. drops to the unprivileged :data:`SANDBOX_USER` (``setpriv``: no supplementary groups,
+   ``no_new_privs``) before the server starts, keeping as its only capabilities (bounding,
+   inheritable and ambient sets) :data:`SERVER_CAPS`, which it needs to run each agent command as an
+   agent uid of :data:`AGENT_UID_BASE`'s range (:mod:`rockroll.sandbox.server.agents`); those
+   commands hold no capability at all. ``server_caps=False`` drops every capability instead.
 
-Threat model: the server and everything it runs (env code, the agent's commands) are untrusted and
-run as :data:`SANDBOX_USER`, which owns nothing on the host but its sandbox directory: it cannot
-read ``/etc/shadow``, root's files or another sandbox's directory, cannot write the host's files,
-and has no network. The user is created by ``scripts/setup.sh`` (``useradd --system``); without it,
-or without root or bubblewrap, sandboxes run as the manager's user (see :mod:`rockroll.sandbox.process`).
+Threat model: the server and everything it runs (env code, the agent's commands) are untrusted
+towards the host. The server and env code run as :data:`SANDBOX_USER`, which owns nothing on the
+host but its sandbox directory; agent commands run as agent uids (no capabilities,
+``no_new_privs``) that own only their workspace. None of them can read ``/etc/shadow``, root's
+files or another sandbox's directory, write the host's files, or reach a network; the agent uids
+cannot write the server's socket or files, nor read another session's workspace. The user is
+created by ``scripts/setup.sh`` (``useradd --system``); without it, or without root or
+bubblewrap, sandboxes run as the manager's user (see :mod:`rockroll.sandbox.process`).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from pathlib import Path
 from rockroll.sandbox.errors import SandboxStartError
 
 __all__ = [
+    "AGENT_UID_BASE",
+    "SERVER_CAPS",
     "SANDBOX_USER",
     "SANDBOX_DIR",
     "sandbox_user",
@@ -47,6 +55,11 @@ __all__ = [
 SANDBOX_USER = "rockroll-sandbox"
 #: where a confined sandbox sees its own directory (socket ``s.sock``, workspace ``ws``)
 SANDBOX_DIR = "/run/rockroll"
+#: the first agent uid of a confined sandbox (its ``exec`` calls; session ``n`` gets base + n): a
+#: range no host user has, shared by every sandbox (each sees only its own files and processes)
+AGENT_UID_BASE = 1_800_000_000
+#: what the server keeps to start agent commands as agent uids (and to kill them, own their folders)
+SERVER_CAPS = ("setuid", "setgid", "setpcap", "kill", "chown")
 _HIDDEN = ("/tmp", "/run", "/root", "/home")
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -184,6 +197,7 @@ def confined_argv(
     cgroup_procs: list[str],
     readable: set[str],
     seccomp_fd: int | None = None,
+    server_caps: bool = True,
 ) -> list[str]:
     """The command line that runs ``server`` confined (module docstring); ``server`` names
     :data:`SANDBOX_DIR` paths. ``readable`` are host paths mounted back read-only (interpreter, sources);
@@ -194,13 +208,16 @@ def confined_argv(
     limits = ["prlimit", "--core=0", "--nofile=4096", f"--fsize={workspace_mb * 1024 * 1024}", "--"]
     bwrap = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     bwrap += ["--cap-drop", "ALL"]
-    bwrap += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]  # setpriv's
+    for cap in SERVER_CAPS if server_caps else ("setuid", "setgid", "setpcap"):  # setpriv's, then the server's
+        bwrap += ["--cap-add", f"CAP_{cap.upper()}"]
     bwrap += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for hidden in _HIDDEN:  # /tmp stays writable for all (sticky), as on any host
         bwrap += (["--perms", "1777"] if hidden == "/tmp" else []) + ["--tmpfs", hidden]
     bwrap += _mount_back(readable)
     bwrap += ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
     bwrap += ["--bind", sandbox_dir, SANDBOX_DIR, "--chdir", "/", "--"]
-    drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all"]
-    drop += ["--bounding-set=-all", "--no-new-privs", "--"]
+    keep = "".join(f",+{c}" for c in SERVER_CAPS) if server_caps else ""
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", f"--inh-caps=-all{keep}"]
+    drop += [f"--ambient-caps=-all{keep}"] if keep else []
+    drop += [f"--bounding-set=-all{keep}", "--no-new-privs", "--"]
     return ["/bin/sh", "-c", join + 'exec "$@"', "sandbox"] + limits + bwrap + drop + server

@@ -1,6 +1,15 @@
 """The Docker backend: one locked-down container per sandbox, through the Docker SDK.
 
-Each container runs the in-sandbox server as a non-root user (uid 10001) with:
+Each container runs the in-sandbox server as the container's root with every capability dropped
+but the five it needs to run agent code as other uids (``SETUID``, ``SETGID``, ``SETPCAP``,
+``KILL``, ``CHOWN``; no ``DAC_OVERRIDE``: it cannot read a file its mode denies), and the agent
+code itself as unprivileged uids with no capabilities (:mod:`rockroll.sandbox.server.agents`):
+the sandbox's ``exec`` calls as uid 10001 (:data:`SANDBOX_UID`) in ``/workspace`` (its 0700 tmpfs),
+env session ``n``'s commands as ``10001 + n`` in a 0700 folder of its own under
+:data:`SERVER_DIR` (a root-owned 0711 tmpfs that also holds the server's plugins). The socket
+directory is root's (0700), or, under a non-root manager, sticky and unlistable with the socket
+0600 and owned by the manager: agent uids cannot connect to it or replace it. The handle's
+``extra["agent_isolation"]`` is ``"uid"``. Also:
 
 * ``network_mode="none"``: no interfaces but its own loopback, so no egress and no way to reach
   the host's loopback services or the Docker bridge. The manager still reaches the server because
@@ -44,12 +53,25 @@ from rockroll.sandbox.confine import private_dir
 from rockroll.sandbox.errors import BackendUnavailable, ImageNotFound, SandboxStartError
 from rockroll.sandbox.process import DEFAULT_STATE_DIR, ProcessBackend, ProcessConfig
 
-__all__ = ["DockerBackend", "DockerConfig", "AutoConfig", "SANDBOX_UID", "CONTAINER_SOCKET_DIR"]
+__all__ = [
+    "DockerBackend",
+    "DockerConfig",
+    "AutoConfig",
+    "SANDBOX_UID",
+    "CONTAINER_SOCKET_DIR",
+    "SERVER_DIR",
+    "SERVER_CAPS",
+]
 
 log = logging.getLogger(__name__)
 
+#: the agent uid of a container's ``exec`` calls (session ``n``'s commands run as SANDBOX_UID + n)
 SANDBOX_UID = 10001
 CONTAINER_SOCKET_DIR = "/run/rockroll"
+#: the server's own folder in the container (a tmpfs): session workspaces, plugins
+SERVER_DIR = "/srv/rockroll"
+#: the only capabilities the server (container root) keeps
+SERVER_CAPS = ("SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN")
 LOCAL = "local"
 
 
@@ -60,7 +82,7 @@ class DockerBackend(SandboxBackend):
         hosts: Docker daemon URLs; empty means the environment's default (``DOCKER_HOST`` or the
             local socket).
         state_dir: host directory holding each sandbox's socket directory.
-        uid: the user the server runs as inside the container.
+        uid: the agent uid of the sandbox's ``exec`` calls (sessions get the uids above it).
     """
 
     name = "docker"
@@ -118,10 +140,10 @@ class DockerBackend(SandboxBackend):
         d = self.state_dir / manager / f"{sandbox_id}-g{generation}"
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-        if os.geteuid() == 0:
-            os.chown(d, self.uid, self.uid)
-        else:  # the container user must create the socket; the 0700 state_dir keeps others out
-            os.chmod(d, 0o777)
+        if os.geteuid() == 0:  # the container's root (the server) owns it alone
+            os.chmod(d, 0o700)
+        else:  # the server may create its socket, agents cannot list or replace it; state_dir keeps others out
+            os.chmod(d, 0o1733)
         return d
 
     # ----------------------------------------------------------- lifecycle
@@ -142,17 +164,21 @@ class DockerBackend(SandboxBackend):
         name, d = f"rockroll-{manager}-{sandbox_id}-g{generation}", None  # d: the socket dir, once made
         env = {"ROCKROLL_SOCKET": f"{CONTAINER_SOCKET_DIR}/s.sock", "ROCKROLL_WORKSPACE": "/workspace"}
         env.update({"ROCKROLL_MAX_SESSIONS": str(spec.max_sessions), **dict(spec.env)})
-        tmpfs_opts = f"uid={self.uid},gid={self.uid},exec,nosuid,nodev"
+        env.update(ROCKROLL_AGENT_UID=str(self.uid), ROCKROLL_SERVER_DIR=SERVER_DIR)
+        if os.geteuid() != 0:
+            env["ROCKROLL_SOCKET_UID"] = str(os.geteuid())  # the socket is 0600: the manager's
+        tmpfs_opts = "exec,nosuid,nodev"
         try:
             d = self._socket_dir(manager, sandbox_id, generation)
             container = self._clients[url].containers.create(
                 spec.image,
                 name=name,
-                user=f"{self.uid}:{self.uid}",
+                user="0:0",
                 environment=env,
                 labels=labels,
                 network_mode="bridge" if spec.network else "none",
                 cap_drop=["ALL"],
+                cap_add=list(SERVER_CAPS),
                 security_opt=["no-new-privileges"],
                 init=True,
                 nano_cpus=int(spec.cpus * 1e9),
@@ -161,8 +187,9 @@ class DockerBackend(SandboxBackend):
                 pids_limit=spec.pids_limit,
                 read_only=True,
                 tmpfs={
-                    "/workspace": f"size={spec.workspace_mb}m,mode=0700,{tmpfs_opts}",
-                    "/tmp": f"size=64m,mode=1777,{tmpfs_opts}",
+                    "/workspace": f"size={spec.workspace_mb}m,mode=0700,uid={self.uid},gid={self.uid},{tmpfs_opts}",
+                    SERVER_DIR: f"size={spec.workspace_mb}m,mode=0711,uid=0,gid=0,{tmpfs_opts}",
+                    "/tmp": f"size=64m,mode=1777,uid=0,gid=0,{tmpfs_opts}",
                 },
                 volumes={str(d): {"bind": CONTAINER_SOCKET_DIR, "mode": "rw"}},
                 working_dir="/workspace",
@@ -185,7 +212,7 @@ class DockerBackend(SandboxBackend):
             ref=container.id,
             host=url,
             generation=int(generation),
-            extra={"dir": str(d)},
+            extra={"dir": str(d), "agent_isolation": "uid"},
         )
 
     def _undo_start(self, url: str, name: str | None, d: Path | None) -> None:

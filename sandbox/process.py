@@ -18,6 +18,11 @@ it), bwrap sandboxes are *confined* (:mod:`rockroll.sandbox.confine`): the serve
 unprivileged user, sees only its own directory (at ``/run/rockroll``) of the state directory, not
 ``/root`` or ``/home``, and runs under cgroup limits (memory, pids, CPU, where the host's cgroup
 tree is writable) and rlimits. The handle's ``extra["user"]`` says which uid a sandbox runs as.
+Confined, agent commands run as uids of their own (``agent_uid`` and up, see
+:mod:`rockroll.sandbox.server.agents`; ``extra["agent_isolation"] == "uid"``): the sandbox's
+directory is 0711 and its socket and log 0600, so they cannot reach or replace the socket, and
+each session's workspace is a 0700 folder of its own uid. Unconfined, they run as the server
+(``"none"``).
 
 Threat model and limits, said plainly: this backend is for trusted or semi-trusted code and for
 machines without Docker. Host files outside the hidden trees stay *visible* (read-only under
@@ -44,6 +49,7 @@ from typing import ClassVar
 from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
 from rockroll.sandbox.confine import (
+    AGENT_UID_BASE,
     SANDBOX_DIR,
     SANDBOX_USER,
     cgroup_dirs,
@@ -124,6 +130,8 @@ class ProcessBackend(SandboxBackend):
         python: interpreter that runs the server (default: this one).
         user: the unprivileged user a root manager's bwrap sandboxes run as, confined (``rockroll-sandbox``,
             :data:`~rockroll.sandbox.confine.SANDBOX_USER`, the default); '': unconfined, as the manager's user.
+        agent_uid: the first agent uid of a confined sandbox (its ``exec`` calls; session ``n`` gets
+            ``agent_uid + n``): a range no host user has.
     """
 
     name = "process"
@@ -134,6 +142,7 @@ class ProcessBackend(SandboxBackend):
         isolation: str = "auto",
         python: str = sys.executable,
         user: str = SANDBOX_USER,
+        agent_uid: int = AGENT_UID_BASE,
     ):
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -142,6 +151,7 @@ class ProcessBackend(SandboxBackend):
         self.python = python
         #: ``(uid, gid)`` sandboxes run as (confined), or None: as this process's user
         self.run_as = sandbox_user(user) if self.isolation == "bwrap" else None
+        self.agent_uid = agent_uid
 
     def _dir(self, manager: str, name: str) -> Path:
         return self.state_dir / manager / name
@@ -166,14 +176,17 @@ class ProcessBackend(SandboxBackend):
         for k, v in sorted(labels.items()):
             server += ["--label", f"{k}={v}"]
         cgroup = f"{manager}.{d.name}"
-        extra = {"isolation": self.isolation, "dir": str(d), "user": os.geteuid()}
+        extra = {"isolation": self.isolation, "dir": str(d), "user": os.geteuid(), "agent_isolation": "none"}
         extra["seccomp"] = status() if self.isolation == "bwrap" else "off: no bwrap to load it"
         seccomp_fd: int | None = None  # the program bwrap loads (an inherited descriptor), where libseccomp is here
         own_env: dict[str, str] = {}  # the server's own variables (its commands do not inherit ROCKROLL_*)
         if self.run_as:
             uid, gid = self.run_as
-            for path in (d, d / "ws"):
-                os.chown(path, uid, gid)
+            os.chown(d, uid, gid)
+            os.chmod(d, 0o711)  # agents pass through to their workspaces; the socket and log are 0600
+            os.chown(d / "ws", self.agent_uid, self.agent_uid)  # the exec calls' agent uid owns it
+            own_env.update(ROCKROLL_AGENT_UID=str(self.agent_uid), ROCKROLL_SERVER_DIR=f"{SANDBOX_DIR}/srv")
+            extra["agent_isolation"] = "uid"
             procs = make_cgroups(cgroup, memory_mb=spec.memory_mb, pids=spec.pids_limit, cpus=spec.cpus)
             seccomp_fd = open_program()
             argv = confined_argv(
@@ -200,6 +213,7 @@ class ProcessBackend(SandboxBackend):
         env.update({"HOME": f"{inner}/ws", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env), **own_env})
         try:
             with open(d / "server.log", "wb") as log:
+                os.fchmod(log.fileno(), 0o600)
                 proc = subprocess.Popen(
                     argv + server, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True, env=env, cwd=str(d), pass_fds=() if seccomp_fd is None else (seccomp_fd,),
@@ -328,6 +342,10 @@ class ProcessConfig(BackendConfig):
     isolation: str = "auto"
     python: str = sys.executable
     user: str = SANDBOX_USER
+    agent_uid: int = AGENT_UID_BASE
 
     def build(self) -> ProcessBackend:
-        return ProcessBackend(state_dir=self.state_dir, isolation=self.isolation, python=self.python, user=self.user)
+        return ProcessBackend(
+            state_dir=self.state_dir, isolation=self.isolation, python=self.python, user=self.user,
+            agent_uid=self.agent_uid,
+        )  # fmt: skip

@@ -16,7 +16,10 @@ read workspace files, ``reset`` the workspace to a snapshot, ``close``. Executor
   sandbox): a fresh temporary directory and a child process per command, wrapped in ``bwrap``
   (read-only host filesystem, private ``/tmp`` and ``/run``, no network) when bubblewrap works here,
   otherwise a plain child process that *can* write anywhere the host user can. Use it only when
-  no sandbox can start.
+  no sandbox can start. Inside a rockroll sandbox whose server gives sessions their own uids
+  (:func:`rockroll.envs.agent_identity.current_agent`), its directory is in the session's own 0700
+  folder and every command runs as the session's uid with no capabilities: it cannot write the
+  server's socket or files, nor read another session's workspace.
 
 Adding a kind is one factory plus ``register_executor("name", factory)``.
 
@@ -27,6 +30,7 @@ isolation strength is that of the chosen kind (see :mod:`rockroll.sandbox.docker
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -37,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from rockroll.envs.agent_identity import argv_as, current_agent, fs_as, kill_uid, wipe
 from rockroll.envs.errors import EnvError
 from rockroll.envs.exec_result import ExecResult
 from rockroll.envs.plugins import load_plugins
@@ -110,11 +115,18 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self) -> None:
-        self.root = tempfile.mkdtemp(prefix="rockroll-swe-")
-        self.isolation = "bwrap" if _bwrap_works() else "none"
+        self.identity = current_agent()  # a sandbox session's own uid, or None: this process's
+        if self.identity is not None:
+            with fs_as(self.identity):
+                self.root = tempfile.mkdtemp(prefix="swe-", dir=self.identity.home)
+            self.isolation = "uid"
+        else:
+            self.root = tempfile.mkdtemp(prefix="rockroll-swe-")
+            self.isolation = "bwrap" if _bwrap_works() else "none"
 
     def _path(self, path: str) -> Path:
-        full = Path(os.path.realpath(os.path.join(self.root, path)))
+        with fs_as(self.identity):
+            full = Path(os.path.realpath(os.path.join(self.root, path)))
         if os.path.isabs(path) or not str(full).startswith(os.path.realpath(self.root) + os.sep):
             raise ValueError(f"path {path!r} is outside the workspace")
         return full
@@ -122,7 +134,7 @@ class LocalExecutor:
     def run(self, cmd: str, timeout_s: float) -> ExecResult:
         if self.root is None:
             raise ExecutorError("the local executor is closed")
-        argv = ["/bin/sh", "-c", cmd]
+        argv = argv_as(self.identity, ["/bin/sh", "-c", cmd], cwd=self.root if self.identity else None)
         if self.isolation == "bwrap":
             argv = _bwrap_argv(self.root) + argv
         env = {
@@ -131,8 +143,8 @@ class LocalExecutor:
             **COMMAND_ENV,
         }
         proc = subprocess.Popen(
-            argv, cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True,
+            argv, cwd=self.root if self.identity is None else "/", env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )  # fmt: skip
         timed_out = False
         try:
@@ -140,6 +152,8 @@ class LocalExecutor:
         except subprocess.TimeoutExpired:
             timed_out = True
             _killpg(proc.pid)
+            if self.identity is not None:  # its setsid children too, which would hold the pipes open
+                kill_uid(self.identity.uid)
             out, err = proc.communicate()
         _killpg(proc.pid)
         truncated = len(out) > MAX_CAPTURE or len(err) > MAX_CAPTURE
@@ -154,11 +168,14 @@ class LocalExecutor:
 
     def write_file(self, path: str, content: str) -> None:
         full = self._path(path)
-        full.parent.mkdir(parents=True, exist_ok=True)
-        full.write_text(content, encoding="utf-8")
+        with fs_as(self.identity):
+            full.parent.mkdir(parents=True, exist_ok=True)
+            full.write_text(content, encoding="utf-8")
 
     def read_file(self, path: str) -> str:
-        return self._path(path).read_text(encoding="utf-8", errors="replace")
+        full = self._path(path)
+        with fs_as(self.identity):
+            return full.read_text(encoding="utf-8", errors="replace")
 
     def reset(self, files: dict[str, str]) -> None:
         self.run(CLEAN_CMD, 30.0)
@@ -167,7 +184,12 @@ class LocalExecutor:
 
     def close(self) -> None:
         if self.root is not None:
-            shutil.rmtree(self.root, ignore_errors=True)
+            if self.identity is not None:
+                wipe(self.root, self.identity, keep_top=True)  # as the agent: the server cannot enter its folder
+                with fs_as(self.identity), contextlib.suppress(OSError):
+                    os.rmdir(self.root)
+            else:
+                shutil.rmtree(self.root, ignore_errors=True)
             self.root = None  # type: ignore[assignment]
 
 

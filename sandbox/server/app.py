@@ -3,9 +3,17 @@
 Built on the standard library's ``http.server`` with a threading unix-socket server (HTTP/1.1
 keep-alive, one thread per connection). The protocol is described in :mod:`rockroll.sandbox.client`.
 
-Threat model: the socket is reachable only by whoever can reach the socket file (the host's
-manager; the server chmods the socket 0666 but its directory is private to the manager on the host
-side). Inputs are JSON capped at ``MAX_REQUEST_BYTES``; errors are answered as typed JSON, never
+Agent code runs apart from the server where the backend allows it
+(:mod:`rockroll.sandbox.server.agents`): ``exec`` and the file calls act as the sandbox's agent uid
+in the workspace, each env session's agent commands as a uid of its own in a folder of its own, and
+paths under ``.rockroll/`` (custom env plugins) are the server's own files, outside every agent's
+reach. ``health`` reports ``agent_isolation`` (``uid`` or ``none``), ``server_uid`` and ``agent_uid``.
+
+Threat model: the socket is reachable only by whoever can reach the socket file: the host's
+manager. With agent uids the socket is 0600, owned by the server (or by the uid the backend names in
+``ROCKROLL_SOCKET_UID``), so no agent command can connect to it or replace it; without them it is
+0666 inside a directory private to the manager on the host side, and agent commands run as the
+server. Inputs are JSON capped at ``MAX_REQUEST_BYTES``; errors are answered as typed JSON, never
 as tracebacks that could crash the server.
 """
 
@@ -22,6 +30,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from rockroll.sandbox.server.agents import Agents
 from rockroll.sandbox.server.execs import run_command
 from rockroll.sandbox.server.files import Workspace
 from rockroll.sandbox.server.sessions import SessionStore
@@ -50,8 +59,11 @@ class SandboxServer:
     def __init__(self, workspace: str, max_sessions: int = 16) -> None:
         self.boot_id = secrets.token_hex(8)
         self.started = time.monotonic()
-        self.workspace = Workspace(workspace)
-        self.sessions = SessionStore(max_sessions)
+        self.agents = Agents(workspace, max_sessions)
+        self.workspace = Workspace(workspace, self.agents.exec_identity)
+        # the server's own files (plugins): apart from the agents' workspace when there is a server dir
+        self.own_files = Workspace(self.agents.server_dir) if self.agents.server_dir else self.workspace
+        self.sessions = SessionStore(max_sessions, self.agents)
         threading.Thread(target=self.sessions.preload, name="preload", daemon=True).start()
         self.ops = {
             "health": self.health,
@@ -67,13 +79,19 @@ class SandboxServer:
             "env.batch": self.batch,
             "exec": self.exec,
             "files.read": lambda path, max_bytes=16 * 1024 * 1024: {
-                "data": base64.b64encode(self.workspace.read(path, max_bytes)).decode()
+                "data": base64.b64encode(self._files(path).read(path, max_bytes)).decode()
             },
             "files.write": lambda path, data, mode=0o644: {
-                "size": self.workspace.write(path, base64.b64decode(data), mode)
+                "size": self._files(path).write(path, base64.b64decode(data), mode)
             },
-            "files.list": lambda path=".": self.workspace.list(path),
+            "files.list": lambda path=".": self._files(path).list(path),
         }
+
+    def _files(self, path: Any) -> Workspace:
+        """The server's own files for ``.rockroll/...`` (normalised: no ``..`` trick), else the workspace."""
+        if isinstance(path, str) and os.path.normpath(path).split(os.sep)[0] == ".rockroll":
+            return self.own_files
+        return self.workspace
 
     def health(self) -> dict[str, Any]:
         t = os.times()
@@ -85,6 +103,9 @@ class SandboxServer:
             "memory_bytes": _memory_bytes(),
             "uptime_s": round(time.monotonic() - self.started, 3),
             "pid": os.getpid(),
+            "agent_isolation": self.agents.mode,
+            "server_uid": os.geteuid(),
+            "agent_uid": self.agents.exec_identity.uid if self.agents.exec_identity else os.geteuid(),
         }
 
     def batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -113,7 +134,10 @@ class SandboxServer:
         return out
 
     def exec(self, cmd: Any, **kwargs: Any) -> dict[str, Any]:
-        return run_command(cmd, workspace=self.workspace.root, resolve=self.workspace.resolve, **kwargs)
+        return run_command(
+            cmd, workspace=self.workspace.root, resolve=self.workspace.resolve,
+            identity=self.agents.exec_identity, **kwargs,
+        )  # fmt: skip
 
     def dispatch(self, op: str, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         fn = self.ops.get(op)
@@ -184,14 +208,20 @@ def _make_handler(server: SandboxServer) -> type[BaseHTTPRequestHandler]:
 
 
 def make_httpd(socket_path: str, state: SandboxServer) -> socketserver.BaseServer:
-    """Bind the server to ``socket_path`` (mode 0666; the directory guards access)."""
+    """Bind the server to ``socket_path``: mode 0600 when agents run as other uids (owned by
+    ``ROCKROLL_SOCKET_UID`` when set: the host's manager), else 0666 (the directory guards access)."""
     if os.path.exists(socket_path):
         os.unlink(socket_path)
-    old = os.umask(0o111)
+    isolated = state.agents.mode == "uid"
+    old = os.umask(0o177 if isolated else 0o111)
     try:
-        return _UnixHTTPServer(socket_path, _make_handler(state))
+        httpd = _UnixHTTPServer(socket_path, _make_handler(state))
     finally:
         os.umask(old)
+    owner = os.environ.get("ROCKROLL_SOCKET_UID", "")
+    if isolated and owner:
+        os.chown(socket_path, int(owner), -1)
+    return httpd
 
 
 def serve(socket_path: str, workspace: str, max_sessions: int = 16) -> None:

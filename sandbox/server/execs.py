@@ -13,9 +13,15 @@ time out, and it died of SIGKILL or exited 137 (what a shell reports when the ch
 killed by SIGKILL). The counter is the container's cgroup's, or that of the folder the process
 backend names in ``ROCKROLL_MEMORY_CGROUP``.
 
-Threat model: the command is untrusted and runs with the server's (unprivileged) rights; the
-sandbox around the server (container or namespaces) is the boundary, not this module. A command
-that clears its environment escapes the timeout's sweep; the sandbox's stop still ends it.
+Given an ``identity`` (:mod:`rockroll.sandbox.server.agents`), the command runs as that agent uid
+with no capabilities (:func:`~rockroll.envs.agent_identity.argv_as`), ``HOME`` its home, and the
+server reads its processes' environments with that identity's file rights.
+
+Threat model: the command is untrusted. With an identity it cannot write the server's socket or
+files, nor signal or trace the server; without one (``agent_isolation == "none"``) it runs with the
+server's own rights. The sandbox around the server (container or namespaces) is the boundary
+towards the host. A command that clears its environment escapes the timeout's sweep; its session's
+end (every process of its uid) or the sandbox's stop still ends it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import subprocess
 import time
 from typing import Any
 
+from rockroll.envs.agent_identity import AgentIdentity, argv_as, fs_as
 from rockroll.sandbox.retry import FIRST_DELAY_S, Backoff
 
 __all__ = ["run_command", "oom_kill_count"]
@@ -178,6 +185,7 @@ def run_command(
     max_output: int = 1_000_000,
     stdin: str | None = None,
     resolve: Any = None,
+    identity: AgentIdentity | None = None,
 ) -> dict[str, Any]:
     """Run one command and return the fields of an :class:`~rockroll.sandbox.base.ExecResult`."""
     if isinstance(cmd, str):
@@ -191,7 +199,7 @@ def run_command(
     run_dir = resolve(cwd) if (cwd and resolve) else workspace
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKROLL_")}
     full_env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    full_env["HOME"] = workspace
+    full_env["HOME"] = identity.home if identity is not None else workspace
     full_env.update({str(k): str(v) for k, v in (env or {}).items()})
     exec_id = secrets.token_hex(8)
     full_env[EXEC_ID] = exec_id  # after the call's env: a caller cannot choose another command's id
@@ -199,8 +207,8 @@ def run_command(
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
-            argv,
-            cwd=run_dir,
+            argv_as(identity, argv, cwd=run_dir),  # entered as the agent: its workspace is 0700
+            cwd=run_dir if identity is None else "/",
             env=full_env,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -212,9 +220,15 @@ def run_command(
     out, err, truncated, timed_out = _collect(
         proc, stdin.encode() if stdin is not None else None, max_output, float(cmd_timeout_s)
     )
-    _kill_group(proc)  # on timeout; otherwise a no-op (the group is gone already)
+    if not timed_out:  # its pipes closed: it is exiting (closing stdout comes before exit_group)
+        try:
+            proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+    _kill_group(proc)  # on timeout, or a command that closed its pipes and lives on; otherwise a no-op
     if timed_out:
-        _kill_marked(exec_id)  # killed: its children that left the group (setsid) go too
+        with fs_as(identity):  # /proc/PID/environ of the agent's processes opens to its own uid
+            _kill_marked(exec_id)  # killed: its children that left the group (setsid) go too
     proc.wait()
     for stream in (proc.stdout, proc.stderr, proc.stdin):
         if stream is not None and not stream.closed:

@@ -12,28 +12,49 @@ Threat model: the agent controls paths and can create symlinks, FIFOs and huge f
 workspace (through ``exec``); the server must never read or write outside the root on its behalf,
 nor let a file call hang or fill memory. Inside a container
 the root filesystem is read-only anyway; for the process backend this check is the boundary for
-file calls.
+file calls. A workspace given an agent identity (:mod:`rockroll.sandbox.server.agents`) is touched
+with that agent's file rights only (``setfsuid`` in the calling thread): what the agent planted
+there cannot make the server read or write anything the agent itself could not.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from rockroll.envs.agent_identity import AgentIdentity, fs_as
 from rockroll.sandbox.errors import FileTooLarge, SandboxPathError
 
 __all__ = ["Workspace"]
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _as_agent(fn: _F) -> _F:
+    """Run the method with the workspace's agent identity's file rights."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Workspace, *args: Any, **kwargs: Any) -> Any:
+        with fs_as(self.identity):
+            return fn(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
 
 class Workspace:
-    """File access confined to ``root``."""
+    """File access confined to ``root``, as ``identity`` when one is given."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, identity: AgentIdentity | None = None) -> None:
         self.root = os.path.realpath(root)
-        os.makedirs(self.root, exist_ok=True)
+        self.identity = identity
+        with fs_as(identity):
+            os.makedirs(self.root, exist_ok=True)
 
+    @_as_agent
     def resolve(self, path: str, *, must_exist: bool = False) -> str:
         """The real absolute path of ``path`` inside the root, or raise SandboxPathError."""
         if not isinstance(path, str) or not path:
@@ -49,6 +70,7 @@ class Workspace:
             raise SandboxPathError(path, "no such file")
         return full
 
+    @_as_agent
     def read(self, path: str, max_bytes: int = 16 * 1024 * 1024) -> bytes:
         """The bytes of the regular file ``path`` (:class:`FileTooLarge` over ``max_bytes``)."""
         full = self.resolve(path, must_exist=True)
@@ -61,6 +83,7 @@ class Workspace:
             raise FileTooLarge(path, len(data), max_bytes)
         return data
 
+    @_as_agent
     def write(self, path: str, data: bytes, mode: int = 0o644) -> int:
         """Create or replace the regular file ``path`` with ``data``; returns its size."""
         full = self.resolve(path)
@@ -77,6 +100,7 @@ class Workspace:
             f.write(data)
         return len(data)
 
+    @_as_agent
     def list(self, path: str = ".") -> list[dict[str, Any]]:
         full = self.resolve(path, must_exist=True)
         if not os.path.isdir(full):

@@ -2,14 +2,17 @@
 
 The control plane starts custom-env sandboxes with ``ROCKROLL_ENV_MODULES=rockroll.sandbox.server.plugins``
 (the in-sandbox server imports it at start-up) and ``ROCKROLL_ENV_PLUGINS=.rockroll/plugins``
-(relative to the sandbox workspace), then writes one ``<dir>/manifest.json`` per custom env, with
+(relative to the server's own folder ``ROCKROLL_SERVER_DIR`` where the backend gives one, which
+no agent uid can write, else to the sandbox workspace), then writes one ``<dir>/manifest.json`` per custom env, with
 its uploaded module or wheel next to it, through the sandbox's file API. Importing this module
 makes ``envhub`` look in that folder whenever an id is not registered yet, so files written after
 the server started are found. Uploaded code is imported here, in the sandbox, never in the
 control plane.
 
 Threat model: the manifests and uploads come from the control plane; the env code is untrusted
-and runs with the sandbox's rights only (in a sandbox of its own env's pool).
+and runs with the sandbox server's rights (in a sandbox of its own env's pool, so only its own
+owner's sessions share them): it is imported into the server process, not run as an agent uid.
+Agent commands cannot rewrite it: the file calls map ``.rockroll/`` to the server's folder.
 """
 
 from __future__ import annotations
@@ -32,10 +35,13 @@ DEFAULT_PLUGIN_DIR = ".rockroll/plugins"
 
 
 def plugin_root() -> str:
-    """The plugin folder: ``$ROCKROLL_ENV_PLUGINS``, relative paths taken from the workspace."""
+    """The plugin folder: ``$ROCKROLL_ENV_PLUGINS``, relative paths taken from the server's folder
+    (``$ROCKROLL_SERVER_DIR``) or else the workspace."""
     root = os.environ.get(PLUGINS_ENV, "")
     if not root or os.path.isabs(root):
         return root
+    if os.environ.get("ROCKROLL_SERVER_DIR"):
+        return os.path.join(os.environ["ROCKROLL_SERVER_DIR"], root)
     workspace = os.environ.get("ROCKROLL_WORKSPACE", "")
     argv = list(sys.argv)
     if "--workspace" in argv[:-1]:

@@ -10,24 +10,59 @@ in a background thread; they register their envs with ``envhub.register``. A cus
 to put those modules on ``PYTHONPATH``. The control plane's custom envs come in this way through
 :mod:`rockroll.sandbox.server.plugins`.
 
+Agent identity: every call into a session's env runs with that session's provider set
+(:func:`rockroll.envs.agent_identity.using_agent`), so env code that runs agent commands (SWE-v0)
+runs them as the session's own uid in its own folder (:class:`rockroll.sandbox.server.agents.Agents`);
+the uid is taken the first time the env asks for it (a FrozenLake step never does: one context
+variable set per call, no process hop) and given back, its processes killed and its folder wiped,
+when the session closes.
+
 Threat model: env ids and kwargs come from the host (trusted); actions come from the agent and are
-passed to the env as plain strings. A limit caps the number of sessions.
+passed to the env as plain strings. A limit caps the number of sessions. The env code itself runs
+in the server process (custom env code included): only the commands it starts run as the agent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import secrets
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import rockroll.envhub as envhub
+from rockroll.envs.agent_identity import AgentIdentity, using_agent
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
+from rockroll.sandbox.server.agents import Agents
 
 __all__ = ["SessionStore"]
+
+
+class _Agent:
+    """One session's agent identity, taken from :class:`Agents` the first time it is asked for."""
+
+    def __init__(self, agents: Agents | None) -> None:
+        self._agents = agents
+        self._lock = threading.Lock()
+        self.identity: AgentIdentity | None = None
+
+    def __call__(self) -> AgentIdentity | None:
+        if self._agents is None:
+            return None
+        with self._lock:
+            if self.identity is None:
+                self.identity = self._agents.acquire()
+            return self.identity
+
+    def release(self) -> None:
+        with self._lock:
+            ident, self.identity = self.identity, None
+        if ident is not None and self._agents is not None:
+            self._agents.release(ident)
 
 
 @dataclass
@@ -35,14 +70,23 @@ class _Session:
     env_id: str
     kwargs: dict[str, Any]
     env: Any
+    agent: _Agent
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@contextlib.contextmanager
+def _locked(s: _Session) -> Iterator[None]:
+    """Hold the session's lock with its agent identity set (see the module docstring)."""
+    with s.lock, using_agent(s.agent):
+        yield
 
 
 class SessionStore:
     """The env sessions of one server."""
 
-    def __init__(self, max_sessions: int) -> None:
+    def __init__(self, max_sessions: int, agents: Agents | None = None) -> None:
         self.max_sessions = max_sessions
+        self._agents = agents
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
         self._loaded = threading.Event()
@@ -72,14 +116,29 @@ class SessionStore:
         except KeyError:
             raise SessionNotFound(session_id) from None
 
-    def _add(self, env_id: str, kwargs: dict[str, Any], env: Any) -> str:
+    def _add(self, env_id: str, kwargs: dict[str, Any], env: Any, agent: _Agent) -> str:
         with self._lock:
-            if len(self._sessions) >= self.max_sessions:
-                env.close()
-                raise CapacityError(len(self._sessions), self.max_sessions, "sessions")
-            sid = secrets.token_hex(8)
-            self._sessions[sid] = _Session(env_id, kwargs, env)
-        return sid
+            if len(self._sessions) < self.max_sessions:
+                sid = secrets.token_hex(8)
+                self._sessions[sid] = _Session(env_id, kwargs, env, agent)
+                return sid
+        with using_agent(agent):
+            env.close()
+        agent.release()
+        raise CapacityError(len(self._sessions), self.max_sessions, "sessions")
+
+    def _build(self, env_id: str, kwargs: dict[str, Any], state: Any = None) -> tuple[Any, _Agent]:
+        """A new env (its state set, if given) built with a fresh agent identity; both, or nothing on failure."""
+        agent = _Agent(self._agents)
+        try:
+            with using_agent(agent):
+                env = envhub.make(env_id, **kwargs)
+                if state is not None:
+                    env.set_state(state)
+        except BaseException:
+            agent.release()
+            raise
+        return env, agent
 
     def _reserve_check(self) -> None:
         if len(self._sessions) >= self.max_sessions:
@@ -89,8 +148,8 @@ class SessionStore:
         self._wait_loaded()
         self._reserve_check()
         kwargs = dict(kwargs or {})
-        env = envhub.make(env_id, **kwargs)
-        sid = self._add(env_id, kwargs, env)
+        env, agent = self._build(env_id, kwargs)
+        sid = self._add(env_id, kwargs, env, agent)
         return {"session_id": sid, **self._describe(env)}
 
     @staticmethod
@@ -100,53 +159,55 @@ class SessionStore:
 
     def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         s = self._get(session_id)
-        with s.lock:
+        with _locked(s):
             obs, info = s.env.reset(seed=seed, options=options)
             return [obs, info]
 
     def step(self, session_id: str, action: Any) -> Any:
         s = self._get(session_id)
-        with s.lock:
+        with _locked(s):
             obs, reward, terminated, truncated, info = s.env.step(action)
             return [obs, float(reward), bool(terminated), bool(truncated), info]
 
     def get_state(self, session_id: str) -> Any:
         s = self._get(session_id)
-        with s.lock:
+        with _locked(s):
             return s.env.get_state()
 
     def set_state(self, session_id: str, state: Any) -> None:
         s = self._get(session_id)
-        with s.lock:
+        with _locked(s):
             s.env.set_state(state)
 
     def action_candidates(self, session_id: str) -> list[str]:
         s = self._get(session_id)
-        with s.lock:
+        with _locked(s):
             fn = getattr(s.env, "action_candidates", None)
             return list(fn()) if fn else []
 
     def render(self, session_id: str) -> str:
         s = self._get(session_id)
-        with s.lock:
+        with _locked(s):
             return str(s.env.render())
 
     def fork(self, session_id: str) -> dict[str, Any]:
         s = self._get(session_id)
         self._reserve_check()
-        with s.lock:
+        with _locked(s):
             state = s.env.get_state()
-        env = envhub.make(s.env_id, **s.kwargs)
-        env.set_state(state)
-        sid = self._add(s.env_id, s.kwargs, env)
+        env, agent = self._build(s.env_id, s.kwargs, state)
+        sid = self._add(s.env_id, s.kwargs, env, agent)
         return {"session_id": sid, **self._describe(env)}
 
     def close(self, session_id: str) -> None:
         with self._lock:
             s = self._sessions.pop(session_id, None)
         if s is not None:
-            with s.lock:
-                s.env.close()
+            try:
+                with _locked(s):
+                    s.env.close()
+            finally:
+                s.agent.release()
 
     def close_all(self) -> None:
         for sid in list(self._sessions):

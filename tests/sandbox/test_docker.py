@@ -9,6 +9,7 @@ import pytest
 
 import rockroll.envhub as envhub
 from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.docker_backend import SERVER_CAPS, SERVER_DIR
 from rockroll.sandbox.errors import ImageNotFound, SandboxLost
 from tests.sandbox.conftest import leftovers, trajectory
 
@@ -45,14 +46,16 @@ def test_container_is_locked_down(dm: Any, docker_image: str) -> None:
     sb = dm.create()
     attrs = docker.from_env().containers.get(sb.handle.ref).attrs
     hc, cfg = attrs["HostConfig"], attrs["Config"]
-    assert cfg["User"] == "10001:10001"
+    # the server is the container's root with only the capabilities to run agent code as other uids
+    assert cfg["User"] == "0:0"
     assert hc["NetworkMode"] == "none" and hc["ReadonlyRootfs"] is True
     assert hc["CapDrop"] == ["ALL"] and "no-new-privileges" in hc["SecurityOpt"]
+    assert {c.removeprefix("CAP_") for c in hc["CapAdd"]} == set(SERVER_CAPS)
     assert hc["PidsLimit"] == 256 and hc["Memory"] == 512 * 2**20 and hc["NanoCpus"] == 10**9
-    assert set(hc["Tmpfs"]) == {"/workspace", "/tmp"}
+    assert set(hc["Tmpfs"]) == {"/workspace", "/tmp", SERVER_DIR}
     assert cfg["Labels"]["rockroll.managed"] == "1" and cfg["Labels"]["rockroll.sandbox"] == sb.id
     r = sb.exec("id -u")
-    assert r.stdout.strip() == "10001"
+    assert r.stdout.strip() == "10001"  # the sandbox's exec calls run as its agent uid
 
 
 def test_docker_kill_is_noticed_and_replaced(dm: Any) -> None:

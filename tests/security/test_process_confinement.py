@@ -57,9 +57,9 @@ def two(backend: ProcessBackend) -> Iterator[tuple[ProcessBackend, Any, Any]]:
 def test_the_server_and_its_commands_run_as_the_unprivileged_user(two: Any) -> None:
     backend, a, _ = two
     uid = pwd.getpwnam(SANDBOX_USER).pw_uid
-    assert a.extra["user"] == uid
+    assert a.extra["user"] == uid  # the server; its commands run as an agent uid of their own
     r = backend.exec(a, ["id", "-u"])
-    assert r.exit_code == 0 and int(r.stdout) == uid != 0
+    assert r.exit_code == 0 and int(r.stdout) == backend.agent_uid not in (uid, 0)
     caps = backend.exec(a, ["grep", "^Cap", "/proc/self/status"]).stdout
     assert all(line.split()[1] == "0000000000000000" for line in caps.splitlines()), caps  # no capability at all
 
@@ -86,7 +86,7 @@ def test_a_sandbox_cannot_see_another_sandboxs_directory(two: Any) -> None:
     for path in (f"{b_dir}/ws/mine.txt", f"{b_dir}/s.sock", os.path.dirname(b_dir)):
         r = backend.exec(a, ["ls", "-la", path])
         assert r.exit_code != 0, (path, r.stdout)
-    r = backend.exec(a, ["sh", "-c", "ls /run/rockroll; cat /run/rockroll/ws/mine.txt"])
+    r = backend.exec(a, ["sh", "-c", "ls -d /run/rockroll/s.sock; cat /run/rockroll/ws/mine.txt"])
     assert "s.sock" in r.stdout and "b's data" not in r.stdout  # its own directory only
 
 
@@ -116,7 +116,10 @@ def test_state_directory_is_private_and_planted_ones_are_refused(tmp_path: Path,
     try:
         st = os.lstat(backend.state_dir)
         assert st.st_mode & 0o777 == 0o700 and st.st_uid == os.geteuid()
-        assert os.stat(h.extra["dir"]).st_mode & 0o777 == 0o700
+        assert os.stat(h.extra["dir"]).st_mode & 0o777 == 0o711  # agents pass through to their workspace
+        backend.wait_ready(h, 60)
+        assert os.stat(h.socket_path).st_mode & 0o777 == 0o600
+        assert os.stat(f"{h.extra['dir']}/server.log").st_mode & 0o777 == 0o600
     finally:
         backend.stop(h)
     # a symlink planted where the state directory goes (a local user racing for /tmp/rockroll-sb-0)
