@@ -65,14 +65,20 @@ def current_agent() -> AgentIdentity | None:
     return provider() if provider is not None else None
 
 
-@contextlib.contextmanager
-def using_agent(provider: Callable[[], AgentIdentity | None] | None) -> Iterator[None]:
-    """Make :func:`current_agent` call ``provider`` (lazily: an env that runs no command takes no uid)."""
-    token = _PROVIDER.set(provider)
-    try:
-        yield
-    finally:
-        _PROVIDER.reset(token)
+class using_agent:  # noqa: N801 - used like a function: ``with using_agent(provider):``
+    """Make :func:`current_agent` call ``provider`` inside the block (lazily: an env that runs no
+    command takes no uid). A plain class, not a generator: it wraps every env call of a session."""
+
+    __slots__ = ("_provider", "_token")
+
+    def __init__(self, provider: Callable[[], AgentIdentity | None] | None) -> None:
+        self._provider = provider
+
+    def __enter__(self) -> None:
+        self._token = _PROVIDER.set(self._provider)
+
+    def __exit__(self, *exc: object) -> None:
+        _PROVIDER.reset(self._token)
 
 
 def argv_as(identity: AgentIdentity | None, argv: list[str], cwd: str | None = None) -> list[str]:

@@ -24,13 +24,11 @@ in the server process (custom env code included): only the commands it starts ru
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import secrets
 import sys
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,11 +72,22 @@ class _Session:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-@contextlib.contextmanager
-def _locked(s: _Session) -> Iterator[None]:
-    """Hold the session's lock with its agent identity set (see the module docstring)."""
-    with s.lock, using_agent(s.agent):
-        yield
+class _locked:  # noqa: N801 - used like a function: ``with _locked(session):``
+    """Hold the session's lock with its agent identity set (see the module docstring); a plain
+    class, not a generator, as it wraps every step."""
+
+    __slots__ = ("_s", "_agent")
+
+    def __init__(self, s: _Session) -> None:
+        self._s, self._agent = s, using_agent(s.agent)
+
+    def __enter__(self) -> None:
+        self._s.lock.acquire()
+        self._agent.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._agent.__exit__()
+        self._s.lock.release()
 
 
 class SessionStore:

@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
+from rockroll.envs.agent_identity import AgentIdentity, argv_as, kill_uid
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.confine import SANDBOX_DIR, SANDBOX_USER
 from rockroll.sandbox.process import ProcessBackend
-from tests.sandbox.conftest import confinement_problem, docker_problem, state_dir  # noqa: F401
+from tests.sandbox.conftest import confinement_problem, docker_problem, server, state_dir  # noqa: F401
 
 REQUIRED = os.environ.get("ROCKROLL_REQUIRE_DOCKER") == "1"
 SOCKET = f"{SANDBOX_DIR}/s.sock"  # where the server's socket is, seen from inside either backend
@@ -180,3 +181,17 @@ def test_one_session_cannot_read_or_plant_in_another_sessions_workspace(sandbox:
         assert "secret.txt" not in out_c and "sleep" not in out_c, out_c
     finally:
         client.close()
+
+
+def test_identities_are_never_root_and_a_server_without_the_capabilities_says_so(server: Any) -> None:  # noqa: F811
+    for uid, gid in ((0, 5), (5, 0), (-1, 5)):
+        with pytest.raises(ValueError):
+            AgentIdentity(uid, gid, "/tmp")
+    with pytest.raises(ValueError):
+        kill_uid(0)
+    argv = argv_as(AgentIdentity(10002, 10002, "/w"), ["id"], cwd="/w")
+    assert argv[0].startswith("/") and "--ambient-caps=-all" in argv and "--bounding-set=-all" in argv
+    assert "--no-new-privs" in argv and argv[-1] == "id"
+    # a server in a thread of this process is given no agent uids: it says its commands run as itself
+    health = server.call("health")
+    assert health["agent_isolation"] == "none" and health["agent_uid"] == health["server_uid"]
