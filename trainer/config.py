@@ -320,6 +320,13 @@ class SFTConfig(ConfigModel):
     lr: float = f(1e-3, "SFT learning rate", gt=0)
     batch_size: int = f(32, "demonstrations per SFT step", ge=1)
     num_demos: int = f(2000, "expert demonstrations generated (seeds below rollout.eval_seed_offset)", ge=1)
+    explore: float = f(
+        0.0,
+        "multi-turn demos: chance per turn of a uniformly random candidate action instead of the expert's "
+        "(the warm start then keeps mass on every action for RL to explore)",
+        ge=0.0,
+        le=1.0,
+    )
 
 
 class WorkersConfig(ConfigModel):
@@ -390,6 +397,10 @@ class TrainConfig(ConfigModel):
                         "has none: register one (envhub.register(..., expert='module:factory')), leave the env out "
                         "of rollout.envs or set sft.steps: 0"
                     )
+        if self.sft.explore and self.rollout.mode != "multiturn":
+            raise ValueError(
+                "sft.explore mixes random actions into multi-turn demos; plan mode's demos are whole plans"
+            )
         if self.algo.turn_credit == "gae" and self.rollout.mode != "multiturn":
             raise ValueError(
                 "algo.turn_credit: gae is per-turn credit for rollout.mode: multiturn; in plan mode a critic comes "

@@ -204,9 +204,13 @@ def run_training(
                 summary["eval_pre_sft"] = pre
                 demo_metrics: dict[str, float] = {}
                 if multiturn and len(envs) > 1:  # each env's expert, in proportion to the ratios
-                    demos, demo_metrics = build_mixed_turn_demos(envs, tok, episode_config(cfg), _demo_seeds(cfg))
+                    demos, demo_metrics = build_mixed_turn_demos(
+                        envs, tok, episode_config(cfg), _demo_seeds(cfg), explore=cfg.sft.explore
+                    )
                 elif multiturn:
-                    demos = build_turn_demos(r.env_id, r.env_kwargs, tok, episode_config(cfg), _demo_seeds(cfg))
+                    demos = build_turn_demos(
+                        r.env_id, r.env_kwargs, tok, episode_config(cfg), _demo_seeds(cfg), explore=cfg.sft.explore
+                    )
                 else:
                     demos = build_demos(rollout, _demo_seeds(cfg))
                 sft_m = sft_train(

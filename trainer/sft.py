@@ -7,6 +7,7 @@ SFT phase on solver plans gives it a starting success rate that RL then improves
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,14 +47,26 @@ def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
 
 
 def expert_trajectory(
-    env_id: str, env_kwargs: dict[str, Any], tokenizer: Any, episode: EpisodeConfig, seed: int
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    tokenizer: Any,
+    episode: EpisodeConfig,
+    seed: int,
+    *,
+    explore: float = 0.0,
 ) -> Trajectory:
     """The env's expert playing one episode, rendered turn by turn exactly as the multi-turn rollout
     renders the policy's episodes (the same :class:`PromptBuilder`, history window and chat template).
 
     Each response is ``<answer>ACTION</answer>`` plus the tokenizer's end-of-turn token, which is what
     the policy generates; the expert re-plans from every state the env answers with (slips included).
+    With ``explore`` > 0 each turn takes, with that chance, an action drawn uniformly from the env's
+    ``action_candidates()`` instead (the draw is seeded by ``seed``): a policy imitating such play keeps
+    about ``explore / k`` of its mass on each of the ``k`` actions, where RL can find better ones.
     """
+    if not 0.0 <= explore <= 1.0:
+        raise ValueError(f"explore must be in [0, 1], got {explore}")
+    rng = random.Random(seed * 1_000_003 + 17)
     env = envhub.make(env_id, **env_kwargs)
     try:
         obs, _ = env.reset(seed=seed)
@@ -69,6 +82,8 @@ def expert_trajectory(
             action = expert()
             if action is None:
                 break
+            if explore and rng.random() < explore:
+                action = rng.choice(_candidates(env))
             state_key = builder.pending_obs
             response = list(tokenizer.encode(f"<answer>{action}</answer>", add_special_tokens=False))
             response.append(tokenizer.eos_token_id)
@@ -90,6 +105,14 @@ def expert_trajectory(
         env.close()
 
 
+def _candidates(env: Any) -> list[str]:
+    fn = getattr(env.unwrapped, "action_candidates", None) or getattr(env, "action_candidates", None)
+    actions = list(fn()) if fn else []
+    if not actions:
+        raise ValueError(f"{type(env.unwrapped).__name__} lists no action_candidates(): sft.explore needs them")
+    return actions
+
+
 def build_turn_demos(
     env_id: str,
     env_kwargs: dict[str, Any],
@@ -98,6 +121,7 @@ def build_turn_demos(
     seeds: range | list[int],
     *,
     successful_only: bool = True,
+    explore: float = 0.0,
 ) -> list[TrainSample]:
     """Multi-turn SFT rows from expert episodes on ``seeds`` (loss on the assistant's tokens only).
 
@@ -109,7 +133,7 @@ def build_turn_demos(
     layout = "concat" if episode.history == "full" else "per_turn"
     rows: list[TrainSample] = []
     for seed in seeds:
-        traj = expert_trajectory(env_id, env_kwargs, tokenizer, episode, seed)
+        traj = expert_trajectory(env_id, env_kwargs, tokenizer, episode, seed, explore=explore)
         if traj.turns and (traj.success or not successful_only):
             rows += traj.to_samples(layout)
     if not rows:
@@ -118,7 +142,7 @@ def build_turn_demos(
 
 
 def build_mixed_turn_demos(
-    envs: list[Any], tokenizer: Any, episode: EpisodeConfig, seeds: list[int]
+    envs: list[Any], tokenizer: Any, episode: EpisodeConfig, seeds: list[int], *, explore: float = 0.0
 ) -> tuple[list[TrainSample], dict[str, float]]:
     """Multi-turn SFT rows for a mix of envs (``rollout.envs``): the demo episodes split among the envs by
     their ratios (the scheduler's slot stream, so 2:1 over 30 seeds is 20 + 10), each env's expert playing
@@ -134,7 +158,7 @@ def build_mixed_turn_demos(
         n = slots.count(i)
         metrics[f"sft/{e.tag}/demo_episodes"] = float(n)
         if n:
-            rows += build_turn_demos(e.env_id, e.env_kwargs, tokenizer, episode, list(seeds[:n]))
+            rows += build_turn_demos(e.env_id, e.env_kwargs, tokenizer, episode, list(seeds[:n]), explore=explore)
     return rows, metrics
 
 

@@ -187,3 +187,30 @@ def test_fork_values_estimate_state_values_from_continuations(tok) -> None:
     if len(bad.turns) > 1:
         bad.turns[1].state_key = "not this grid"
         assert asyncio.run(est._value(bad, 1)) is None and est.failures == 1
+
+
+def test_exploring_demos_mix_random_candidate_actions_into_the_experts_play(tok) -> None:
+    """``sft.explore``: with chance p a demo turn takes a random candidate action (seeded), else the expert's."""
+    from rockroll.trainer.config import TrainConfig
+    from rockroll.trainer.sft import expert_trajectory
+
+    episode = EpisodeConfig(history="last_k", history_k=0, max_turns=20, max_tokens_per_turn=8)
+    plain = {"is_slippery": False, "size": 4}  # no slips: every deviation from the expert is a drawn action
+
+    def moves(explore: float, seed: int) -> list[str]:
+        traj = expert_trajectory("FrozenLake-v0", plain, tok, episode, seed, explore=explore)
+        return [t.action_text for t in traj.turns]
+
+    seeds = range(40)
+    expert = [moves(0.0, s) for s in seeds]
+    assert all(m == moves(0.0, s) for m, s in zip(expert, seeds, strict=True))  # the expert is deterministic
+    assert [moves(0.5, s) for s in seeds] == [moves(0.5, s) for s in seeds]  # and so are the seeded draws
+    assert any(moves(0.5, s) != m for m, s in zip(expert, seeds, strict=True))
+    shortest = sum(len(m) for m in expert)
+    assert sum(len(moves(0.5, s)) for s in seeds) > shortest  # random moves leave the shortest path
+    answers = {a for s in seeds for a in moves(1.0, s)}
+    assert answers <= {f"<answer>{a}</answer>" for a in ("Left", "Down", "Right", "Up")} and len(answers) == 4
+    with pytest.raises(ValueError, match="explore"):
+        expert_trajectory("FrozenLake-v0", plain, tok, episode, 0, explore=1.5)
+    with pytest.raises(ValueError, match="multi-turn"):
+        TrainConfig.model_validate({"rollout": {"mode": "plan"}, "sft": {"steps": 1, "explore": 0.1}})
