@@ -26,6 +26,7 @@ __all__ = [
     "SandboxTimeout",
     "SandboxStartError",
     "SandboxLost",
+    "SessionLost",
     "CapacityError",
     "ImageNotFound",
     "BackendUnavailable",
@@ -88,6 +89,18 @@ class SandboxLost(SandboxError, ConnectionError):
 
     def __init__(self, sandbox_id: str, reason: str = "") -> None:
         super().__init__(f"sandbox {sandbox_id!r} was lost{': ' + reason if reason else ''}; open a new session")
+        self.sandbox_id = sandbox_id
+        self.reason = reason
+
+
+class SessionLost(SandboxLost):
+    """One session's env process (a custom env's worker) died or hung; the sandbox itself lives on.
+
+    A :class:`SandboxLost` (the control plane's ``410 sandbox_lost``): retry by opening a new session.
+    """
+
+    def __init__(self, reason: str, sandbox_id: str = "") -> None:
+        SandboxError.__init__(self, f"this session's env worker was lost: {reason}; open a new session")
         self.sandbox_id = sandbox_id
         self.reason = reason
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from rockroll.sandbox.base import ExecResult, Health, SandboxBackend, SandboxHandle, SandboxSpec
 from rockroll.sandbox.client import SandboxClient
-from rockroll.sandbox.errors import CapacityError, SandboxLost
+from rockroll.sandbox.errors import CapacityError, SandboxLost, SessionLost
 from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["ManagedSandbox", "SandboxState", "STATES"]
@@ -145,6 +145,9 @@ class ManagedSandbox:
         try:
             c = self.client()
             info = c.call("env.make", env_id=env_id, kwargs=kwargs)
+        except SessionLost:  # the new session's env process failed, not the sandbox
+            self.session_closed()
+            raise
         except SandboxLost:
             self.session_closed()
             self.report_failure()

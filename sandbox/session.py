@@ -18,7 +18,7 @@ import threading
 from typing import Any, Protocol
 
 from rockroll.sandbox.client import SandboxClient, _to_exception
-from rockroll.sandbox.errors import SandboxLost, SandboxTimeout, SessionNotFound
+from rockroll.sandbox.errors import SandboxLost, SandboxTimeout, SessionLost, SessionNotFound
 
 __all__ = ["RemoteSession", "SessionHost", "run_batch"]
 
@@ -71,6 +71,9 @@ class RemoteSession:
             except SessionNotFound as e:
                 raise SandboxLost(self.sandbox_id, "the server no longer knows this session") from e
             except SandboxTimeout:
+                raise
+            except SessionLost as e:  # this session's env process only: the sandbox is fine
+                e.sandbox_id = e.sandbox_id or self.sandbox_id
                 raise
             except SandboxLost:
                 self.sandbox.report_failure()

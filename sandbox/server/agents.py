@@ -9,15 +9,17 @@ The backend starts the server with the capabilities to change uids (``CAP_SETUID
   of its own, made when the session first runs agent code and wiped (its processes killed first)
   when the session closes, before the slot serves another session.
 * ``ROCKROLL_SERVER_DIR``: a folder of the server's (0711), holding ``sessions/`` and the server's
-  own files (``.rockroll/``: custom env plugins, which no agent uid may write).
+  own files (``.rockroll/``, 0711: custom env plugins, which agent uids may read, as a session's
+  custom env worker must, but never list or write).
 
 Every uid here is checked: never 0, never the server's own. Where the variables are missing or
 the server lacks the capabilities (an unconfined process sandbox, a test server in a thread),
 :attr:`Agents.mode` is ``"none"`` and agent code runs as the server, as before; the server's
 ``health`` says which (``agent_isolation``).
 
-Threat model: agent commands (bash, tests) are untrusted; the server and env code are not
-(custom env code still runs in the server process: see the README's security section).
+Threat model: agent commands (bash, tests) and custom env code are untrusted, the server and
+rockroll's own envs are not: a custom env's session runs in a worker process as the session's uid
+(:mod:`rockroll.sandbox.server.worker_env`), never in the server.
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ class Agents:
         first = os.environ.get(AGENT_UID_ENV, "")
         if self.server_dir:
             os.makedirs(self.server_dir, mode=0o711, exist_ok=True)
-            os.makedirs(os.path.join(self.server_dir, ".rockroll"), mode=0o700, exist_ok=True)
+            own = os.path.join(self.server_dir, ".rockroll")
+            os.makedirs(own, mode=0o711, exist_ok=True)
+            os.chmod(own, 0o711)  # custom env workers (agent uids) read the plugins in it, none lists or writes it
         caps = _effective_caps()
         if not (first and self.server_dir and all(caps >> c & 1 for c in NEEDED_CAPS)):
             return

@@ -5,21 +5,35 @@ serialised by a per-session lock; different sessions run in parallel. ``fork`` b
 with the same id and kwargs and copies the state over (``get_state``/``set_state``), so both
 continue independently.
 
-Custom envs: ``ROCKROLL_ENV_MODULES=pkg.a,pkg.b`` names modules the server imports at start-up,
-in a background thread; they register their envs with ``envhub.register``. A custom image only has
-to put those modules on ``PYTHONPATH``. The control plane's custom envs come in this way through
-:mod:`rockroll.sandbox.server.plugins`.
+Custom envs: ``ROCKROLL_ENV_MODULES=pkg.a,pkg.b`` names modules that register envs with
+``envhub.register``; a custom image only has to put them on ``PYTHONPATH``. The control plane's
+custom envs come in this way through :mod:`rockroll.sandbox.server.plugins`.
 
-Agent identity: every call into a session's env runs with that session's provider set
+Where is env code run? Agent isolation ``uid`` (:class:`rockroll.sandbox.server.agents.Agents`):
+
+* envs the server's own registry knows run in the server process: rockroll's built-in envs and
+  modules of ``ROCKROLL_ENV_MODULES`` inside the ``rockroll`` package (code that ships with the
+  project and is as trusted as the server; per-step speed matters for them);
+* every other id (uploaded plugins, modules outside ``rockroll``) is a custom env: the server
+  never imports its code; each session runs in a worker process of its own
+  (:class:`~rockroll.sandbox.server.worker_env.WorkerEnv`) as the session's agent uid with no
+  capabilities, which imports the modules and hosts the env; the server forwards the calls as JSON.
+
+Agent isolation ``none`` (the server cannot change uids): every module is imported here at
+start-up and every env runs in this process, as before.
+
+Agent identity: every call into an in-process env runs with that session's provider set
 (:func:`rockroll.envs.agent_identity.using_agent`), so env code that runs agent commands (SWE-v0)
-runs them as the session's own uid in its own folder (:class:`rockroll.sandbox.server.agents.Agents`);
-the uid is taken the first time the env asks for it (a FrozenLake step never does: one context
-variable set per call, no process hop) and given back, its processes killed and its folder wiped,
-when the session closes.
+runs them as the session's own uid in its own folder; the uid is taken the first time the env asks
+for it (a FrozenLake step never does: one context variable set per call, no process hop) and given
+back, its processes killed and its folder wiped, when the session closes. A worker session takes
+its uid when it starts; closing it kills the worker and every process of that uid.
 
 Threat model: env ids and kwargs come from the host (trusted); actions come from the agent and are
-passed to the env as plain strings. A limit caps the number of sessions. The env code itself runs
-in the server process (custom env code included): only the commands it starts run as the agent.
+passed to the env as plain strings. A limit caps the number of sessions. Built-in env code runs in
+the server process with its capabilities: a bug in it is the server's bug. Custom env code is
+untrusted: it runs as the agent, cannot reach the server's socket or files nor another session's
+folder, and a worker that dies or hangs loses its own session only (``SessionLost``).
 """
 
 from __future__ import annotations
@@ -33,11 +47,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import rockroll.envhub as envhub
+import rockroll.envhub.registry as registry
+from rockroll.envhub.errors import UnknownEnvError
 from rockroll.envs.agent_identity import AgentIdentity, using_agent
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
 from rockroll.sandbox.server.agents import Agents
+from rockroll.sandbox.server.worker_env import WorkerEnv
 
-__all__ = ["SessionStore"]
+__all__ = ["SessionStore", "trusted_module"]
+
+#: modules of ``ROCKROLL_ENV_MODULES`` that load others' code: never imported by an isolated server
+_LOADERS = frozenset({"rockroll.sandbox.server.plugins"})
+
+
+def trusted_module(name: str) -> bool:
+    """Whether a module of ``ROCKROLL_ENV_MODULES`` ships with rockroll (imported by the server itself)."""
+    return name.startswith("rockroll.") and name not in _LOADERS
 
 
 class _Agent:
@@ -103,10 +128,13 @@ class SessionStore:
 
     def preload(self) -> None:
         """Import the ``ROCKROLL_ENV_MODULES`` (run in a thread at server start)."""
+        isolated = self._agents is not None and self._agents.mode == "uid"
         try:
-            for name in [m for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
+            for name in [m.strip() for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
+                if isolated and not trusted_module(name):
+                    continue  # custom code: each of its sessions' workers imports it
                 try:
-                    importlib.import_module(name.strip())
+                    importlib.import_module(name)
                 except Exception as e:  # noqa: BLE001 - reported in health and on env.make
                     self.load_errors.append(f"cannot import {name}: {type(e).__name__}: {e}")
                     print(f"sandbox server: {self.load_errors[-1]}", file=sys.stderr, flush=True)
@@ -140,6 +168,10 @@ class SessionStore:
         """A new env (its state set, if given) built with a fresh agent identity; both, or nothing on failure."""
         agent = _Agent(self._agents)
         try:
+            if self._custom(env_id):
+                identity = agent()
+                assert identity is not None  # _custom is true only with agent uids
+                return WorkerEnv(identity, env_id, kwargs, state), agent
             with using_agent(agent):
                 env = envhub.make(env_id, **kwargs)
                 if state is not None:
@@ -148,6 +180,17 @@ class SessionStore:
             agent.release()
             raise
         return env, agent
+
+    def _custom(self, env_id: str) -> bool:
+        """Whether ``env_id`` runs in a worker: agent uids, and an id this server's registry does
+        not know (it holds only rockroll's own envs then, see the module docstring)."""
+        if self._agents is None or self._agents.mode != "uid":
+            return False
+        try:
+            registry.spec(env_id)
+        except UnknownEnvError:
+            return True
+        return False
 
     def _reserve_check(self) -> None:
         if len(self._sessions) >= self.max_sessions:
@@ -212,6 +255,8 @@ class SessionStore:
         with self._lock:
             s = self._sessions.pop(session_id, None)
         if s is not None:
+            if isinstance(s.env, WorkerEnv):
+                s.env.kill()  # now, not after a hung call gives up the session's lock
             try:
                 with _locked(s):
                     s.env.close()
