@@ -109,8 +109,11 @@ class Hostile(TextEnv):
     instructions = "Anything."
 
     def _reset(self, options):
-        with open("secret.txt", "w") as f:
-            f.write("s3cret")
+        try:
+            with open("secret.txt", "w") as f:
+                f.write("s3cret")
+        except OSError:
+            pass
         self.last = json.dumps({"import": AT_IMPORT, "cwd": os.getcwd()})
         return {}
 
@@ -187,12 +190,12 @@ def test_custom_env_code_runs_as_an_agent_uid_and_its_attacks_fail(sandbox: tupl
         b = client.call("env.make", env_id="mallory/Hostile-v0")["session_id"]
         first_a = json.loads(client.call("env.reset", session_id=a, seed=0)[0])
         first_b = json.loads(client.call("env.reset", session_id=b, seed=0)[0])
-        home_a, home_b = first_a["cwd"], first_b["cwd"]
-        assert home_a != home_b and home_a.startswith(f"{server_dir}/sessions/"), (home_a, home_b)
         # the attacks made while the module was imported
         at_import = first_a["import"]
         _refused(at_import, ["connect", "replace_socket", "plant_beside_socket", "write_server_dir", "write_plugins"])
         assert at_import["become_root"] == "REFUSED", at_import
+        home_a, home_b = first_a["cwd"], first_b["cwd"]
+        assert home_a != home_b and home_a.startswith(f"{server_dir}/sessions/"), (home_a, home_b)
         # and in step, from session B against the server and session A
         args = {"server_uid": server_uid, "server_pid": server_pid, "other": home_a}
         obs = client.call("env.step", session_id=b, action=f"<answer>{json.dumps(args)}</answer>")[0]
@@ -255,11 +258,12 @@ def test_custom_env_through_the_control_plane(dev_client: TestClient) -> None:  
         "id": "Hostile-v0", "kind": "source", "entry_point": "rr_hostile_env:Hostile",
         "source_name": "rr_hostile_env.py", "source_b64": base64.b64encode(HOSTILE).decode(),
     }  # fmt: skip
-    assert dev_client.post("/v1/envs", json=body).status_code == 201
+    r = dev_client.post("/v1/envs", json=body)
+    assert r.status_code == 201, r.text
     s = dev_client.post("/v1/sessions", json={"env": "dev/Hostile-v0"}).json()
     first = json.loads(dev_client.post(f"/v1/sessions/{s['id']}/reset", json={"seed": 0}).json()["observation"])
-    assert first["cwd"].startswith(f"{SANDBOX_DIR}/srv/sessions/"), first
     _refused(first["import"], ["connect", "replace_socket", "write_server_dir", "write_plugins"])
+    assert first["cwd"].startswith(f"{SANDBOX_DIR}/srv/sessions/"), first
     r = dev_client.post(f"/v1/sessions/{s['id']}/step", json={"action": "<answer>{}</answer>"})
     assert r.status_code == 200, r.text
     report = json.loads(r.json()["observation"])
