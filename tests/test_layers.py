@@ -200,6 +200,7 @@ def test_the_sandbox_image_needs_only_numpy_and_gymnasium() -> None:
         [
             "rockroll.sandbox.server.app",
             "rockroll.sandbox.server.plugins",
+            "rockroll.sandbox.server.env_worker",
             "rockroll.agentrl.fault_envs",
             "rockroll.envhub",
         ]

@@ -7,7 +7,8 @@ Agent code runs apart from the server where the backend allows it
 (:mod:`rockroll.sandbox.server.agents`): ``exec`` and the file calls act as the sandbox's agent uid
 in the workspace, each env session's agent commands as a uid of its own in a folder of its own, and
 paths under ``.rockroll/`` (custom env plugins) are the server's own files, outside every agent's
-reach. ``health`` reports ``agent_isolation`` (``uid`` or ``none``), ``server_uid`` and ``agent_uid``.
+reach. Custom env code runs in a worker process per session, as that session's uid
+(:mod:`rockroll.sandbox.server.worker_env`); only rockroll's own envs run in this process. ``health`` reports ``agent_isolation`` (``uid`` or ``none``), ``server_uid`` and ``agent_uid``.
 
 Threat model: the socket is reachable only by whoever can reach the socket file: the host's
 manager. With agent uids the socket is 0600, owned by the server (or by the uid the backend names in

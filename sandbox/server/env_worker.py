@@ -29,6 +29,8 @@ import struct
 import sys
 from typing import Any, BinaryIO
 
+import rockroll.envhub as envhub
+
 __all__ = ["main", "read_frame", "write_frame", "MAX_FRAME_BYTES"]
 
 #: the largest frame either side accepts (the in-sandbox server's own request cap)
@@ -85,8 +87,6 @@ class _Host:
         self.env: Any = None
 
     def make(self, env_id: str, kwargs: dict[str, Any] | None = None, state: Any = None) -> dict[str, Any]:
-        import rockroll.envhub as envhub
-
         _import_modules()
         self.env = envhub.make(env_id, **(kwargs or {}))
         if state is not None:

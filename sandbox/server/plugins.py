@@ -6,13 +6,21 @@ The control plane starts custom-env sandboxes with ``ROCKROLL_ENV_MODULES=rockro
 no agent uid can write, else to the sandbox workspace), then writes one ``<dir>/manifest.json`` per custom env, with
 its uploaded module or wheel next to it, through the sandbox's file API. Importing this module
 makes ``envhub`` look in that folder whenever an id is not registered yet, so files written after
-the server started are found. Uploaded code is imported here, in the sandbox, never in the
-control plane.
+the server started are found. Uploaded code is imported in the sandbox, never in the control plane.
 
-Threat model: the manifests and uploads come from the control plane; the env code is untrusted
-and runs with the sandbox server's rights (in a sandbox of its own env's pool, so only its own
-owner's sessions share them): it is imported into the server process, not run as an agent uid.
-Agent commands cannot rewrite it: the file calls map ``.rockroll/`` to the server's folder.
+Where the server changes uids (agent isolation ``uid``), the server itself never imports this
+module: each session of a custom env runs in a worker process
+(:mod:`rockroll.sandbox.server.env_worker`) as that session's agent uid, and the worker imports it
+and, through it, the uploaded code. The server knows custom envs by id only (an id its registry
+lacks goes to a worker). ``.rockroll/`` is 0711 and the plugin files 0644, so workers can read them
+but no agent uid can list ``.rockroll/`` or write anything under it.
+
+Threat model: the manifests and uploads come from the control plane; the env code is untrusted.
+With agent uids it runs as the session's uid with no capabilities (it cannot act as the server or
+another session, nor touch the server's socket or files); where the server cannot change uids
+(``agent_isolation: none``) it is imported into the server process, with the server's rights, in a
+sandbox of its own owner's pool. Agent commands cannot rewrite it: the file calls map
+``.rockroll/`` to the server's folder.
 """
 
 from __future__ import annotations

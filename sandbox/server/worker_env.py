@@ -65,8 +65,13 @@ def _rebuild(err: Any) -> Exception:
     exc = cls.__new__(cls)
     Exception.__init__(exc, message)
     attrs = err.get("attrs")
-    for k, v in (attrs.items() if isinstance(attrs, dict) else ()):
-        if isinstance(k, str) and k.isidentifier() and not k.startswith("_") and isinstance(v, (str, int, float, bool, type(None))):
+    for k, v in attrs.items() if isinstance(attrs, dict) else ():
+        if (
+            isinstance(k, str)
+            and k.isidentifier()
+            and not k.startswith("_")
+            and isinstance(v, (str, int, float, bool, type(None)))
+        ):
             setattr(exc, k, v)
     return exc
 
@@ -204,7 +209,7 @@ class WorkerEnv:
         view = memoryview(data)
         while view:
             try:
-                view = view[os.write(self._in, view[:1 << 20]):]
+                view = view[os.write(self._in, view[: 1 << 20]) :]
             except BlockingIOError:
                 self._wait(self._in, select.POLLOUT, deadline, op)
             except (BrokenPipeError, OSError):

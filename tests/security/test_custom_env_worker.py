@@ -29,7 +29,7 @@ from tests.api.conftest import data_dir, dev_client  # noqa: F401
 from tests.sandbox.conftest import confinement_problem, state_dir  # noqa: F401
 from tests.security.test_agent_uid import sandbox  # noqa: F401 - the Docker and process sandboxes
 
-HOSTILE = b'''
+HOSTILE = b"""
 import json, os, socket, struct, time
 from typing import Any
 
@@ -146,8 +146,14 @@ class Hostile(TextEnv):
 
     def action_candidates(self):
         return ["hi"]
-'''
-MANIFEST = {"id": "mallory/Hostile-v0", "entry_point": "rr_hostile_env:Hostile", "kwargs": {}, "max_steps": 50, "paths": ["."]}
+"""
+MANIFEST = {
+    "id": "mallory/Hostile-v0",
+    "entry_point": "rr_hostile_env:Hostile",
+    "kwargs": {},
+    "max_steps": 50,
+    "paths": ["."],
+}
 PLUGIN_ENV = (
     ("ROCKROLL_ENV_MODULES", "rockroll.sandbox.server.plugins"),
     ("ROCKROLL_ENV_PLUGINS", ".rockroll/plugins"),
