@@ -120,7 +120,12 @@ class PolicyTrainer:
             for start in range(0, len(batch), self.optim.micro_batch_size):
                 mb = batch.select(list(range(start, min(len(batch), start + self.optim.micro_batch_size))))
                 mb = mb.to(module_device(self.critic))
-                out.append(token_values(self.critic, mb.input_ids, mb.attention_mask).cpu())
+                out.append(
+                    token_values(
+                        self.critic, mb.input_ids, mb.attention_mask, need=mb.response_mask,
+                        share_prefix=self.share_prefix,
+                    ).cpu()
+                )  # fmt: skip
         return torch.cat(out, 0)
 
     # ------------------------------------------------------------------ update
@@ -225,7 +230,10 @@ class PolicyTrainer:
             acc[6] += st["ratio_mean"] * ntok
             acc[7] += ntok
             if self.critic_opt is not None:
-                v = token_values(self._module("critic"), mb.input_ids, mb.attention_mask)
+                v = token_values(
+                    self._module("critic"), mb.input_ids, mb.attention_mask, need=mb.response_mask,
+                    share_prefix=self.share_prefix,
+                )  # fmt: skip
                 clip = a.value_clip or None
                 vl = value_loss(v, mb.extras["values"], mb.extras["returns"], clip=clip)
                 vl = aggregate_loss(vl, mask, "token-mean", tok_denom)

@@ -184,13 +184,34 @@ def token_logprobs(
     return out, ent
 
 
-def token_values(critic: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Token-aligned values: ``values[:, t]`` is the critic's value of the state before token ``t``."""
+def token_values(
+    critic: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    need: torch.Tensor | None = None,
+    share_prefix: bool = True,
+) -> torch.Tensor:
+    """Token-aligned values: ``values[:, t]`` is the critic's value of the state before token ``t``.
+
+    ``need`` as in :func:`token_logprobs`: for a critic with a decoder ``body`` and a linear ``head``
+    (:func:`rockroll.trainer.models.Critic`) values are computed at those tokens only (0 elsewhere),
+    each distinct prefix once when ``share_prefix`` saves enough.
+    """
     import torch
 
     n, full = input_ids.shape
     length = _trim(input_ids, attention_mask)
-    v = critic(input_ids[:, :length], attention_mask[:, :length])  # [N, length]
+    ids, attn = input_ids[:, :length], attention_mask[:, :length]
+    if need is not None and hasattr(critic, "body") and hasattr(critic, "head"):
+        rows, cols = need[:, 1:length].nonzero(as_tuple=True)  # the value before token cols+1 is read at cols
+        picked = shared_hidden(critic.body, ids, attn, rows, cols) if share_prefix else None
+        if picked is None:
+            picked = critic.body(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state[rows, cols]
+        v = critic.head(picked.float()).squeeze(-1).float()
+        out = torch.zeros((n, full), dtype=torch.float32, device=input_ids.device)
+        return out.index_put((rows, cols + 1), v)
+    v = critic(ids, attn)  # [N, length]
     out = torch.zeros((n, full), dtype=torch.float32, device=v.device)
     out[:, 1:length] = v[:, :-1].float()
     return out

@@ -40,7 +40,7 @@ class CriticTrainer:
         with torch.no_grad():
             for s in range(0, len(batch), m):
                 mb = batch.select(list(range(s, min(len(batch), s + m)))).to(module_device(self.critic))
-                out.append(token_values(self.critic, mb.input_ids, mb.attention_mask).cpu())
+                out.append(token_values(self.critic, mb.input_ids, mb.attention_mask, need=mb.response_mask).cpu())
         return torch.cat(out, 0)
 
     def update(self, batch: Batch, step: int) -> dict[str, float]:
@@ -68,7 +68,7 @@ class CriticTrainer:
                 self.opt.zero_grad(set_to_none=True)
                 for s in range(0, len(rows), self.optim.micro_batch_size):
                     mb = batch.select(rows[s : s + self.optim.micro_batch_size]).to(module_device(self.critic))
-                    v = token_values(self.critic, mb.input_ids, mb.attention_mask)
+                    v = token_values(self.critic, mb.input_ids, mb.attention_mask, need=mb.response_mask)
                     vl = value_loss(v, mb.extras["values"], mb.extras["returns"], clip=a.value_clip or None)
                     vl = aggregate_loss(vl, mb.extras["loss_mask"], "token-mean", tok_denom)
                     (a.critic_coef * vl).backward()

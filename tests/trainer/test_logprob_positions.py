@@ -119,3 +119,30 @@ def test_shared_prefixes_give_the_plain_logprobs_and_gradients(tiny_model_dir) -
     ids2 = ids.clone()
     ids2[:, :1] = distinct
     assert shared_hidden(model.get_decoder(), ids2, attn, r, c) is None
+
+
+@pytest.mark.parametrize("share_prefix", [False, True])
+def test_critic_values_at_needed_tokens_match_the_full_pass(tiny_model_dir, share_prefix) -> None:
+    """``token_values(need=...)`` computes the critic only where asked (a shared prefix once) and gives
+    the full pass's values and gradients there; 0 elsewhere."""
+    from rockroll.trainer.batch import collate, token_values
+    from rockroll.trainer.models import Critic
+
+    critic = Critic(_model(tiny_model_dir))
+    torch.nn.init.normal_(critic.head.weight, std=0.5)  # a zero head would make every value 0
+    samples = random_samples(12, critic.body.config.vocab_size, seed=9)
+    for s in samples[6:]:  # rows sharing a prompt with another row, answered differently
+        s.input_ids[:3] = samples[0].input_ids[:3]
+    batch = collate(samples, 0)
+    need = batch.response_mask
+    full = token_values(critic, batch.input_ids, batch.attention_mask)
+    (full * need).sum().backward()
+    grads = {k: p.grad.clone() for k, p in critic.named_parameters() if p.grad is not None}
+    critic.zero_grad(set_to_none=True)
+    part = token_values(critic, batch.input_ids, batch.attention_mask, need=need, share_prefix=share_prefix)
+    on = need.bool()
+    torch.testing.assert_close(part[on], full[on], rtol=1e-5, atol=1e-5)
+    assert float(part.detach()[~on].abs().sum()) == 0.0
+    part.sum().backward()
+    for k, p in critic.named_parameters():
+        torch.testing.assert_close(p.grad, grads[k], rtol=1e-3, atol=1e-6)
