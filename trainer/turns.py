@@ -117,11 +117,12 @@ def _concat_advantages(traj: Trajectory, row: TrainSample, per_turn: list[float]
 
 def merge_ok(cfg: Any) -> bool:
     """Whether ``cfg`` lets :func:`merge_identical` run: per-turn rows, token-mean loss, no TIS weights
-    (those read each row's own rollout logprobs), no critic targets (each row keeps its own return)."""
+    (those read each row's own rollout logprobs); with critic targets (``turn_credit: gae``) only an
+    unclipped value loss, the one whose sum over identical rows is that of their mean target."""
     a = cfg.algo
     return bool(
         a.merge_identical_turns and cfg.rollout.history_window is not None
-        and a.loss_agg_mode == "token-mean" and not a.tis_cap and a.turn_credit != "gae"
+        and a.loss_agg_mode == "token-mean" and not a.tis_cap and (a.turn_credit != "gae" or not a.value_clip)
     )  # fmt: skip
 
 
@@ -132,26 +133,34 @@ def merge_identical(rows: TurnRows) -> TurnRows:
     and choose the same moves). PPO's clipped objective is linear in the advantage for a given sign
     and ratio, so ``n`` identical rows with advantages ``a_i`` of one sign cost the same as one row
     with advantage ``mean(a_i)`` whose loss mask counts ``n``: the loss, its gradient and the token
-    average's denominator are unchanged, and the forward passes shrink.
+    average's denominator are unchanged, and the forward passes shrink. Critic targets ``R_i`` become
+    their mean too: ``sum_i (V - R_i)^2 = n (V - mean R)^2 + const`` (an unclipped value loss).
     """
     merged: dict[tuple[tuple[int, ...], bool], int] = {}
     samples: list[TrainSample] = []
     sums: list[list[float]] = []
+    ret_sums: list[list[float]] = []
     weights: list[float] = []
-    for sample, adv in zip(rows.samples, rows.advantages, strict=True):
+    rets_in = rows.returns if rows.returns is not None else [[] for _ in rows.samples]
+    for sample, adv, ret in zip(rows.samples, rows.advantages, rets_in, strict=True):
         key = (tuple(sample.input_ids), sum(adv) > 0)
         i = merged.get(key)
         if i is None:
             merged[key] = len(samples)
             samples.append(sample)
             sums.append(list(adv))
+            ret_sums.append(list(ret))
             weights.append(1.0)
         else:
             sums[i] = [a + b for a, b in zip(sums[i], adv, strict=True)]
+            ret_sums[i] = [a + b for a, b in zip(ret_sums[i], ret, strict=True)]
             weights[i] += 1.0
     advantages = [[a / w for a in row] for row, w in zip(sums, weights, strict=True)]
+    returns = None
+    if rows.returns is not None:
+        returns = [[r / w for r in row] for row, w in zip(ret_sums, weights, strict=True)]
     metrics = {**rows.metrics, "rollout/unique_row_fraction": len(samples) / max(len(rows.samples), 1)}
-    return TurnRows(samples, advantages, metrics, weights)
+    return TurnRows(samples, advantages, metrics, weights, returns)
 
 
 def turn_rows(

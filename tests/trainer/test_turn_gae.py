@@ -100,3 +100,35 @@ def test_multiturn_ppo_with_a_critic_trains_the_critic(tiny_model_dir: Path, tmp
     assert all("turn_credit/value_mean" in r and r["critic/grad_norm"] > 0 for r in records)
     first, last = records[0]["critic/value_loss"], records[-1]["critic/value_loss"]
     assert last < first, (first, last)  # the critic fits the per-turn returns it is given
+
+
+def test_merged_identical_turns_keep_the_unclipped_value_loss_gradient() -> None:
+    """Identical turns merged into one row (weight n) carry their mean return: the critic's unclipped
+    loss gradient is the unmerged rows'; a clipped value loss keeps the rows apart."""
+    from rockroll.agentrl.trajectory import TrainSample
+    from rockroll.trainer.algos import aggregate_loss, value_loss
+    from rockroll.trainer.config import TrainConfig
+    from rockroll.trainer.turns import TurnRows, merge_identical, merge_ok
+
+    ids, mask = [5, 6, 7, 8], [0, 0, 1, 1]
+    samples = [TrainSample(list(ids), list(mask), [0.0] * 4, 0.0, "g", f"e{i}", 0) for i in range(3)]
+    samples.append(TrainSample([5, 6, 7, 9], list(mask), [0.0] * 4, 0.0, "g", "e3", 0))
+    advs = [[0, 0, a, a] for a in (0.5, 0.1, 0.3, -0.2)]
+    rets = [[0, 0, r, r] for r in (1.0, 0.2, 0.6, 0.0)]
+    merged = merge_identical(TurnRows(samples, advs, {}, returns=rets))
+    assert merged.weights == [3.0, 1.0] and merged.returns is not None
+    assert merged.returns[0][2:] == pytest.approx([0.6, 0.6]) and merged.advantages[0][2:] == pytest.approx([0.3, 0.3])
+
+    def grad(rows: TurnRows) -> float:
+        v = torch.tensor(0.4, requires_grad=True)
+        length = 4
+        loss_mask = torch.tensor([r.response_mask for r in rows.samples], dtype=torch.float32) * rows.loss_weights()
+        values = v * torch.ones(len(rows.samples), length)
+        loss = aggregate_loss(value_loss(values, values.detach(), rows.returns_tensor(length), clip=None), loss_mask)
+        loss.backward()
+        return float(v.grad)
+
+    assert grad(merged) == pytest.approx(grad(TurnRows(samples, advs, {}, returns=rets)))
+    cfg = TrainConfig.model_validate({"algo": {"turn_credit": "gae"}})
+    assert not merge_ok(cfg)  # value_clip 0.2 by default
+    assert merge_ok(cfg.model_copy(update={"algo": cfg.algo.model_copy(update={"value_clip": 0.0})}))
