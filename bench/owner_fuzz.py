@@ -13,8 +13,12 @@ attempt; the same operations run a second time with generated ids. A case fails 
 * a request naming the other owner's resource gets a 2xx;
 * the answer carries any of the other owner's ids or secrets that the request did not send.
 
+Then the stateful part (``bench/owner_fuzz_stateful.py``) walks the spec's links with
+schemathesis's state machine: one owner creates and uses resources, the other owner's token
+replays each request that names them and must get 404.
+
 At the end the victims' resources must be intact (the session still steps, the file reads back).
-The last line is ``cases: N, server errors: E, cross-owner answers: X``.
+The last lines are ``cases: N, server errors: E, cross-owner answers: X`` for each part.
 """
 
 from __future__ import annotations
@@ -169,6 +173,12 @@ def intact(c: Client, seeded: dict[str, Any]) -> list[str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--examples", type=int, default=12, help="generated cases per operation, mode and owner")
+    p.add_argument(
+        "--stateful-cases", type=int, default=2000, help="stateful part: generated cases, replays on top (0: skip it)"
+    )
+    p.add_argument("--stateful-seconds", type=float, default=600, help="stateful part: most seconds")
+    p.add_argument("--scenario-steps", type=int, default=12, help="stateful part: most steps per scenario")
+    p.add_argument("--no-stateless", action="store_true", help="skip the stateless part")
     p.add_argument("--json", default=str(ROOT / "bench" / "results" / "owner_fuzz.json"))
     args = p.parse_args()
     srv = ServerProc(scratch_dir("ownerfuzz"), extra=["--max-sandboxes", "8", "--no-train-jobs"])
@@ -179,8 +189,17 @@ def main() -> None:
         clients = {o: Client(srv.url, tokens[o]) for o in OWNERS}
         # the victims' resources are made again after the fuzz ran against them as attacker too
         seeded = {o: seed_owner(clients[o], o) for o in OWNERS}
-        tally = run_fuzz(srv.url, tokens, seeded, args.examples)
+        empty = {"cases": 0, "server_errors": 0, "cross_owner": 0, "statuses": {}, "problems": []}
+        tally = empty if args.no_stateless else run_fuzz(srv.url, tokens, seeded, args.examples)
+        tally["stateless_wall_s"] = round(time.monotonic() - t0, 1)
+        # checked before the stateful part, whose creators may delete or restart their own seeded resources
         tally["broken"] = {o: intact(clients[o], seeded[o]) for o in OWNERS}
+        if args.stateful_cases > 0:
+            from bench.owner_fuzz_stateful import run_stateful
+
+            tally["stateful"] = run_stateful(
+                srv.url, tokens, seeded, args.stateful_cases, args.stateful_seconds, args.scenario_steps
+            )
         for c in clients.values():
             c.close()
     finally:
@@ -192,6 +211,20 @@ def main() -> None:
     for line in tally["problems"][:20]:
         print(line)
     print(f"answers by status: {sorted(tally['statuses'].items())}; victims' resources broken: {tally['broken']}")
+    sf = tally.get("stateful")
+    if sf:
+        for line in sf["problems"][:20]:
+            print(line)
+        print(
+            f"stateful: {sf['scenarios']} scenarios, {sf['steps']} steps + {sf['replays']} attacker replays "
+            f"({sf['steps_naming_own']} steps named the creator's resources) in {sf['wall_s']} s; "
+            f"replays by status: {sorted(sf['replay_statuses'].items())}; created: {sf['created']}"
+        )
+        print(
+            f"stateful cases: {sf['steps']} generated + {sf['replays']} attacker replays = {sf['cases']} requests, "
+            f"server errors: {sf['server_errors']}, "
+            f"cross-owner answers: {sf['cross_owner']}"
+        )
     print(
         f"cases: {tally['cases']}, server errors: {tally['server_errors']}, cross-owner answers: {tally['cross_owner']}"
     )

@@ -157,7 +157,7 @@ STEPS: dict[str, tuple[str, list[str], list[str], int]] = {
     "security": (
         "two owners on one server: attacks refused per class, two-owner fuzz, health under a stall attack",
         [PY, "bench/security_bench.py", "--json", "{json}"],
-        [PY, "bench/security_bench.py", "--examples", "3", "--json", "{json}"],
+        [PY, "bench/security_bench.py", "--examples", "3", "--stateful-cases", "200", "--json", "{json}"],
         3000,
     ),
     "load": (

@@ -1,13 +1,15 @@
 """The ``security`` step of ``make bench``: attacks tried and refused, the two-owner fuzz, the stall bar.
 
-    .venv/bin/python bench/security_bench.py [--examples 12] [--json bench/results/security.json]
+    .venv/bin/python bench/security_bench.py [--examples 12] [--stateful-cases 2000] [--json bench/results/security.json]
 
 1. **Attacks.** Runs ``tests/security`` (one file per attack class of the multi-tenant threat
    model; each test performs an attack on a real server and asserts the refusal) and counts, per
    class, attacks tried and refused (a passing test is a refused attack).
 2. **Two-owner fuzz.** ``bench/owner_fuzz.py``: schemathesis with two owners' tokens, every case
-   aimed at the other owner's resources; counts server errors and answers carrying the other
-   owner's data.
+   aimed at the other owner's resources; then its stateful part walks the spec's links with
+   schemathesis's state machine, one owner creating and using resources while the other owner's
+   token replays every request that names them; counts server errors and answers carrying the
+   other owner's data.
 3. **Stall.** ``bench/stall_bench.py``: ``/v1/health`` latency (P50, P99) while another owner runs
    200 concurrent long execs and reads FIFOs.
 
@@ -82,6 +84,8 @@ def _json_of(path: Path) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--examples", type=int, default=12, help="owner_fuzz.py: cases per operation, mode and owner")
+    p.add_argument("--stateful-cases", type=int, default=2000, help="owner_fuzz.py: stateful cases (0: none)")
+    p.add_argument("--stateful-seconds", type=float, default=600, help="owner_fuzz.py: stateful part's time limit")
     p.add_argument("--json", default=str(RESULTS / "security.json"))
     p.add_argument("--skip", default="", help="comma-separated parts to skip: attacks,fuzz,stall")
     args = p.parse_args()
@@ -96,9 +100,13 @@ def main() -> None:
         print(f"attacks: {a['refused']}/{a['tried']} refused")
     if "fuzz" not in skip:
         fuzz_json = RESULTS / "owner_fuzz.json"
-        rc, out = _run([PY, "bench/owner_fuzz.py", "--examples", str(args.examples), "--json", str(fuzz_json)], 1800)
+        cmd = [PY, "bench/owner_fuzz.py", "--examples", str(args.examples), "--json", str(fuzz_json)]
+        cmd += ["--stateful-cases", str(args.stateful_cases), "--stateful-seconds", str(args.stateful_seconds)]
+        rc, out = _run(cmd, 1800 + int(args.stateful_seconds))
         report["fuzz"] = {"rc": rc, **_json_of(fuzz_json)}
-        print(out.strip().splitlines()[-1] if out.strip() else f"owner fuzz: exit {rc}")
+        lines = out.strip().splitlines()
+        print("\n".join(x for x in lines if x.startswith("stateful cases:")) or f"owner fuzz: exit {rc}")
+        print(lines[-1] if lines else f"owner fuzz: exit {rc}")
     if "stall" not in skip and (ROOT / "bench" / "stall_bench.py").exists():
         stall_json = RESULTS / "stall.json"
         rc, out = _run([PY, "bench/stall_bench.py", "--json", str(stall_json)], 900)

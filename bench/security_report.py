@@ -47,6 +47,7 @@ def security_section(results: Path) -> str:
             "",
         ]
         out += [f"- {p}" for p in fuzz.get("problems", [])[:10]]
+        out += _stateful_rows(fuzz.get("stateful"))
     stall = data.get("stall")
     if stall and "health_ms" in stall:
         out += ["", _stall_table(stall)]
@@ -54,6 +55,33 @@ def security_section(results: Path) -> str:
         shown = {k: v for k, v in stall.items() if not isinstance(v, (list, dict))}
         out += ["", "Stall attack: `" + json.dumps(shown) + "`"]
     return "\n".join(out)
+
+
+def _stateful_rows(sf: dict[str, Any] | None) -> list[str]:
+    """The stateful part of the two-owner fuzz (bench/owner_fuzz_stateful.py) as Markdown lines."""
+    if not sf or "cases" not in sf:
+        return []
+    jobs = sf.get("foreign_jobs") or {}
+    out = [
+        "",
+        "Stateful (`bench/owner_fuzz_stateful.py`: schemathesis's state machine over the spec's links, inferred "
+        "plus env -> session and session -> sandbox; in each scenario one owner creates and uses resources and the "
+        "other owner's token first replays every request that names them; victims' seeded resources are checked "
+        "before this part, since creators may delete their own):",
+        "",
+        "| stateful requests | generated cases (creator) | attacker replays | scenarios | links | server errors "
+        "| answers with the other owner's data | seconds |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {sf['cases']} | {sf['steps']} | {sf['replays']} | {sf['scenarios']} | {sf.get('links', '?')} "
+        f"| {sf['server_errors']} | {sf['cross_owner']} | {sf.get('wall_s', '?')} |",
+        "",
+        f"attacker replays by status: `{sorted(sf.get('replay_statuses', {}).items())}`; creator steps by status: "
+        f"`{sorted(sf.get('statuses', {}).items())}`; resources created: `{sf.get('created', {})}`; jobs queued "
+        f"naming the other owner's env: `{jobs}`; stopped by: {sf.get('stopped_by', '?')} "
+        f"(hypothesis restarts: {sf.get('restarts', 0)}, of them flaky: {sf.get('flaky_restarts', 0)}).",
+        "",
+    ]
+    return out + [f"- {p}" for p in sf.get("problems", [])[:10]]
 
 
 def _stall_table(stall: dict[str, Any]) -> str:
