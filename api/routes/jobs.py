@@ -10,7 +10,7 @@ from fastapi.responses import PlainTextResponse
 from rockroll.api.db import JobRecord
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.responses import JobInfo, JobList, JobMetrics
-from rockroll.api.schemas import JobCreate
+from rockroll.api.schemas import JobCreate, is_model_eval
 
 __all__ = ["router", "job_view"]
 
@@ -34,9 +34,29 @@ def job_view(job: JobRecord) -> dict[str, Any]:
     }
 
 
+def _named_envs(kind: str, config: Any) -> list[str]:
+    """The env ids an eval job's config names (``env``, or each ``envs`` entry's ``env``)."""
+    if kind != "eval" or not isinstance(config, dict):
+        return []
+    if not is_model_eval(config):
+        return [config["env"]] if isinstance(config.get("env"), str) else []
+    envs = config.get("envs")
+    return (
+        [e["env"] for e in envs if isinstance(e, dict) and isinstance(e.get("env"), str) and e["env"]]
+        if isinstance(envs, list)
+        else []
+    )
+
+
 @router.post("", status_code=201, response_model=JobInfo)
 def create_job(body: JobCreate, state: StateDep, who: Who) -> dict:
-    """Queue a ``train`` or ``eval`` job owned by the caller."""
+    """Queue a ``train`` or ``eval`` job owned by the caller.
+
+    Every env an eval job names must be one the caller may open: another owner's private env is
+    unknown here (404 ``env_not_found``), as it is to the session routes.
+    """
+    for env_id in _named_envs(body.kind, body.config):
+        state.catalog.resolve(env_id, who)
     return job_view(state.jobs.create(who, body.kind, body.config))
 
 

@@ -204,14 +204,13 @@ def test_private_env_is_invisible_to_other_owners(srv: ServerProc) -> None:
                 same = r.text.replace("alice/Secret-v0", "ID")
                 assert same == unknown.text.replace("alice/Secreu-v0", "ID")  # as unknown as an unknown id
             assert bob.get("/v1/overview").status_code == 200 and marker not in bob.get("/v1/overview").text
-            job = bob.post("/v1/jobs", json={"kind": "eval", "config": {"env": "alice/Secret-v0", "episodes": 1}})
-        with _client(srv, "bob") as bob_client:
-            if job.status_code < 300:  # accepted: it must fail without playing alice's env
-                done = bob_client.wait_job(job.json()["id"], timeout_s=120)
-                assert done["state"] == "failed" and "alice/Secret-v0" in done["error"], done
-                assert not done["metrics"].get("eval/alice/Secret-v0/success")
-            else:
-                assert job.status_code in (400, 404, 422), job.text
+            policy_job = {"env": "alice/Secret-v0", "episodes": 1}
+            model_job = {"engine": {"kind": "random"}, "envs": [{"env": "alice/Secret-v0", "episodes": 1}]}
+            for config in (policy_job, model_job):  # jobs are refused at submission, as sessions are
+                job = bob.post("/v1/jobs", json={"kind": "eval", "config": config})
+                assert job.status_code == 404 and _error(job)["code"] == "env_not_found", job.text
+                assert marker not in job.text and "alice/Secret-v0" not in _error(job)["details"]["suggestions"]
+            assert bob.get("/v1/jobs").json()["jobs"] == []
         with _http(srv, "alice") as alice:  # the owner still sees, plays and keeps it
             assert alice.get("/v1/envs/alice/Secret-v0").json()["description"] == marker
             assert marker in alice.get("/v1/envs").text
