@@ -25,6 +25,13 @@ from rockroll.sandbox.server.app import SandboxServer, make_httpd
 REQUIRE_DOCKER = os.environ.get("ROCKROLL_REQUIRE_DOCKER") == "1"
 
 
+def skip_or_fail(problem: str) -> None:
+    """Skip a test that cannot run here, or fail it where CI requires it (``ROCKROLL_REQUIRE_DOCKER=1``)."""
+    if REQUIRE_DOCKER:
+        pytest.fail(f"cannot be tested: {problem}")
+    pytest.skip(problem)
+
+
 def confinement_problem() -> str | None:
     """Why confined process sandboxes (root, bubblewrap, the sandbox user) cannot run here, or None."""
     from rockroll.sandbox.confine import SANDBOX_USER, sandbox_user

@@ -12,7 +12,6 @@ worked. They skip without Docker or without root, bubblewrap and the user, and f
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -24,9 +23,8 @@ from rockroll.envs.agent_identity import AgentIdentity, argv_as, kill_uid
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.confine import SANDBOX_DIR, SANDBOX_USER
 from rockroll.sandbox.process import ProcessBackend
-from tests.sandbox.conftest import confinement_problem, docker_problem, server, state_dir  # noqa: F401
+from tests.sandbox.conftest import confinement_problem, docker_problem, server, skip_or_fail, state_dir  # noqa: F401
 
-REQUIRED = os.environ.get("ROCKROLL_REQUIRE_DOCKER") == "1"
 SOCKET = f"{SANDBOX_DIR}/s.sock"  # where the server's socket is, seen from inside either backend
 #: what a command prints about its identity and capabilities
 WHOAMI = "id -u; grep -E '^Cap(Prm|Eff|Bnd|Amb):' /proc/self/status | awk '{print $2}' | sort -u"
@@ -53,12 +51,6 @@ BECOME = (
 )
 
 
-def _skip_or_fail(problem: str) -> None:
-    if REQUIRED:
-        pytest.fail(f"cannot be tested: {problem}")
-    pytest.skip(problem)
-
-
 @pytest.fixture(params=["docker", "process"])
 def sandbox(request: Any, state_dir: str) -> Iterator[tuple[Any, Any, str]]:  # noqa: F811
     """``(backend, handle, server_dir)`` of a fresh sandbox; ``server_dir`` is the server's own folder inside."""
@@ -66,7 +58,7 @@ def sandbox(request: Any, state_dir: str) -> Iterator[tuple[Any, Any, str]]:  # 
     if request.param == "docker":
         problem = docker_problem()
         if problem:
-            _skip_or_fail(f"no Docker daemon: {problem}")
+            skip_or_fail(f"no Docker daemon: {problem}")
         import rockroll.sandbox.docker_backend as docker_backend
         from rockroll.sandbox.images import build_image
 
@@ -76,7 +68,7 @@ def sandbox(request: Any, state_dir: str) -> Iterator[tuple[Any, Any, str]]:  # 
     else:
         problem = confinement_problem()
         if problem:
-            _skip_or_fail(f"process confinement: {problem}")
+            skip_or_fail(f"process confinement: {problem}")
         backend = ProcessBackend(state_dir=state_dir, user=SANDBOX_USER)
         server_dir = f"{SANDBOX_DIR}/srv"
     sid = f"uid{uuid.uuid4().hex[:6]}"

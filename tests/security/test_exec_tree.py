@@ -11,7 +11,6 @@ bubblewrap and the user, and fail instead where ``ROCKROLL_REQUIRE_DOCKER=1`` sa
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,9 +20,8 @@ import pytest
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.confine import SANDBOX_USER, cgroup_dirs
 from rockroll.sandbox.process import ProcessBackend
-from tests.sandbox.conftest import confinement_problem, docker_problem, state_dir  # noqa: F401
+from tests.sandbox.conftest import confinement_problem, docker_problem, skip_or_fail, state_dir  # noqa: F401
 
-REQUIRED = os.environ.get("ROCKROLL_REQUIRE_DOCKER") == "1"
 HOG = "x = bytearray(400 * 1024 * 1024); print('allocated')"  # 400 MiB, over the 128 MiB limit
 #: the live ones of the pids given (a zombie waits for its reaper: it is dead)
 ALIVE = (
@@ -38,12 +36,6 @@ ALIVE = (
 )
 
 
-def _skip_or_fail(problem: str) -> None:
-    if REQUIRED:
-        pytest.fail(f"cannot be tested: {problem}")
-    pytest.skip(problem)
-
-
 @pytest.fixture(params=["docker", "process"])
 def sandbox(request: Any, state_dir: str) -> Iterator[tuple[Any, Any]]:  # noqa: F811
     """``(backend, handle)`` of a fresh sandbox with 128 MiB and 64 pids."""
@@ -51,7 +43,7 @@ def sandbox(request: Any, state_dir: str) -> Iterator[tuple[Any, Any]]:  # noqa:
     if request.param == "docker":
         problem = docker_problem()
         if problem:
-            _skip_or_fail(f"no Docker daemon: {problem}")
+            skip_or_fail(f"no Docker daemon: {problem}")
         from rockroll.sandbox.docker_backend import DockerBackend
         from rockroll.sandbox.images import build_image
 
@@ -60,7 +52,7 @@ def sandbox(request: Any, state_dir: str) -> Iterator[tuple[Any, Any]]:  # noqa:
     else:
         problem = confinement_problem()
         if problem:
-            _skip_or_fail(f"process confinement: {problem}")
+            skip_or_fail(f"process confinement: {problem}")
         backend = ProcessBackend(state_dir=state_dir, user=SANDBOX_USER)
     sid = f"tree{uuid.uuid4().hex[:6]}"
     handle = backend.start(sid, spec, labels={"rockroll.manager": f"m{sid}", "rockroll.sandbox": sid})
@@ -107,7 +99,7 @@ def test_a_killed_commands_children_that_left_its_group_die_with_it(sandbox: tup
 def test_a_shell_command_killed_by_the_oom_killer_is_reported(sandbox: tuple[Any, Any]) -> None:
     backend, h = sandbox
     if isinstance(backend, ProcessBackend) and not any(d.is_dir() for d in cgroup_dirs(h.extra.get("cgroup", ""))):
-        _skip_or_fail("the host's cgroup tree is not writable: a process sandbox has no memory limit")
+        skip_or_fail("the host's cgroup tree is not writable: a process sandbox has no memory limit")
     for cmd in (
         ["python3", "-c", HOG],  # the command itself
         f'python3 -c "{HOG}"',  # through the shell

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import shutil
 import tempfile
 import uuid
@@ -31,9 +30,8 @@ from rockroll.sandbox import seccomp_filter
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.confine import SANDBOX_USER
 from rockroll.sandbox.process import ProcessBackend
-from tests.sandbox.conftest import confinement_problem
+from tests.sandbox.conftest import confinement_problem, skip_or_fail
 
-REQUIRED = os.environ.get("ROCKROLL_REQUIRE_DOCKER") == "1"
 CALLS = (
     "ptrace", "process_vm_readv", "unshare", "clone", "clone3", "keyctl", "add_key", "io_uring_setup",
     "userfaultfd", "bpf", "perf_event_open", "name_to_handle_at", "setns", "mount", "personality",
@@ -116,12 +114,6 @@ print(json.dumps(seen))
 """
 
 
-def _skip_or_fail(problem: str) -> None:
-    if REQUIRED:
-        pytest.fail(f"cannot be tested: {problem}")
-    pytest.skip(problem)
-
-
 def _numbers() -> dict[str, int]:
     sc = seccomp_filter._binding()
     return {name: sc.resolve_syscall(sc.system_arch(), name) for name in CALLS}
@@ -151,9 +143,9 @@ def sandbox(state: str) -> Iterator[tuple[ProcessBackend, Any]]:
     """A confined process sandbox, with the filter."""
     problem = confinement_problem()
     if problem:
-        _skip_or_fail(f"process confinement: {problem}")
+        skip_or_fail(f"process confinement: {problem}")
     if seccomp_filter.status() != "on":
-        _skip_or_fail(f"seccomp filter: {seccomp_filter.status()}")
+        skip_or_fail(f"seccomp filter: {seccomp_filter.status()}")
     backend = ProcessBackend(state_dir=state, user=SANDBOX_USER)
     handle = _start(backend)
     try:
@@ -198,7 +190,7 @@ def test_without_libseccomp_a_sandbox_starts_and_says_it_has_no_filter(
 ) -> None:
     problem = confinement_problem()
     if problem:
-        _skip_or_fail(f"process confinement: {problem}")
+        skip_or_fail(f"process confinement: {problem}")
 
     def missing() -> Any:
         raise ImportError("No module named 'pyseccomp'")
