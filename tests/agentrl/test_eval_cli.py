@@ -126,7 +126,8 @@ def test_job_eval_with_the_expert_policy(tmp_path: Path) -> None:
         assert m["eval/FrozenLake-v0/success"] == pytest.approx(sum(r.success for r in local) / 4)
         assert m["eval/FrozenLake-v0/steps"] == pytest.approx(sum(r.steps for r in local) / 4)
         assert m["eval/FrozenLake-v0/success"] > 0  # the expert plays, it does not wander
-        bad = cli("job", "eval", "Nope-v0", "--policy", "expert")
-        assert bad.returncode == 1 and "expert" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+        bad = cli("job", "eval", "Nope-v0", "--policy", "expert")  # refused at submission, as a session would be
+        assert bad.returncode == 1 and "404 env_not_found" in bad.stderr and "Nope-v0" in bad.stderr, bad.stderr
+        assert "Traceback" not in bad.stderr
     finally:
         server.cleanup()
