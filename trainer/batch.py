@@ -194,18 +194,19 @@ def token_values(
 ) -> torch.Tensor:
     """Token-aligned values: ``values[:, t]`` is the critic's value of the state before token ``t``.
 
-    ``need`` as in :func:`token_logprobs`: for a critic with a decoder ``body`` and a linear ``head``
-    (:func:`rockroll.trainer.models.Critic`) values are computed at those tokens only (0 elsewhere),
-    each distinct prefix once when ``share_prefix`` saves enough.
+    ``need`` as in :func:`token_logprobs`: with ``share_prefix``, for a critic with a decoder ``body``
+    and a linear ``head`` (:func:`rockroll.trainer.models.Critic`), values are computed at those
+    tokens only (0 elsewhere), each distinct prefix once when that saves enough. Without
+    ``share_prefix`` (ZeRO-3, whose ranks run the same passes) the critic's own forward runs.
     """
     import torch
 
     n, full = input_ids.shape
     length = _trim(input_ids, attention_mask)
     ids, attn = input_ids[:, :length], attention_mask[:, :length]
-    if need is not None and hasattr(critic, "body") and hasattr(critic, "head"):
+    if need is not None and share_prefix and hasattr(critic, "body") and hasattr(critic, "head"):
         rows, cols = need[:, 1:length].nonzero(as_tuple=True)  # the value before token cols+1 is read at cols
-        picked = shared_hidden(critic.body, ids, attn, rows, cols) if share_prefix else None
+        picked = shared_hidden(critic.body, ids, attn, rows, cols)
         if picked is None:
             picked = critic.body(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state[rows, cols]
         v = critic.head(picked.float()).squeeze(-1).float()
