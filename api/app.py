@@ -20,10 +20,11 @@ from rockroll.api.body_limit import BodyLimit, body_limit_for
 from rockroll.api.errors import install_error_handlers
 from rockroll.api.host_check import DevHostCheck
 from rockroll.api.metrics import RequestTimer
-from rockroll.api.routes import docs, envs, health, jobs, sandboxes, session_ws, sessions, ui
+from rockroll.api.routes import docs, envs, health, jobs, nodes, sandboxes, session_ws, sessions, ui
 from rockroll.api.routes.sandboxes import MAX_FILE_BYTES
 from rockroll.api.settings import Settings
 from rockroll.api.state import AppState, build_state
+from rockroll.sandbox.node.dataplane import dataplane_routes
 
 __all__ = ["create_app"]
 
@@ -61,6 +62,10 @@ def create_app(settings: Settings | None = None, *, state: AppState | None = Non
     install_error_handlers(app)
     for module in (health, envs, sandboxes, sessions, session_ws, jobs, ui, docs):
         app.include_router(module.router)
+    app.include_router(nodes.router)
+    app.router.routes.extend(
+        dataplane_routes(lambda a: getattr(getattr(a.state, "rr", None), "agent", None))
+    )  # the embedded node agent's data plane
 
     app.add_middleware(_LazyTimer)
     app.add_middleware(BodyLimit, limit=lambda _scope: limit)

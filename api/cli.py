@@ -22,7 +22,7 @@ from rockroll.agentrl.cli_eval import eval_app
 from rockroll.api.cli_envs import demo, envs_app, play
 from rockroll.api.cli_errors import report
 from rockroll.api.cli_remote import env_app, job_app, sandbox_app, session_app
-from rockroll.api.cli_server import serve, token_app
+from rockroll.api.cli_server import node, serve, token_app
 from rockroll.sandbox.cli import image_app
 from rockroll.trainer.cli import register as register_train
 
@@ -75,6 +75,7 @@ app.add_typer(envs_app, name="envs")
 app.command("play")(play)
 app.command("demo")(demo)
 app.command("serve")(serve)
+app.command("node")(node)
 app.add_typer(token_app, name="token")
 app.add_typer(env_app, name="env")
 app.add_typer(sandbox_app, name="sandbox")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 
     from rockroll.api.settings import Settings
 
-__all__ = ["serve", "token_app"]
+__all__ = ["node", "serve", "token_app"]
 
 console = Console(stderr=True)
 token_app = typer.Typer(help="Manage API bearer tokens (stored hashed in the server's database).", no_args_is_help=True)
@@ -51,6 +53,15 @@ def serve(
         None, help="Longest lifetime (ttl_s) a caller may give a sandbox (default 86400; unasked: 3600)."
     ),
     network_owner: list[str] = typer.Option(None, help="A token owner who may ask for a networked sandbox (repeat)."),
+    cluster_secret_file: str = typer.Option(
+        None,
+        help="File holding the cluster secret (signs session tokens; node agents register with it). "
+        "Default: ROCKROLL_CLUSTER_SECRET, else a random one per start (embedded node only).",
+    ),
+    embedded_node: bool = typer.Option(
+        None, "--embedded-node/--no-embedded-node", help="Run a node agent inside this server (default: on)."
+    ),
+    public_url: str = typer.Option(None, help="Base URL clients reach this server at (the embedded node's endpoint)."),
 ) -> None:
     """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui.
 
@@ -79,6 +90,9 @@ def serve(
             max_exec_timeout_s=max_exec_timeout_s,
             max_sandbox_ttl_s=max_sandbox_ttl_s,
             network_owners=network_owner or None,
+            cluster_secret=_read_secret(cluster_secret_file),
+            embedded_node=embedded_node,
+            public_url=public_url,
         )
         settings.check()
     except ValueError as e:
@@ -102,6 +116,50 @@ def serve(
         server.run(sockets=[sock])
     finally:
         sock.close()
+
+
+def _read_secret(path: str | None) -> str | None:
+    """The cluster secret in ``path`` (stripped), None when no file is named; ValueError when unreadable."""
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text().strip()
+    except OSError as e:
+        raise ValueError(f"cannot read the cluster secret file {path!r}: {e.strerror}") from e
+
+
+def node(
+    control_plane: str = typer.Option("", help="Control plane URL to register with (e.g. http://127.0.0.1:8080)."),
+    node_id: str = typer.Option(socket.gethostname().split(".")[0] or "node", "--id", help="This agent's id."),
+    host: str = typer.Option("127.0.0.1", help="Address the data plane binds."),
+    port: int = typer.Option(0, help="Port of the data plane (0: a free one, printed)."),
+    backend: str = typer.Option("process", help="Sandbox backend: process (tied to the agent's life) | docker."),
+    state_dir: str = typer.Option("", help="Sockets, workspaces and records (default /tmp/rockroll-node-UID-ID)."),
+    max_sandboxes: int = typer.Option(8, min=1, max=1024, help="Most sandboxes on this machine."),
+    max_sessions_per_sandbox: int = typer.Option(64, min=1, max=4096, help="Most env sessions on one sandbox."),
+    cluster_secret_file: str = typer.Option(None, help="File holding the cluster secret (or ROCKROLL_CLUSTER_SECRET)."),
+) -> None:
+    """Run a node agent: this machine's sandboxes and the data plane where clients step sessions directly.
+
+    Example: rockroll node --control-plane http://127.0.0.1:8080 --cluster-secret-file secret.txt
+    """
+    from rockroll.sandbox.node.serve import NodeOptions, run_node
+
+    try:
+        secret = _read_secret(cluster_secret_file) or os.environ.get("ROCKROLL_CLUSTER_SECRET", "")
+        if len(secret.encode()) < 32:
+            raise ValueError(
+                "a node agent needs the cluster secret (at least 32 characters): --cluster-secret-file "
+                "or ROCKROLL_CLUSTER_SECRET, the same as the control plane's"
+            )
+        options = NodeOptions(
+            node_id=node_id, secret=secret, control_plane=control_plane, host=host, port=port, backend=backend,
+            state_dir=state_dir, max_sandboxes=max_sandboxes, max_sessions_per_sandbox=max_sessions_per_sandbox,
+        )  # fmt: skip
+    except ValueError as e:
+        fail(str(e), 2, e)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    run_node(options)
 
 
 def _bind(host: str, port: int) -> socket.socket:

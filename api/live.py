@@ -25,9 +25,11 @@ from rockroll.api.db import Database, SessionRecord
 from rockroll.api.errors import ApiError, to_api_error
 from rockroll.api.metrics import Metrics
 from rockroll.sandbox.errors import SandboxLost
+from rockroll.sandbox.node.agent import NodeAgent
+from rockroll.sandbox.node.wire import step_answer
 from rockroll.sandbox.session import RemoteSession, run_batch
 
-__all__ = ["LiveSession", "SessionRegistry"]
+__all__ = ["LiveSession", "SessionRegistry", "new_session_id"]
 
 
 @dataclass
@@ -42,6 +44,8 @@ class LiveSession:
     created_at: float = field(default_factory=time.time)
     steps: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    node: str = ""  # the node agent serving it ("" when none: stepped through the control plane only)
+    entry: Any = None  # its AgentSession on the embedded node agent (steps numbered there)
 
     @property
     def sandbox_id(self) -> str:
@@ -62,10 +66,20 @@ class LiveSession:
 class SessionRegistry:
     """Open, find, play, fork and close sessions (ownership checked on every lookup)."""
 
-    def __init__(self, db: Database, open_env: Callable[..., RemoteSession], metrics: Metrics) -> None:
+    def __init__(
+        self,
+        db: Database,
+        open_env: Callable[..., RemoteSession],
+        metrics: Metrics,
+        *,
+        place: Callable[[str, str, dict[str, Any], str], tuple[Any, str]] | None = None,
+        agent: NodeAgent | None = None,
+    ) -> None:
         self.db = db
         self.open_env = open_env
         self.metrics = metrics
+        self.place = place  # (session id, env, kwargs, owner) -> (remote, node id): picks a node agent
+        self.agent = agent  # the embedded node agent: sessions on this server's sandboxes are served by it
         self._live: dict[str, LiveSession] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="batch")
@@ -99,12 +113,19 @@ class SessionRegistry:
 
     # ------------------------------------------------------------- calls
     def open(self, who: Principal, env: str, kwargs: dict[str, Any]) -> LiveSession:
-        """Place a new session (``open_env`` resolves the id and picks the pool)."""
-        remote = self.open_env(env, kwargs, owner=who.owner)  # placed on a sandbox serving who.owner only
-        return self._add(who.owner, remote.env_id or env, kwargs, remote)
+        """Place a new session on a node agent (``place``), or on this server's sandboxes (``open_env``)."""
+        session_id = new_session_id()
+        if self.place is not None:
+            remote, node = self.place(session_id, env, kwargs, who.owner)
+        else:
+            remote, node = self.open_env(env, kwargs, owner=who.owner), ""  # a sandbox serving who.owner only
+        return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, node=node)
 
-    def _add(self, owner: str, env_id: str, kwargs: dict[str, Any], remote: Any) -> LiveSession:
-        live = LiveSession(id=f"se-{secrets.token_hex(8)}", owner=owner, env_id=env_id, kwargs=kwargs, remote=remote)
+    def _add(
+        self, owner: str, env_id: str, kwargs: dict[str, Any], remote: Any, *, session_id: str = "", node: str = ""
+    ) -> LiveSession:
+        session_id = session_id or getattr(remote, "control_id", "") or new_session_id()
+        live = LiveSession(id=session_id, owner=owner, env_id=env_id, kwargs=kwargs, remote=remote, node=node)
         try:
             with self.db.session() as s:
                 s.add(
@@ -120,6 +141,9 @@ class SessionRegistry:
         except BaseException:
             remote.close()
             raise
+        if self.agent is not None and isinstance(remote, RemoteSession):  # on this server's sandboxes
+            live.entry = self.agent.attach(live.id, owner, remote)
+            live.node = self.agent.id
         with self._lock:
             self._live[live.id] = live
         return live
@@ -134,7 +158,11 @@ class SessionRegistry:
         live.last_used = time.monotonic()
         t0 = time.perf_counter()
         with _lost_guard(live):
-            out = live.remote.step(action)
+            if live.entry is not None:  # numbered with the data plane's steps (rockroll.sandbox.node.sequence)
+                a = self.agent.step(live.entry, action)
+                out = (a["observation"], a["reward"], a["terminated"], a["truncated"], a["info"])
+            else:
+                out = live.remote.step(action)
         live.steps += 1
         self.metrics.observe_step(time.perf_counter() - t0)
         return out
@@ -143,7 +171,7 @@ class SessionRegistry:
         """A new session continuing from ``live``."""
         with _lost_guard(live):
             remote = live.remote.fork()
-        return self._add(live.owner, live.env_id, live.kwargs, remote)
+        return self._add(live.owner, live.env_id, live.kwargs, remote, node=live.node)
 
     def action_candidates(self, live: LiveSession) -> list[str]:
         with _lost_guard(live):
@@ -186,7 +214,7 @@ class SessionRegistry:
                 for i, live in todo
             ]
             t0 = time.perf_counter()
-            answers = run_batch(wire)
+            answers = _numbered_batch(todo, items, wire)
             per_item = (time.perf_counter() - t0) / max(1, len(wire))
             for (i, live), answer in zip(todo, answers, strict=True):
                 live.last_used = time.monotonic()
@@ -219,6 +247,8 @@ class SessionRegistry:
         """Close a session and record its end and step count."""
         with self._lock:
             self._live.pop(live.id, None)
+        if live.entry is not None:
+            self.agent.detach(live.id)
         live.remote.close()
         with self.db.session() as s:
             rec = s.get(SessionRecord, live.id)
@@ -252,6 +282,8 @@ class SessionRegistry:
         for live in list(self._live.values()):
             with self._lock:
                 self._live.pop(live.id, None)
+            if live.entry is not None:
+                self.agent.detach(live.id)
             try:
                 live.remote.close()
                 with self.db.session() as s:
@@ -261,6 +293,42 @@ class SessionRegistry:
             except Exception:  # noqa: BLE001 - shutting down
                 pass
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def new_session_id() -> str:
+    return f"se-{secrets.token_hex(8)}"
+
+
+def _numbered_batch(todo: list[tuple[int, LiveSession]], items: list[tuple], wire: list[tuple]) -> list[Any]:
+    """``run_batch(wire)`` holding the step logs of the embedded agent's sessions, their steps recorded.
+
+    Sessions on other node agents (not ``RemoteSession``) are played one call each.
+    """
+    if not all(isinstance(w[0], RemoteSession) for w in wire):
+        return [_one(remote, op, args) for remote, op, args in wire]
+    logs = sorted({id(live.entry.log): live.entry.log for _i, live in todo if live.entry is not None}.values(),
+                  key=lambda log: log.session_id)  # fmt: skip
+    for log in logs:
+        log.lock.acquire()
+    try:
+        answers = run_batch(wire)
+        for (i, live), answer in zip(todo, answers, strict=True):
+            if live.entry is not None and items[i][1] == "step":
+                n = live.entry.log.last + 1
+                live.entry.log.record(n, answer if isinstance(answer, Exception) else step_answer(answer, n))
+                if not isinstance(answer, Exception):
+                    live.entry.steps += 1
+        return answers
+    finally:
+        for log in logs:
+            log.lock.release()
+
+
+def _one(remote: Any, op: str, args: dict[str, Any]) -> Any:
+    try:
+        return remote.step(args["action"]) if op == "step" else remote.reset(seed=args.get("seed"))
+    except Exception as e:  # noqa: BLE001 - an answer, like run_batch's
+        return e
 
 
 def _error_item(e: ApiError) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from rockroll.api.job_state import JobState
 
 __all__ = [
     "Number", "Health", "EnvValidation", "EnvInfo", "EnvList", "SandboxInfo", "SandboxList", "ExecOutput",
-    "FileWritten", "SessionOpened", "SessionInfo", "SessionList", "ResetResult", "StepResult", "ItemError",
+    "FileWritten", "DataPlane", "DataPlaneToken", "NodeRegistered", "NodeView", "NodeList", "SessionOpened", "SessionInfo", "SessionList", "ResetResult", "StepResult", "ItemError",
     "BatchResults", "Actions", "SessionState", "Ok", "JobInfo", "JobList", "PoolInfo", "Principal",
     "OverviewSandbox", "Overview", "MetricPoint", "JobMetrics", "NodeCounts", "Summary", "RestartEvent",
     "OverviewJob",
@@ -137,11 +137,48 @@ class FileWritten(TypedDict):
 
 
 @_open
+class DataPlane(TypedDict):
+    endpoint: Annotated[str, _d("Base URL of the node agent that serves the session (its /v1/node routes).")]
+    node: Annotated[str, _d("The node agent's id.")]
+    token: Annotated[str, _d("Signed session token for the node agent (Authorization: Bearer).")]
+    expires_at: Annotated[Number, _d("Unix time the token expires (refresh: POST /v1/sessions/{id}/token).")]
+
+
+@_open
+class NodeRegistered(TypedDict):
+    id: str
+    heartbeat_s: Annotated[Number, _d("Send the registration again this often.")]
+    stale_s: Annotated[Number, _d("An agent silent this long leaves placement.")]
+
+
+@_open
+class NodeView(TypedDict):
+    id: str
+    endpoint: Annotated[str, _d("Data-plane base URL ('' for the embedded agent: this server's URL).")]
+    capacity: int
+    sessions: int
+    embedded: bool
+    live: bool
+    last_seen_s: Number
+
+
+@_open
+class NodeList(TypedDict):
+    nodes: list[NodeView]
+
+
+@_open
+class DataPlaneToken(TypedDict):
+    data_plane: DataPlane
+
+
+@_open
 class SessionOpened(TypedDict):
     id: str
     sandbox_id: str
     env: str
     system_prompt: NotRequired[Annotated[str, _d("Not in the answer to a fork.")]]
+    data_plane: NotRequired[Annotated[DataPlane, _d("Where to step the session directly, and the token for it.")]]
 
 
 @_open

@@ -13,7 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["ServerProc", "scratch_dir", "create_token"]
+__all__ = ["ServerProc", "NodeProc", "scratch_dir", "create_token", "sandbox_pids"]
 
 ROOT = Path(__file__).resolve().parents[1]
 ROCKROLL = [sys.executable, "-m", "rockroll.api.cli"]
@@ -115,6 +115,90 @@ class ServerProc:
             for pid_dir in sb_dir.glob("*/*"):
                 _kill_sandbox(pid_dir)
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+class NodeProc:
+    """One ``rockroll node`` subprocess (a standalone node agent) on a free port."""
+
+    def __init__(self, data_dir: Path, secret_file: Path, *, node_id: str = "n1", control_plane: str = "") -> None:
+        self.data_dir, self.secret_file, self.node_id, self.control_plane = (
+            data_dir,
+            secret_file,
+            node_id,
+            control_plane,
+        )
+        self.state_dir = data_dir / f"node-{node_id}"
+        self.proc: subprocess.Popen[str] | None = None
+        self.endpoint = ""
+        self.lines: list[str] = []
+
+    def start(self, timeout_s: float = 90.0) -> str:
+        """Start the agent and return its endpoint once it listens."""
+        cmd = ROCKROLL + ["node", "--id", self.node_id, "--cluster-secret-file", str(self.secret_file)]
+        cmd += ["--state-dir", str(self.state_dir), "--max-sandboxes", "4"]
+        cmd += ["--control-plane", self.control_plane] if self.control_plane else []
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, start_new_session=True
+        )
+        found: queue.Queue[str] = queue.Queue()
+        stdout = self.proc.stdout
+
+        def pump() -> None:
+            for line in stdout or ():
+                self.lines.append(line)
+                if line.startswith(f"rockroll node {self.node_id} serving "):
+                    found.put(line.split()[-1])
+
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            self.endpoint = found.get(timeout=timeout_s)
+        except queue.Empty:
+            self.stop()
+            raise RuntimeError("rockroll node did not start:\n" + "".join(self.lines[-50:])) from None
+        return self.endpoint
+
+    def stop(self) -> None:
+        """SIGINT (the agent closes its sessions and sandboxes), then SIGKILL."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.proc = None
+
+    def cleanup(self) -> None:
+        """Stop the agent and anything left that names its state folder."""
+        self.stop()
+        for pid in sandbox_pids(self.label) + sandbox_pids(str(self.state_dir)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    @property
+    def label(self) -> str:
+        """The label on the command line of each of its sandbox servers."""
+        return f"rockroll.manager=node-{self.node_id}"
+
+
+def sandbox_pids(needle: str) -> list[int]:
+    """Processes (other than this one) whose command line contains ``needle`` (a folder, a manager label)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in cmdline:
+            pids.append(int(proc.name))
+    return pids
 
 
 def _kill_sandbox(sandbox_dir: Path) -> None:

@@ -164,6 +164,26 @@ class Settings(BaseSettings):
         description="Token owners who may ask for a sandbox with a network (JSON list in the environment); "
         "empty: nobody.",
     )
+    # the data plane (issue 14): node agents step sessions; the control plane signs their session tokens
+    cluster_secret: str = Field(
+        "",
+        description="Shared secret (at least 32 characters) that signs session tokens and that node agents present "
+        "to register; empty: a random one per start, so only the embedded node agent serves the data plane.",
+    )
+    session_token_ttl_s: float = Field(
+        900.0,
+        gt=0,
+        le=86_400,
+        description="Lifetime of a session token for the data plane (refresh it by POST /v1/sessions/{id}/token).",
+    )
+    embedded_node: bool = Field(
+        True, description="Run a node agent inside this server (one machine); off: sessions go to registered nodes."
+    )
+    public_url: str = Field(
+        "",
+        description="Base URL clients reach this server at, advertised as the embedded node's data-plane "
+        "endpoint (default: the URL each request came to).",
+    )
     # DNS rebinding (issue 13): in dev mode, only requests naming one of these hosts are served
     dev_hosts: list[str] = Field(
         default_factory=lambda: ["localhost", "127.0.0.1", "::1"],
@@ -210,6 +230,11 @@ class Settings(BaseSettings):
 
     def check(self) -> None:
         """Raise ``ValueError`` for combinations that must not run."""
+        if self.cluster_secret and len(self.cluster_secret.encode()) < 32:
+            raise ValueError(
+                "cluster_secret (ROCKROLL_CLUSTER_SECRET) must be at least 32 characters; "
+                "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
         if self.dev_mode and not is_loopback(self.host):
             raise ValueError(
                 f"dev mode (no tokens) is only allowed on a loopback address, not {self.host!r}; "

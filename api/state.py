@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -19,8 +20,12 @@ from rockroll.api.db import Database
 from rockroll.api.jobs import JobRunner
 from rockroll.api.live import SessionRegistry
 from rockroll.api.metrics import Metrics
+from rockroll.api.nodes import NodeTable
 from rockroll.api.sandbox_ttl import ExpiryReaper
 from rockroll.api.settings import Settings
+from rockroll.sandbox.errors import SandboxLost
+from rockroll.sandbox.node.agent import NodeAgent
+from rockroll.sandbox.node.tokens import SessionTokens
 from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["AppState", "MetricHistory", "build_state"]
@@ -86,6 +91,9 @@ class AppState:
     token_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
     metric_history: MetricHistory = field(default_factory=MetricHistory)
     expiry: Any = None  # the reaper of expired user sandboxes (rockroll.api.sandbox_ttl)
+    tokens: SessionTokens | None = None  # signs the data plane's session tokens
+    nodes: NodeTable | None = None  # the node agents sessions are placed on (rockroll.api.nodes)
+    agent: NodeAgent | None = None  # the embedded node agent (Settings.embedded_node)
 
     def close(self) -> None:
         """Stop jobs, close sessions, stop the manager (and the sandboxes with ``stop_sandboxes_on_exit``;
@@ -95,6 +103,8 @@ class AppState:
         if self.expiry is not None:
             self.expiry.close()
         self.placement.close(stop_sandboxes=self.settings.stop_sandboxes_on_exit)
+        if self.nodes is not None:
+            self.nodes.close()
         self.db.close()
 
 
@@ -134,12 +144,46 @@ def build_state(settings: Settings) -> AppState:
         env_id = catalog.resolve(env, owner)  # exact ids; another owner's private env is unknown (404)
         return placement.open_session(env_id, kwargs, custom=catalog.custom(env_id, owner), owner=owner)
 
+    secret = settings.cluster_secret or secrets.token_urlsafe(32)
+    tokens = SessionTokens(secret, ttl_s=settings.session_token_ttl_s)
+    agent = None
+    if settings.embedded_node:
+        capacity = settings.max_sandboxes * settings.max_sessions_per_sandbox
+        agent = NodeAgent("local", tokens, capacity=capacity, endpoint=settings.public_url.rstrip("/"))
+    nodes = NodeTable(secret, agent)
+
+    def place(session_id: str, env: str, kwargs: dict[str, Any], owner: str) -> tuple[Any, str]:
+        """Open a session on the node agent with the most room (custom envs: on this server's sandboxes)."""
+        env_id = catalog.resolve(env, owner)
+        custom = catalog.custom(env_id, owner)
+        for _attempt in range(3):
+            node = None if custom is not None else nodes.pick()
+            if node is None or node.local is not None:  # the embedded agent serves it (SessionRegistry attaches it)
+                return placement.open_session(env_id, kwargs, custom=custom, owner=owner), ""
+            try:
+                return node.admin.open(session_id, env_id, kwargs, owner), node.id
+            except SandboxLost:  # the agent did not answer: out of placement until it registers again
+                nodes.mark_down(node.id)
+        raise SandboxLost("", "no node agent answered; try again")
+
     metrics = Metrics(snapshot)
-    sessions = SessionRegistry(db, open_env, metrics)
+    sessions = SessionRegistry(db, open_env, metrics, place=place, agent=agent)
     sessions.start_reaper(settings.session_idle_ttl_s, interval_s=min(30.0, settings.session_idle_ttl_s / 2))
 
     jobs = JobRunner.from_settings(db, open_env, settings)
-    state = AppState(settings, db, catalog, placement, sessions, jobs, metrics, expiry=expiry)
+    state = AppState(
+        settings,
+        db,
+        catalog,
+        placement,
+        sessions,
+        jobs,
+        metrics,
+        expiry=expiry,
+        tokens=tokens,
+        nodes=nodes,
+        agent=agent,
+    )
     state.metric_history.watch(jobs)
     holder["s"] = state
     jobs.recover()

@@ -30,18 +30,26 @@ bwrap). Unconfined (not root, or no bwrap) there are **no CPU, memory or pids li
 server runs with the manager's rights, so a fork bomb or memory hog affects the host. Use the
 Docker backend for untrusted agent code.
 
+With ``tie_to_parent`` (a node agent's backend, :mod:`rockroll.sandbox.node.host`) a sandbox lives
+only as long as the process that started it, even when that one is SIGKILLed: the child gets
+``PR_SET_PDEATHSIG`` (from one long-lived spawner thread, since the kernel ties that signal to the
+creating *thread*), bwrap gets ``--die-with-parent`` and ``unshare`` has ``--kill-child``.
+
 Processes carry ``--label rockroll.manager=<name> --label rockroll.sandbox=<id>`` on their command
 line, so a restarted manager finds them in ``/proc`` and adopts or stops them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -132,6 +140,8 @@ class ProcessBackend(SandboxBackend):
             :data:`~rockroll.sandbox.confine.SANDBOX_USER`, the default); '': unconfined, as the manager's user.
         agent_uid: the first agent uid of a confined sandbox (its ``exec`` calls; session ``n`` gets
             ``agent_uid + n``): a range no host user has.
+        tie_to_parent: sandboxes die with this process (see the module docstring); off, they outlive
+            it for a restarted manager to adopt.
     """
 
     name = "process"
@@ -143,6 +153,7 @@ class ProcessBackend(SandboxBackend):
         python: str = sys.executable,
         user: str = SANDBOX_USER,
         agent_uid: int = AGENT_UID_BASE,
+        tie_to_parent: bool = False,
     ):
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -152,6 +163,7 @@ class ProcessBackend(SandboxBackend):
         #: ``(uid, gid)`` sandboxes run as (confined), or None: as this process's user
         self.run_as = sandbox_user(user) if self.isolation == "bwrap" else None
         self.agent_uid = agent_uid
+        self.tie_to_parent = tie_to_parent
 
     def _dir(self, manager: str, name: str) -> Path:
         return self.state_dir / manager / name
@@ -211,13 +223,21 @@ class ProcessBackend(SandboxBackend):
         # a minimal environment: the host's variables (tokens, keys...) do not enter the sandbox
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
         env.update({"HOME": f"{inner}/ws", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env), **own_env})
+        if self.tie_to_parent and "bwrap" in argv:
+            argv.insert(argv.index("bwrap") + 1, "--die-with-parent")
         try:
             with open(d / "server.log", "wb") as log:
                 os.fchmod(log.fileno(), 0o600)
-                proc = subprocess.Popen(
-                    argv + server, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True, env=env, cwd=str(d), pass_fds=() if seccomp_fd is None else (seccomp_fd,),
-                )  # fmt: skip
+
+                def spawn() -> subprocess.Popen[bytes]:
+                    return subprocess.Popen(
+                        argv + server, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                        start_new_session=True, env=env, cwd=str(d),
+                        pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+                        preexec_fn=_die_with(os.getpid()) if self.tie_to_parent else None,
+                    )  # fmt: skip
+
+                proc = _SPAWNER.submit(spawn).result() if self.tie_to_parent else spawn()
         except OSError as e:
             raise SandboxStartError(f"cannot start sandbox process: {e}", sandbox_id=sandbox_id) from e
         finally:
@@ -322,6 +342,23 @@ class ProcessBackend(SandboxBackend):
         return handles
 
 
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
+"""Starts tied sandboxes: its one thread lives as long as the process, so PDEATHSIG fires only when the process dies."""
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: SIGKILL this child when ``parent`` dies (and at once if it already did)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def tie() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return tie
+
+
 def _cgroup_left(name: str) -> bool:
     return any(d.exists() for d in cgroup_dirs(name))
 
@@ -343,9 +380,10 @@ class ProcessConfig(BackendConfig):
     python: str = sys.executable
     user: str = SANDBOX_USER
     agent_uid: int = AGENT_UID_BASE
+    tie_to_parent: bool = False
 
     def build(self) -> ProcessBackend:
         return ProcessBackend(
             state_dir=self.state_dir, isolation=self.isolation, python=self.python, user=self.user,
-            agent_uid=self.agent_uid,
+            agent_uid=self.agent_uid, tie_to_parent=self.tie_to_parent,
         )  # fmt: skip

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError
+from rockroll.api.live import LiveSession
 from rockroll.api.responses import (
     Actions,
     BatchResults,
+    DataPlaneToken,
     Ok,
     ResetResult,
     SessionInfo,
@@ -21,6 +23,7 @@ from rockroll.api.responses import (
     StepResult,
 )
 from rockroll.api.schemas import BatchStepRequest, ResetRequest, SessionCreate, StateBody, StepRequest
+from rockroll.api.state import AppState
 
 __all__ = ["router"]
 
@@ -37,16 +40,26 @@ def _step_view(out: tuple) -> dict[str, Any]:
     return {"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
 
 
+def _data_plane(state: AppState, live: LiveSession, request: Request) -> dict[str, Any]:
+    """Where ``live`` is stepped directly (its node agent's endpoint) and a fresh token for it; {} when nowhere."""
+    node = state.nodes.get(live.node) if live.node and state.nodes is not None else None
+    if node is None:
+        return {}
+    endpoint = node.endpoint or str(request.base_url).rstrip("/")
+    token, expires_at = state.tokens.issue(live.id, live.owner, node.id)
+    return {"data_plane": {"endpoint": endpoint, "node": node.id, "token": token, "expires_at": expires_at}}
+
+
 @router.post("", status_code=201, response_model=SessionOpened)
-def create_session(body: SessionCreate, state: StateDep, who: Who) -> dict[str, Any]:
-    """Open an env session; the load balancer places it on the least-loaded pooled sandbox."""
+def create_session(body: SessionCreate, state: StateDep, who: Who, request: Request) -> dict[str, Any]:
+    """Open an env session, placed on a node agent; ``data_plane`` says where to step it directly."""
     live = state.sessions.open(who, body.env, body.kwargs)
     return {
         "id": live.id,
         "sandbox_id": live.sandbox_id,
         "env": live.env_id,
         "system_prompt": live.remote.system_prompt(),
-    }
+    } | _data_plane(state, live, request)
 
 
 @router.get("", response_model=SessionList)
@@ -94,10 +107,22 @@ def step_session(session_id: str, body: StepRequest, state: StateDep, who: Who) 
 
 
 @router.post("/{session_id}/fork", status_code=201, response_model=SessionOpened)
-def fork_session(session_id: str, state: StateDep, who: Who) -> dict[str, Any]:
+def fork_session(session_id: str, state: StateDep, who: Who, request: Request) -> dict[str, Any]:
     """A new session continuing from this one's current state."""
     forked = state.sessions.fork(state.sessions.get(session_id, who))
-    return {"id": forked.id, "sandbox_id": forked.sandbox_id, "env": forked.env_id}
+    return {"id": forked.id, "sandbox_id": forked.sandbox_id, "env": forked.env_id} | _data_plane(
+        state, forked, request
+    )
+
+
+@router.post("/{session_id}/token", response_model=DataPlaneToken)
+def refresh_token(session_id: str, state: StateDep, who: Who, request: Request) -> dict[str, Any]:
+    """A fresh data-plane token for the session (404 when no node agent serves it)."""
+    live = state.sessions.get(session_id, who)
+    out = _data_plane(state, live, request)
+    if not out:
+        raise ApiError(404, "no_data_plane", "this session is stepped through the control plane only")
+    return out
 
 
 @router.get("/{session_id}/actions", response_model=Actions)

@@ -136,6 +136,11 @@ def test_answers_carry_exactly_the_declared_keys(dev_client: TestClient) -> None
     state = check(c.get(f"/v1/sessions/{sid}/state"))
     check(c.put(f"/v1/sessions/{sid}/state", json=state))
     check(c.post(f"/v1/sessions/{sid}/fork"))
+    check(c.post(f"/v1/sessions/{sid}/token"))
+    secret = c.app.state.rr.nodes._secret  # the random cluster secret of a server started without one
+    node = {"endpoint": "http://127.0.0.1:9", "capacity": 4}
+    check(c.put("/v1/nodes/n1", json=node, headers={"Authorization": f"Bearer {secret}"}))
+    check(c.get("/v1/nodes"))
     job = check(c.post("/v1/jobs", json={"kind": "eval", "config": {"env": "FrozenLake-v0", "episodes": 100_000}}))
     check(c.get("/v1/jobs"))
     check(c.get(f"/v1/jobs/{job['id']}"))

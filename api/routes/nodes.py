@@ -1,0 +1,46 @@
+"""Node agents: ``PUT /v1/nodes/{id}`` (an agent registers and heartbeats), ``GET /v1/nodes`` (admins)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Header, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from rockroll.api.deps import StateDep, Who
+from rockroll.api.errors import ApiError
+from rockroll.api.nodes import HEARTBEAT_S, STALE_S
+from rockroll.api.responses import NodeList, NodeRegistered
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/nodes", tags=["nodes"])
+
+
+class NodeRegistration(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str = Field(pattern=r"^https?://[^\s/]+(:\d+)?$", max_length=300, description="Data-plane base URL.")
+    capacity: int = Field(ge=1, le=1_000_000, description="Most sessions the agent takes.")
+    sessions: int = Field(0, ge=0, le=1_000_000, description="Sessions it holds now.")
+
+
+@router.put("/{node_id}", response_model=NodeRegistered)
+def register_node(
+    node_id: str, body: NodeRegistration, request: Request, authorization: str = Header("")
+) -> dict[str, Any]:
+    """A node agent announces itself (and then heartbeats); its bearer token is the cluster secret."""
+    state = request.app.state.rr
+    state.nodes.check_secret(authorization.partition(" ")[2].strip())
+    if not 1 <= len(node_id) <= 64 or not node_id.replace("-", "").replace("_", "").isalnum():
+        raise ApiError(422, "validation_error", "a node id is 1-64 letters, digits, '-' or '_'")
+    entry = state.nodes.register(node_id, body.endpoint, body.capacity, body.sessions)
+    return {"id": entry.id, "heartbeat_s": HEARTBEAT_S, "stale_s": STALE_S}
+
+
+@router.get("", response_model=NodeList)
+def list_nodes(state: StateDep, who: Who) -> dict[str, Any]:
+    """The node agents (admins only): id, endpoint, capacity, sessions, live."""
+    if not who.admin:
+        raise ApiError(403, "forbidden", "only an admin token lists node agents")
+    return {"nodes": state.nodes.views()}

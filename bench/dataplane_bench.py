@@ -1,0 +1,229 @@
+"""Data-plane throughput: sessions stepped directly at a node agent, next to today's proxied control-plane path.
+
+    .venv/bin/python bench/dataplane_bench.py --sessions 16,64 --seconds 5
+
+Starts, on 127.0.0.1 only, a control plane without an embedded node (``rockroll serve
+--no-embedded-node``) with one standalone ``rockroll node`` registered to it, and a default
+``rockroll serve`` (embedded node). Sessions are opened through the control planes; FrozenLake-v0
+4x4, random actions, a reset when an episode ends (resets are not counted). Modes:
+
+* ``direct ws``: one WebSocket per session at the standalone agent (``/v1/node/sessions/{id}/ws``),
+  steps numbered (``seq``), N sessions concurrently from one asyncio client;
+* ``direct batch``: one ``POST /v1/node/step`` steps all N sessions (numbered, token per item);
+* ``embedded ws``: the same data-plane socket, served by the default server's embedded agent;
+* ``proxied ws``: today's ``/v1/sessions/{id}/ws`` through the default server's control plane.
+
+Each line: steps/s, P50 and P99 step latency (for a batch: the batch's), and CPU ms per step of the
+agent, the control plane, the sandboxes and this client (from /proc). A level runs ``--seconds``
+and at most ``--max-steps`` steps; every loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import time
+
+import httpx
+import numpy as np
+
+from rockroll.api.client import Client
+from rockroll.api.serve_proc import NodeProc, ServerProc, create_token, sandbox_pids, scratch_dir
+
+ACTIONS = ["<answer>Left</answer>", "<answer>Right</answer>", "<answer>Up</answer>", "<answer>Down</answer>"]
+ENV, KWARGS = "FrozenLake-v0", {"size": 4}
+Result = tuple[list[float], int, float]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of ``pids`` so far."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:13]) / tick
+    return total
+
+
+def open_sessions(url: str, token: str, n: int) -> list[dict]:
+    with Client(url, token) as c:
+        return [c.create_session(ENV, KWARGS) for _ in range(n)]
+
+
+def close_sessions(url: str, token: str, infos: list[dict]) -> None:
+    with Client(url, token) as c:
+        for s in infos:
+            c.close_session(s["id"])
+
+
+async def run_ws(urls: list[str], headers: list[dict], seconds: float, max_steps: int, numbered: bool) -> Result:
+    """One socket per URL, stepped concurrently until the deadline or ``max_steps`` steps in all."""
+    from websockets.asyncio.client import connect
+
+    lat: list[float] = []
+    count = [0]
+    t_end = time.perf_counter() + seconds
+
+    async def worker(url: str, header: dict, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        seq = 0
+        async with connect(url, additional_headers=header, compression=None) as ws:
+            await ws.send(json.dumps({"op": "reset", "seed": seed}))
+            await ws.recv()
+            while time.perf_counter() < t_end and count[0] < max_steps:
+                seq += 1
+                msg = {"op": "step", "action": ACTIONS[rng.integers(4)]} | ({"seq": seq} if numbered else {})
+                t = time.perf_counter()
+                await ws.send(json.dumps(msg))
+                out = json.loads(await ws.recv())
+                lat.append(time.perf_counter() - t)
+                if "error" in out:
+                    raise RuntimeError(f"step failed: {out}")
+                count[0] += 1
+                if out["terminated"] or out["truncated"]:
+                    await ws.send(json.dumps({"op": "reset", "seed": count[0]}))
+                    await ws.recv()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*[worker(u, h, i) for i, (u, h) in enumerate(zip(urls, headers, strict=True))])
+    return lat, count[0], time.perf_counter() - t0
+
+
+def run_batch(endpoint: str, infos: list[dict], seconds: float, max_steps: int) -> Result:
+    """One request steps every session; ended episodes are reset in the next request."""
+    rng = np.random.default_rng(1)
+    tokens = [s["data_plane"]["token"] for s in infos]
+    seqs = [0] * len(infos)
+    lat: list[float] = []
+    steps = 0
+    with httpx.Client(base_url=endpoint, timeout=60) as http:
+        resets = [{"token": t, "op": "reset", "seed": i} for i, t in enumerate(tokens)]
+        http.post("/v1/node/step", json={"steps": resets}).raise_for_status()
+        ended: set[int] = set()
+        t_end = time.perf_counter() + seconds
+        t0 = time.perf_counter()
+        while time.perf_counter() < t_end and steps < max_steps:
+            items = []
+            for i, t in enumerate(tokens):
+                if i in ended:
+                    items.append({"token": t, "op": "reset", "seed": steps + i})
+                else:
+                    seqs[i] += 1
+                    items.append({"token": t, "seq": seqs[i], "action": ACTIONS[rng.integers(4)]})
+            t = time.perf_counter()
+            results = http.post("/v1/node/step", json={"steps": items}).json()["results"]
+            lat.append(time.perf_counter() - t)
+            stepped = [i for i in range(len(tokens)) if i not in ended]
+            for i in stepped:
+                if "error" in results[i]:
+                    raise RuntimeError(f"batch item failed: {results[i]}")
+            steps += len(stepped)
+            ended = {i for i in stepped if results[i]["terminated"] or results[i]["truncated"]}
+        elapsed = time.perf_counter() - t0
+    return lat, steps, elapsed
+
+
+def ms(samples: list[float], q: float) -> float:
+    return float(np.percentile(samples, q)) * 1000 if samples else float("nan")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sessions", default="16,64", help="Concurrent session counts (comma-separated).")
+    p.add_argument("--seconds", type=float, default=5.0, help="Length of each level.")
+    p.add_argument("--max-steps", type=int, default=2_000_000, help="Most steps of one level.")
+    p.add_argument("--modes", default="direct-ws,direct-batch,embedded-ws,proxied-ws", help="Modes to run.")
+    p.add_argument("--per-sandbox", type=int, default=64, help="Most sessions on one sandbox.")
+    args = p.parse_args()
+    counts = [int(x) for x in args.sessions.split(",")]
+    modes = args.modes.split(",")
+
+    d = scratch_dir("dpbench")
+    secret_file = d / "secret"
+    secret_file.write_text(secrets.token_urlsafe(32))
+    per = ["--max-sessions-per-sandbox", str(args.per_sandbox), "--max-sandboxes", "16"]
+    cluster = ServerProc(d / "cp", extra=["--cluster-secret-file", str(secret_file), "--no-embedded-node"] + per)
+    default = ServerProc(d / "cp2", extra=per)
+    for folder in (d / "cp", d / "cp2"):
+        folder.mkdir()
+    token = create_token(cluster.db_url, "bench")
+    token2 = create_token(default.db_url, "bench")
+    node = NodeProc(d, secret_file, node_id=f"bench{secrets.token_hex(3)}")
+    try:
+        cluster.start()
+        default.start()
+        node.control_plane = cluster.url
+        node.start()
+        with Client(cluster.url, token) as c:  # wait for the agent's first heartbeat
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not _registered(c, node.node_id):
+                time.sleep(0.1)
+
+        def level(mode: str, n: int) -> None:
+            url, tok = (default.url, token2) if mode in ("embedded-ws", "proxied-ws") else (cluster.url, token)
+            infos = open_sessions(url, tok, n)
+            sb = [pid for pid in sandbox_pids(str(d)) if pid not in _pids(cluster, default, node)]
+            agent = [node.proc.pid] if mode.startswith("direct") and node.proc else [default.proc.pid]
+            cp = [cluster.proc.pid] if mode.startswith("direct") else []
+            c0, a0, s0, b0 = cpu_seconds(cp), cpu_seconds(agent), cpu_seconds(sb), time.process_time()
+            try:
+                lat, steps, elapsed = _play(mode, infos, tok, default.url, args.seconds, args.max_steps)
+            finally:
+                close_sessions(url, tok, infos)
+            per_step = lambda v: v / max(1, steps) * 1000  # noqa: E731
+            cpu = (per_step(cpu_seconds(agent) - a0), per_step(cpu_seconds(cp) - c0),
+                   per_step(cpu_seconds(sb) - s0), per_step(time.process_time() - b0))  # fmt: skip
+            print(
+                f"{mode.replace('-', ' ')} {n} sessions: {steps / elapsed:,.0f} steps/s, P50 {ms(lat, 50):.3f} ms, "
+                f"P99 {ms(lat, 99):.3f} ms; CPU ms/step agent {cpu[0]:.3f}, control plane {cpu[1]:.3f}, "
+                f"sandboxes {cpu[2]:.3f}, client {cpu[3]:.3f}",
+                flush=True,
+            )
+
+        for mode in modes:
+            for n in counts:
+                level(mode, n)
+    finally:
+        node.cleanup()
+        cluster.cleanup()
+        default.cleanup()
+
+
+def _registered(c: Client, node_id: str) -> bool:
+    """Whether a session opens on the agent (its heartbeat arrived)."""
+    info = c.create_session(ENV, KWARGS)
+    c.close_session(info["id"])
+    return info.get("data_plane", {}).get("node") == node_id
+
+
+def _pids(*procs: object) -> list[int]:
+    return [p.proc.pid for p in procs if getattr(p, "proc", None) is not None]  # type: ignore[attr-defined]
+
+
+def _play(mode: str, infos: list[dict], token: str, default_url: str, seconds: float, max_steps: int) -> Result:
+    if mode == "direct-batch":
+        return run_batch(infos[0]["data_plane"]["endpoint"], infos, seconds, max_steps)
+    if mode == "proxied-ws":
+        base = "ws" + default_url.removeprefix("http")
+        urls = [f"{base}/v1/sessions/{s['id']}/ws" for s in infos]
+        headers = [{"Authorization": f"Bearer {token}"}] * len(infos)
+        return asyncio.run(run_ws(urls, headers, seconds, max_steps, numbered=False))
+    if mode in ("direct-ws", "embedded-ws"):
+        urls = [_ws(s) for s in infos]
+        headers = [{"Authorization": f"Bearer {s['data_plane']['token']}"} for s in infos]
+        return asyncio.run(run_ws(urls, headers, seconds, max_steps, numbered=True))
+    raise SystemExit(f"unknown mode {mode!r}: direct-ws, direct-batch, embedded-ws or proxied-ws")
+
+
+def _ws(info: dict) -> str:
+    endpoint = info["data_plane"]["endpoint"]
+    return "ws" + endpoint.removeprefix("http") + f"/v1/node/sessions/{info['id']}/ws"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The data plane of a node agent: clients step their sessions here, the control plane is not on the path.
+
+Routes (a Starlette app, served by uvicorn; the same routes in the embedded agent and in ``rockroll node``):
+
+* ``WS /v1/node/sessions/{id}/ws`` with ``Authorization: Bearer <session token>``: one socket per
+  session. Each text message is one call, answered in order:
+  ``{"op": "step", "seq": n, "action": "..."}`` -> ``{"seq", "observation", "reward", "terminated",
+  "truncated", "info"}`` (``"replayed": true`` for a recorded step); ``{"op": "reset", "seed",
+  "options"}``, ``{"op": "state"}``, ``{"op": "actions"}`` as on the control plane's socket. Errors
+  are answered ``{"error": {...}, "status": N}`` and the socket stays open, but a lost sandbox
+  closes it (4410) and so does an expired token (4401 ``token_expired``, checked at every message).
+  A refused handshake is an HTTP answer with the error body (401 bad or expired token, 404 no such
+  session of the token's owner here), or a close with ``4000 + status`` where the server cannot answer so.
+* ``POST /v1/node/step``: ``{"steps": [{"token", "op", "seq", "action", "seed"}, ...]}`` ->
+  ``{"results": [...]}``, one round trip per sandbox (:meth:`NodeAgent.batch`).
+* ``GET /v1/node/health``: the agent's id, endpoint, capacity and session count.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from rockroll.sandbox import errors as sb
+from rockroll.sandbox.node.agent import NodeAgent
+from rockroll.sandbox.node.tokens import TokenExpired
+from rockroll.sandbox.node.wire import WireError, error_answer
+
+__all__ = ["dataplane_routes", "MAX_MESSAGE_CHARS", "MAX_BATCH", "bearer"]
+
+MAX_MESSAGE_CHARS = 200_000
+MAX_BATCH = 4096
+MAX_BATCH_BYTES = 32 * 1024 * 1024
+PREFIX = "/v1/node"
+
+
+def _dumps(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    return Response(_dumps(payload), status_code=status, media_type="application/json")
+
+
+def bearer(header: str) -> str:
+    """The token of an ``Authorization: Bearer ...`` header ('' when absent)."""
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]:
+    """The data plane's routes on the agent ``find(app)`` returns (see the module docstring).
+
+    ``find`` is called per request (an app builds its agent at start-up, after its routes); when it
+    returns None the routes answer 404 ``no_node``.
+    """
+
+    def agent_of(conn: HTTPConnection) -> NodeAgent:
+        agent = find(conn.app)
+        if agent is None:
+            raise WireError(404, "no_node", "this server runs no node agent")
+        return agent
+
+    async def session_socket(websocket: WebSocket) -> None:
+        session_id = websocket.path_params["session_id"]
+        try:
+            agent = agent_of(websocket)
+            entry, claims = agent.authorise(bearer(websocket.headers.get("authorization", "")), session_id)
+        except Exception as e:  # noqa: BLE001 - every refusal is an HTTP answer (or a close code)
+            answer = error_answer(e)
+            if "websocket.http.response" in websocket.scope.get("extensions", {}):
+                await websocket.send_denial_response(json_response({"error": answer["error"]}, answer["status"]))
+            else:
+                await websocket.close(code=4000 + answer["status"], reason=answer["error"]["code"])
+            return
+        await websocket.accept()
+        try:
+            while True:
+                text = await websocket.receive_text()
+                try:
+                    if time.time() > claims.expires_at:
+                        raise TokenExpired("the session token has expired; ask the control plane for a fresh one")
+                    if len(text) > MAX_MESSAGE_CHARS:
+                        raise WireError(413, "too_large", f"a message is limited to {MAX_MESSAGE_CHARS} characters")
+                    try:
+                        msg = json.loads(text)
+                    except ValueError as e:
+                        raise WireError(422, "validation_error", f"not JSON: {e}") from e
+                    answer = await run_in_threadpool(agent.call, entry, msg)
+                except Exception as e:  # noqa: BLE001 - every failure is answered on the socket
+                    await websocket.send_text(_dumps(error_answer(e)))
+                    if isinstance(e, TokenExpired):
+                        await websocket.close(code=4401, reason="token_expired")
+                        return
+                    if isinstance(e, sb.SandboxLost):
+                        await websocket.close(code=4410, reason="sandbox_lost")
+                        return
+                    continue
+                await websocket.send_text(_dumps(answer))
+        except WebSocketDisconnect:
+            return
+
+    async def step_batch(request: Request) -> Response:
+        body = await request.body()
+        try:
+            agent = agent_of(request)
+            if len(body) > MAX_BATCH_BYTES:
+                raise WireError(413, "too_large", f"a batch is limited to {MAX_BATCH_BYTES} bytes")
+            try:
+                payload = json.loads(body)
+            except ValueError as e:
+                raise WireError(422, "validation_error", f"not JSON: {e}") from e
+            steps = payload.get("steps") if isinstance(payload, dict) else None
+            if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_BATCH:
+                raise WireError(422, "validation_error", f"'steps' must be a list of 1 to {MAX_BATCH} items")
+        except WireError as e:
+            answer = error_answer(e)
+            return json_response({"error": answer["error"]}, answer["status"])
+        return json_response({"results": await run_in_threadpool(agent.batch, steps)})
+
+    async def health(request: Request) -> Response:
+        try:
+            return json_response(agent_of(request).info())
+        except WireError as e:
+            answer = error_answer(e)
+            return json_response({"error": answer["error"]}, answer["status"])
+
+    return [
+        WebSocketRoute(f"{PREFIX}/sessions/{{session_id}}/ws", session_socket),
+        Route(f"{PREFIX}/step", step_batch, methods=["POST"]),
+        Route(f"{PREFIX}/health", health, methods=["GET"]),
+    ]

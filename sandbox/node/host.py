@@ -1,0 +1,150 @@
+"""A standalone node agent: its own sandbox manager, the data plane, and admin routes for the control plane.
+
+:class:`NodeHost` owns a :class:`~rockroll.sandbox.manager.SandboxManager` for this machine (warm
+pool, health probes, restarts) and a :class:`~rockroll.sandbox.node.agent.NodeAgent` serving the
+sessions it opens. Each owner's sessions get sandboxes of their own ,
+as on the control plane (pool ``sessions-<hash of owner>``). The admin routes, for the control plane only (the cluster secret as
+bearer token), are:
+
+* ``POST /v1/node/admin/sessions`` ``{"session_id", "env", "kwargs", "owner"}`` -> the session's
+  ``{"session_id", "sandbox_id", "env_id", "system_prompt"}``;
+* ``POST /v1/node/admin/sessions/{id}/call`` ``{"op": step | reset | state | set_state | actions
+  | fork, ...}`` -> the call's answer (a proxied step takes the next sequence number);
+* ``DELETE /v1/node/admin/sessions/{id}``.
+
+Sandboxes live as long as the agent: the process backend is built with ``tie_to_parent``, so a
+killed agent (even SIGKILL) takes its process sandboxes with it (:mod:`rockroll.sandbox.process`).
+
+Threat model: admin routes trust the holder of the cluster secret (the control plane); data-plane
+clients are untrusted and hold session tokens only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.manager import SandboxManager
+from rockroll.sandbox.node.agent import NodeAgent
+from rockroll.sandbox.node.dataplane import bearer, json_response
+from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, error_answer
+
+__all__ = ["NodeHost", "admin_routes", "SESSION_POOL"]
+
+SESSION_POOL = "sessions"
+_ID = re.compile(r"^se-[0-9a-f]{4,64}$")
+
+
+class NodeHost:
+    """This machine's sandboxes and the agent serving their sessions (see the module docstring)."""
+
+    def __init__(self, agent: NodeAgent, manager: SandboxManager, *, max_sessions_per_sandbox: int = 64) -> None:
+        self.agent = agent
+        self.manager = manager
+        self.max_sessions_per_sandbox = max_sessions_per_sandbox
+
+    def open(self, session_id: str, env: str, kwargs: dict[str, Any], owner: str) -> dict[str, Any]:
+        if not _ID.match(session_id):
+            raise WireError(422, "validation_error", "'session_id' must look like se-<hex>")
+        if not isinstance(env, str) or not isinstance(kwargs, dict) or not isinstance(owner, str):
+            raise WireError(422, "validation_error", "'env' and 'owner' are strings, 'kwargs' an object")
+        if session_id in {s for s in self._ids()}:
+            raise WireError(409, "conflict", f"session {session_id!r} is open here already")
+        spec = SandboxSpec(name=owner_pool(owner), max_sessions=self.max_sessions_per_sandbox)
+        remote = self.manager.open_session(env, spec=spec, **kwargs)
+        return self._attach(session_id, owner, remote)
+
+    def _ids(self) -> list[str]:
+        return list(self.agent._sessions)
+
+    def _attach(self, session_id: str, owner: str, remote: Any) -> dict[str, Any]:
+        self.agent.attach(session_id, owner, remote)
+        return {"session_id": session_id, "sandbox_id": remote.sandbox_id, "env_id": remote.env_id,
+                "system_prompt": remote.system_prompt()}  # fmt: skip
+
+    def call(self, session_id: str, msg: Any) -> dict[str, Any]:
+        entry = self.agent.get(session_id)
+        op = msg.get("op") if isinstance(msg, dict) else None
+        if op == "set_state":
+            if not isinstance(msg.get("state"), dict):
+                raise WireError(422, "validation_error", "'state' must be an object")
+            with entry.log.lock:
+                entry.remote.set_state(msg["state"])
+            return {"ok": True}
+        if op == "fork":
+            new_id = str(msg.get("new_session_id", ""))
+            if not _ID.match(new_id):
+                raise WireError(422, "validation_error", "'new_session_id' must look like se-<hex>")
+            with entry.log.lock:
+                forked = entry.remote.fork()
+            return self._attach(new_id, entry.owner, forked)
+        return self.agent.call(entry, msg)
+
+    def close_session(self, session_id: str) -> None:
+        entry = self.agent.detach(session_id)
+        if entry is None:
+            raise NodeSessionNotFound(session_id)
+        entry.remote.close()
+
+    def close(self) -> None:
+        for sid in self._ids():
+            try:
+                self.close_session(sid)
+            except Exception:  # noqa: BLE001 - shutting down
+                pass
+        self.manager.close(stop_sandboxes=True)
+
+
+def owner_pool(owner: str) -> str:
+    """The pool (and spec name) of ``owner``'s sandboxes: no two owners share one."""
+    return f"{SESSION_POOL}-{hashlib.sha256(owner.encode()).hexdigest()[:16]}"
+
+
+def admin_routes(host: NodeHost, secret: str) -> list[BaseRoute]:
+    """The control plane's routes on ``host`` (see the module docstring)."""
+    key = secret.encode()
+
+    async def guarded(request: Request, fn: Any, *args: Any) -> Response:
+        presented = bearer(request.headers.get("authorization", "")).encode()
+        if not presented or not hmac.compare_digest(presented, key):
+            body = {"code": "unauthorized", "message": "admin routes need the cluster secret", "details": {}}
+            return json_response({"error": body}, 401)
+        try:
+            raw = await request.body()
+            msg = json.loads(raw) if raw else {}
+            out = await run_in_threadpool(fn, *args, msg)
+        except Exception as e:  # noqa: BLE001 - answered as a typed error
+            answer = error_answer(e if not isinstance(e, ValueError) or isinstance(e, WireError) else
+                                  WireError(422, "validation_error", str(e)))  # fmt: skip
+            return json_response({"error": answer["error"]}, answer["status"])
+        return Response(status_code=204) if out is None else json_response(out)
+
+    async def open_session(request: Request) -> Response:
+        def run(msg: dict[str, Any]) -> dict[str, Any]:
+            if not isinstance(msg, dict):
+                raise WireError(422, "validation_error", "the body must be an object")
+            return host.open(msg.get("session_id", ""), msg.get("env"), msg.get("kwargs") or {}, msg.get("owner"))
+
+        return await guarded(request, run)
+
+    async def call_session(request: Request) -> Response:
+        return await guarded(request, host.call, request.path_params["session_id"])
+
+    async def close_session(request: Request) -> Response:
+        return await guarded(request, lambda sid, _msg: host.close_session(sid), request.path_params["session_id"])
+
+    prefix = "/v1/node/admin/sessions"
+    return [
+        Route(prefix, open_session, methods=["POST"]),
+        Route(f"{prefix}/{{session_id}}/call", call_session, methods=["POST"]),
+        Route(f"{prefix}/{{session_id}}", close_session, methods=["DELETE"]),
+    ]

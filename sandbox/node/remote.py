@@ -1,0 +1,139 @@
+"""The control plane's side of a standalone node agent: open, call and close sessions on it.
+
+:class:`NodeAdmin` calls the agent's admin routes (``/v1/node/admin/...``, see
+:mod:`rockroll.sandbox.node.host`) with the cluster secret; :class:`NodeSession` is one session on
+that agent with the text-env calls of a :class:`~rockroll.sandbox.session.RemoteSession`, so the
+control plane's session registry and its proxied per-step routes serve it unchanged. Its steps go
+through the agent's step log like the data plane's (numbered next).
+
+Errors come back as the exceptions the control plane already maps: an unreachable agent, or one
+that no longer holds the session, is :class:`~rockroll.sandbox.errors.SandboxLost` (410).
+
+Threat model: the agent is part of the deployment (it holds the secret); its answers are JSON.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import httpx
+
+from rockroll.envhub.errors import UnknownEnvError
+from rockroll.envs.errors import EnvError, ResetNeeded
+from rockroll.sandbox import errors as sb
+
+__all__ = ["NodeAdmin", "NodeSession"]
+
+
+class NodeAdmin:
+    """HTTP calls to one agent's admin routes (thread-safe: httpx's client is)."""
+
+    def __init__(self, endpoint: str, secret: str, *, timeout_s: float = 120.0) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.endpoint + "/v1/node/admin",
+            headers={"Authorization": f"Bearer {secret}"},
+            timeout=timeout_s,
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            resp = self._http.request(method, path, json=body)
+        except httpx.HTTPError as e:
+            raise sb.SandboxLost("", f"node agent {self.endpoint} unreachable: {e}") from e
+        if resp.status_code == 204:
+            return None
+        try:
+            payload = resp.json()
+        except ValueError as e:
+            raise sb.RemoteError(
+                "BadResponse", f"node agent answered HTTP {resp.status_code}: {resp.text[:200]}"
+            ) from e
+        if resp.status_code >= 400 or (isinstance(payload, dict) and "error" in payload):
+            raise _to_exception(payload.get("error") or {}, resp.status_code)
+        return payload
+
+    def open(self, session_id: str, env: str, kwargs: dict[str, Any], owner: str) -> NodeSession:
+        info = self.request(
+            "POST", "/sessions", {"session_id": session_id, "env": env, "kwargs": kwargs, "owner": owner}
+        )
+        return NodeSession(self, info)
+
+
+def _to_exception(err: dict[str, Any], status: int) -> Exception:
+    code, message = str(err.get("code", "")), str(err.get("message", f"HTTP {status}"))
+    details = err.get("details") or {}
+    if code in ("sandbox_lost", "session_not_found"):
+        return sb.SandboxLost(str(details.get("sandbox_id", "")), message)
+    if code == "reset_needed":
+        return ResetNeeded(message)
+    if code == "env_not_found":
+        return UnknownEnvError(str(details.get("env_id", "")), [])
+    if code == "capacity_reached":
+        return sb.CapacityError(
+            int(details.get("active", 0)), int(details.get("limit", 0)), str(details.get("what", ""))
+        )
+    if code == "sandbox_timeout":
+        return sb.SandboxTimeout(message)
+    if status in (400, 409, 422):
+        return EnvError(message)
+    return sb.SandboxError(message)
+
+
+class NodeSession:
+    """One session on a standalone agent (see the module docstring)."""
+
+    def __init__(self, admin: NodeAdmin, info: dict[str, Any]) -> None:
+        self.admin = admin
+        self.control_id: str = info["session_id"]  # the control plane's id is the agent's too
+        self.session_id = self.control_id
+        self.sandbox_id: str = info.get("sandbox_id", "")
+        self.env_id: str = info.get("env_id", "")
+        self._system_prompt: str = info.get("system_prompt", "")
+        self.closed = False
+
+    def _call(self, op: str, **args: Any) -> Any:
+        if self.closed:
+            raise sb.SessionNotFound(self.session_id)
+        return self.admin.request("POST", f"/sessions/{self.session_id}/call", {"op": op, **args})
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        out = self._call("reset", seed=seed, options=options)
+        return out["observation"], out["info"]
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        out = self._call("step", action=action)
+        return out["observation"], out["reward"], out["terminated"], out["truncated"], out["info"]
+
+    def get_state(self) -> dict[str, Any]:
+        return self._call("state")["state"]
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._call("set_state", state=state)
+
+    def action_candidates(self) -> list[str]:
+        return list(self._call("actions")["actions"])
+
+    def system_prompt(self) -> str:
+        return self._system_prompt
+
+    def render(self) -> str:
+        return ""
+
+    def fork(self) -> NodeSession:
+        info = self._call("fork", new_session_id=f"se-{secrets.token_hex(8)}")
+        return NodeSession(self.admin, info)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.admin.request("DELETE", f"/sessions/{self.session_id}")
+        except sb.SandboxError:
+            pass  # the agent is gone, or no longer holds it: nothing left to close

@@ -1,0 +1,140 @@
+"""``rockroll node``: run a standalone node agent on this machine and register it with a control plane.
+
+The agent binds its data plane (and the admin routes the control plane calls) on ``host:port``
+(127.0.0.1 by default), starts its sandbox manager (process sandboxes tied to the agent's life, or
+Docker), and announces ``{endpoint, capacity, sessions}`` to ``PUT <control plane>/v1/nodes/<id>``
+every :data:`HEARTBEAT_S` seconds with the cluster secret. It prints one line
+``rockroll node <id> serving <endpoint>`` once it listens.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+
+import httpx
+from starlette.applications import Starlette
+
+from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.manager import ManagerConfig, SandboxManager
+from rockroll.sandbox.node.agent import NodeAgent
+from rockroll.sandbox.node.dataplane import dataplane_routes
+from rockroll.sandbox.node.host import NodeHost, admin_routes
+from rockroll.sandbox.node.tokens import SessionTokens
+from rockroll.sandbox.process import ProcessConfig
+
+__all__ = ["NodeOptions", "build_node_app", "run_node", "HEARTBEAT_S"]
+
+log = logging.getLogger("rockroll.node")
+
+HEARTBEAT_S = 1.0
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """How to run one agent."""
+
+    node_id: str
+    secret: str
+    control_plane: str = ""  # base URL to register with ('' : none, e.g. a test that calls the admin routes)
+    host: str = "127.0.0.1"
+    port: int = 0
+    backend: str = "process"
+    state_dir: str = ""
+    max_sandboxes: int = 8
+    max_sessions_per_sandbox: int = 64
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        if not self.node_id or len(self.node_id) > 64 or not self.node_id.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"node id must be 1-64 letters, digits, '-' or '_', got {self.node_id!r}")
+        if self.backend not in ("process", "docker"):
+            raise ValueError(f"backend must be process or docker, got {self.backend!r}")
+
+    @property
+    def capacity(self) -> int:
+        return self.max_sandboxes * self.max_sessions_per_sandbox
+
+
+def build_node_app(options: NodeOptions, endpoint: str) -> tuple[Starlette, NodeHost]:
+    """The agent's app (data plane and admin routes) and its host; the host's manager is started."""
+    state_dir = options.state_dir or f"/tmp/rockroll-node-{os.getuid()}-{options.node_id}"
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    backend = ProcessConfig(state_dir=state_dir, tie_to_parent=True) if options.backend == "process" else "docker"
+    config = ManagerConfig(
+        name=f"node-{options.node_id}",
+        backend=backend,
+        db_url=f"sqlite:///{state_dir}/node.db",
+        state_dir=state_dir,
+        max_sandboxes=options.max_sandboxes,
+        default_spec=SandboxSpec(max_sessions=options.max_sessions_per_sandbox),
+        idle_ttl_s=600.0,
+    )
+    agent = NodeAgent(options.node_id, SessionTokens(options.secret), capacity=options.capacity, endpoint=endpoint)
+    host = NodeHost(agent, SandboxManager(config), max_sessions_per_sandbox=options.max_sessions_per_sandbox)
+    app = Starlette(routes=dataplane_routes(lambda _app: agent) + admin_routes(host, options.secret))
+    return app, host
+
+
+class Heartbeat:
+    """Registers the agent with the control plane now and every ``HEARTBEAT_S`` seconds until stopped."""
+
+    def __init__(self, options: NodeOptions, agent: NodeAgent) -> None:
+        self.options, self.agent = options, agent
+        self._stop = threading.Event()
+        self._http = httpx.Client(timeout=5.0, headers={"Authorization": f"Bearer {options.secret}"})
+        self._thread = threading.Thread(target=self._loop, name="node-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def beat(self) -> bool:
+        info = self.agent.info()
+        body = {"endpoint": info["endpoint"], "capacity": info["capacity"], "sessions": info["sessions"]}
+        url = f"{self.options.control_plane.rstrip('/')}/v1/nodes/{self.agent.id}"
+        try:
+            resp = self._http.put(url, json=body)
+        except httpx.HTTPError as e:
+            log.warning("cannot reach the control plane at %s: %s", self.options.control_plane, e)
+            return False
+        if resp.status_code != 200:
+            log.warning("the control plane refused the registration: HTTP %s %s", resp.status_code, resp.text[:200])
+            return False
+        return True
+
+    def _loop(self) -> None:
+        while True:
+            self.beat()
+            if self._stop.wait(HEARTBEAT_S):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._http.close()
+
+
+def run_node(options: NodeOptions) -> None:
+    """Serve until SIGINT/SIGTERM; sessions and sandboxes are closed on the way out."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((options.host, options.port))
+    endpoint = f"http://{options.host}:{sock.getsockname()[1]}"
+    app, host = build_node_app(options, endpoint)
+    beat = Heartbeat(options, host.agent) if options.control_plane else None
+    config = uvicorn.Config(app, log_level=options.log_level, ws_max_size=16 * 1024 * 1024, lifespan="off")
+    server = uvicorn.Server(config)
+    try:
+        if beat is not None:
+            beat.start()
+        print(f"rockroll node {options.node_id} serving {endpoint}", flush=True)
+        server.run(sockets=[sock])
+    finally:
+        if beat is not None:
+            beat.stop()
+        host.close()
+        sock.close()

@@ -1,0 +1,94 @@
+"""Short-lived signed session tokens: the control plane issues them, node agents check them.
+
+A token is a JWT (PyJWT, HS256) over ``{"sub": session id, "own": owner, "node": agent id, "exp"}``,
+signed with the deployment's cluster secret, which the control plane and every agent share. The
+agent needs no database nor a call to the control plane to authorise a step: a valid signature,
+an unexpired ``exp`` and a session that the agent holds for that same owner are enough.
+
+Threat model: clients are untrusted. A token cannot be forged without the secret, cannot be
+stretched (``exp`` is signed) and names one session of one owner on one agent; a stolen token
+plays that one session until it expires. Refusals: a bad signature or a malformed token is
+:class:`TokenInvalid` (401), an expired one :class:`TokenExpired` (401); a valid token for a
+session the agent does not hold, or holds for another owner, is the agent's 404.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import jwt
+
+from rockroll.sandbox.errors import SandboxError
+
+__all__ = ["SessionClaims", "SessionTokens", "TokenExpired", "TokenInvalid", "TokenRejected"]
+
+ALGORITHM = "HS256"
+MIN_SECRET_BYTES = 32
+
+
+class TokenRejected(SandboxError, PermissionError):
+    """A session token that does not authorise the call (the data plane's 401)."""
+
+    code = "invalid_token"
+
+
+class TokenInvalid(TokenRejected):
+    """Not a token signed with this deployment's secret (forged, truncated, another deployment's)."""
+
+
+class TokenExpired(TokenRejected):
+    """A token past its ``exp``: ask the control plane for a fresh one (``POST /v1/sessions/{id}/token``)."""
+
+    code = "token_expired"
+
+
+@dataclass(frozen=True)
+class SessionClaims:
+    """What a valid token says: this owner may play this session on this agent until ``expires_at``."""
+
+    session_id: str
+    owner: str
+    node_id: str
+    expires_at: float
+
+
+class SessionTokens:
+    """Issue and check session tokens with one shared secret (see the module docstring)."""
+
+    def __init__(self, secret: str | bytes, *, ttl_s: float = 900.0, leeway_s: float = 0.0) -> None:
+        key = secret.encode() if isinstance(secret, str) else bytes(secret)
+        if len(key) < MIN_SECRET_BYTES:
+            raise ValueError(f"the cluster secret must be at least {MIN_SECRET_BYTES} bytes, got {len(key)}")
+        if ttl_s <= 0:
+            raise ValueError(f"ttl_s must be positive, got {ttl_s}")
+        self._key = key
+        self.ttl_s = ttl_s
+        self.leeway_s = leeway_s
+
+    def issue(self, session_id: str, owner: str, node_id: str, *, ttl_s: float | None = None) -> tuple[str, float]:
+        """A token for ``owner`` to play ``session_id`` on ``node_id``; returns ``(token, expires_at)``."""
+        expires_at = time.time() + (self.ttl_s if ttl_s is None else ttl_s)
+        payload = {"sub": session_id, "own": owner, "node": node_id, "exp": expires_at}
+        return jwt.encode(payload, self._key, algorithm=ALGORITHM), expires_at
+
+    def verify(self, token: str) -> SessionClaims:
+        """The token's claims; raise :class:`TokenExpired` or :class:`TokenInvalid`."""
+        if not isinstance(token, str) or not token or len(token) > 4096:
+            raise TokenInvalid("no session token (send the one the control plane gave with the session)")
+        try:
+            claims = jwt.decode(
+                token,
+                self._key,
+                algorithms=[ALGORITHM],
+                leeway=self.leeway_s,
+                options={"require": ["exp", "sub", "own", "node"]},
+            )
+        except jwt.ExpiredSignatureError as e:
+            raise TokenExpired("the session token has expired; ask the control plane for a fresh one") from e
+        except jwt.InvalidTokenError as e:
+            raise TokenInvalid(f"the session token is not valid here: {e}") from e
+        fields = (claims["sub"], claims["own"], claims["node"])
+        if not all(isinstance(v, str) for v in fields):
+            raise TokenInvalid("the session token's claims are malformed")
+        return SessionClaims(*fields, expires_at=float(claims["exp"]))

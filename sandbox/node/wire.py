@@ -1,0 +1,80 @@
+"""The data plane's wire format: step answers and typed error answers, as the control plane shapes them.
+
+An answer to a step is ``{"seq", "observation", "reward", "terminated", "truncated", "info"}`` (plus
+``"replayed": true`` when it is the recorded answer of a step already applied); a reset's is
+``{"observation", "info"}``. An error is ``{"error": {"code", "message", "details"}, "status": N}``
+with the HTTP status the control plane's routes give the same error (``api/errors.py``), so a
+client handles both planes alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rockroll.envhub.errors import UnknownEnvError
+from rockroll.envs.errors import EnvError, ResetNeeded
+from rockroll.sandbox import errors as sb
+from rockroll.sandbox.node.sequence import SequenceError
+from rockroll.sandbox.node.tokens import TokenRejected
+
+__all__ = ["NodeSessionNotFound", "WireError", "error_answer", "step_answer"]
+
+
+class NodeSessionNotFound(sb.SandboxError, LookupError):
+    """The agent holds no such session for this token's owner (the data plane's 404)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id!r} on this node")
+        self.session_id = session_id
+
+
+class WireError(sb.SandboxError, ValueError):
+    """A malformed message or request (the data plane's 4xx, ``status`` and ``code`` given)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def step_answer(out: tuple, seq: int) -> dict[str, Any]:
+    obs, reward, terminated, truncated, info = out
+    return {"seq": seq, "observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated,
+            "info": info}  # fmt: skip
+
+
+def _status(e: Exception) -> tuple[int, str, dict[str, Any]]:
+    if isinstance(e, WireError):
+        return e.status, e.code, {}
+    if isinstance(e, TokenRejected):
+        return 401, e.code, {}
+    if isinstance(e, NodeSessionNotFound):
+        return 404, "session_not_found", {"session_id": e.session_id}
+    if isinstance(e, SequenceError):
+        return 409, e.code, {"session_id": e.session_id, "got": e.got, "expected": e.expected}
+    if isinstance(e, sb.SandboxLost):
+        return 410, "sandbox_lost", {"sandbox_id": e.sandbox_id, "reason": e.reason}
+    if isinstance(e, sb.SessionNotFound):
+        return 410, "sandbox_lost", {}
+    if isinstance(e, sb.SandboxTimeout):
+        return 504, "sandbox_timeout", {}
+    if isinstance(e, sb.CapacityError):
+        return 429, "capacity_reached", {"active": e.active, "limit": e.limit, "what": e.what}
+    if isinstance(e, UnknownEnvError):
+        return 404, "env_not_found", {"env_id": e.env_id}
+    if isinstance(e, ResetNeeded):
+        return 409, "reset_needed", {}
+    if isinstance(e, (EnvError, sb.RemoteError)):
+        return 400, "env_error", {}
+    if isinstance(e, sb.SandboxError):
+        return 503, "sandbox_error", {}
+    if isinstance(e, (ValueError, TypeError, KeyError)):
+        return 400, "bad_request", {}
+    return 500, "internal_error", {}
+
+
+def error_answer(e: Exception) -> dict[str, Any]:
+    """``{"error": {"code", "message", "details"}, "status": N}`` for ``e``."""
+    status, code, details = _status(e)
+    message = str(e) if status != 500 else f"{type(e).__name__}: {e}"
+    return {"error": {"code": code, "message": message, "details": details}, "status": status}
