@@ -15,6 +15,7 @@ from rich.table import Table
 
 from rockroll.api.cli_envs import fail
 from rockroll.sandbox.backends import backend_names
+from rockroll.sandbox.node.serve import NodeOptions, run_node
 
 if TYPE_CHECKING:
     import uvicorn
@@ -143,8 +144,6 @@ def node(
 
     Example: rockroll node --control-plane http://127.0.0.1:8080 --cluster-secret-file secret.txt
     """
-    from rockroll.sandbox.node.serve import NodeOptions, run_node
-
     try:
         secret = _read_secret(cluster_secret_file) or os.environ.get("ROCKROLL_CLUSTER_SECRET", "")
         if len(secret.encode()) < 32:
