@@ -243,6 +243,10 @@ class _Routes:
         """A new session continuing from this one."""
         return self._call("POST", f"/v1/sessions/{session_id}/fork")
 
+    def session_token(self, session_id: str) -> dict[str, Any]:
+        """A fresh data-plane token: ``{"data_plane": {"endpoint", "node", "token", "expires_at"}}`` (404 when none)."""
+        return self._call("POST", f"/v1/sessions/{session_id}/token")
+
     def get_state(self, session_id: str) -> dict[str, Any]:
         """The session env's snapshot."""
         return self._call("GET", f"/v1/sessions/{session_id}/state", post=_key("state"))

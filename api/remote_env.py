@@ -1,9 +1,13 @@
 """``RemoteEnv``: the text-env contract over HTTP, a ``gymnasium.Env`` backed by an API session.
 
 ``RemoteEnv(client, "FrozenLake-v0", is_slippery=False)`` opens a session placed by the control
-plane; ``reset``/``step``/``get_state``/``set_state``/``fork``/``close`` map onto the session
-routes. With ``transport="ws"`` the calls of a playing agent (reset, step, state, actions) go over
-one WebSocket to the session instead of one HTTP request each. ``gymnasium.make("rockroll-remote/FrozenLake-v0", client=client)`` works after
+plane. With the default ``transport="auto"`` the calls of a playing agent (reset, step, state,
+actions) go straight to the node agent that serves the session, over one WebSocket with a signed
+session token (:class:`rockroll.sandbox.node.client.DataPlaneSession`; the control plane is off the
+step path), when the control plane offers a ``data_plane`` and the agent answers; otherwise, and
+with ``transport="http"``, each call is one request to the session routes; with ``transport="ws"``
+they go over the control plane's own WebSocket (``/v1/sessions/{id}/ws``). ``set_state``, ``fork``
+and ``close`` always go through the control plane. ``gymnasium.make("rockroll-remote/FrozenLake-v0", client=client)`` works after
 :func:`register_gymnasium` (called on import of this module).
 """
 
@@ -14,9 +18,11 @@ from typing import Any, Protocol
 import gymnasium as gym
 
 import rockroll.envhub as envhub
+from rockroll.api.client_errors import ApiClientError, error_for
 from rockroll.api.client_types import ResetResult, SessionInfo, SessionOpened, StepResult
 from rockroll.api.session_socket import SessionSocket
 from rockroll.envs.core import TextSpace
+from rockroll.sandbox.node.client import DataPlaneError, DataPlaneSession
 
 __all__ = ["RemoteEnv", "SessionClient", "register_gymnasium", "GYM_REMOTE_NAMESPACE"]
 
@@ -42,6 +48,7 @@ class SessionClient(Protocol):
     def set_state(self, session_id: str, state: dict[str, Any]) -> None: ...
     def fork(self, session_id: str) -> SessionOpened: ...
     def close_session(self, session_id: str) -> None: ...
+    def session_token(self, session_id: str) -> dict[str, Any]: ...
 
 
 class RemoteEnv(gym.Env[str, str]):
@@ -50,10 +57,10 @@ class RemoteEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}
 
     def __init__(
-        self, client: SessionClient, env: str, *, session_id: str | None = None, transport: str = "http", **kwargs: Any
+        self, client: SessionClient, env: str, *, session_id: str | None = None, transport: str = "auto", **kwargs: Any
     ) -> None:
-        if transport not in ("http", "ws"):
-            raise ValueError(f"transport must be 'http' or 'ws', got {transport!r}")
+        if transport not in ("auto", "http", "ws"):
+            raise ValueError(f"transport must be 'auto', 'http' or 'ws', got {transport!r}")
         self.client = client
         self.env_name = env
         self.kwargs = kwargs
@@ -67,7 +74,36 @@ class RemoteEnv(gym.Env[str, str]):
         self.observation_space = TextSpace()
         self.action_space = TextSpace()
         self.closed = False
-        self._socket = SessionSocket(client.url, client.token, self.session_id) if transport == "ws" else None
+        self._socket: SessionSocket | DataPlaneSession | None = None
+        if transport == "ws":
+            self._socket = SessionSocket(client.url, client.token, self.session_id)
+        elif transport == "auto":
+            self._socket = self._direct(info)
+        self.transport = "direct" if isinstance(self._socket, DataPlaneSession) else transport
+
+    def _direct(self, info: Any) -> DataPlaneSession | None:
+        """A socket to the session's node agent, or None when the control plane offers none or it cannot be reached."""
+        if "data_plane" not in info:
+            try:
+                info = self.client.session_token(self.session_id)
+            except (ApiClientError, AttributeError):
+                return None
+        dp = info["data_plane"]
+        try:
+            return DataPlaneSession(dp["endpoint"], self.session_id, dp["token"], refresh=self._fresh_token)
+        except DataPlaneError:  # e.g. an in-process test client's endpoint: fall back to the session routes
+            return None
+
+    @staticmethod
+    def _call_direct(fn: Any, arg: Any) -> dict[str, Any]:
+        """``fn(arg)`` on a socket; a data-plane error raised as the SDK's ``ApiClientError`` (same status and code)."""
+        try:
+            return fn(arg)
+        except DataPlaneError as e:
+            raise error_for(e.status, {"error": {"code": e.code, "message": e.message, "details": e.details}}) from e
+
+    def _fresh_token(self) -> str:
+        return self.client.session_token(self.session_id)["data_plane"]["token"]
 
     def __repr__(self) -> str:
         return f"RemoteEnv({self.env_name!r}, session={self.session_id}, sandbox={self.sandbox_id})"
@@ -75,7 +111,7 @@ class RemoteEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode."""
         if self._socket is not None:
-            out = self._socket.call({"op": "reset", "seed": seed, "options": options})
+            out = self._call_direct(self._socket.call, {"op": "reset", "seed": seed, "options": options})
         else:
             out = self.client.reset(self.session_id, seed=seed, options=options)
         return out["observation"], out["info"]
@@ -83,7 +119,9 @@ class RemoteEnv(gym.Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Play the agent's text. Never resent: a connection that drops after sending raises, as the
         server may have played it (the rollout layer then replays the episode on a fresh session)."""
-        if self._socket is not None:
+        if isinstance(self._socket, DataPlaneSession):
+            out = self._call_direct(self._socket.step_raw, action)
+        elif self._socket is not None:
             out = self._socket.call({"op": "step", "action": action})
         else:
             out = self.client.step(self.session_id, action)
@@ -94,12 +132,12 @@ class RemoteEnv(gym.Env[str, str]):
 
     def action_candidates(self) -> list[str]:
         if self._socket is not None:
-            return list(self._socket.call({"op": "actions"})["actions"])
+            return list(self._call_direct(self._socket.call, {"op": "actions"})["actions"])
         return list(self.client.actions(self.session_id))
 
     def get_state(self) -> dict[str, Any]:
         if self._socket is not None:
-            return self._socket.call({"op": "state"})["state"]
+            return self._call_direct(self._socket.call, {"op": "state"})["state"]
         return self.client.get_state(self.session_id)
 
     def set_state(self, state: dict[str, Any]) -> None:

@@ -116,7 +116,7 @@ class NodeAgent:
         return {"observation": obs, "info": info}
 
     def call(self, entry: AgentSession, msg: Any) -> dict[str, Any]:
-        """One data-plane message ``{"op": step | reset | state | actions, ...}``."""
+        """One data-plane message ``{"op": step | reset | state | actions | seq, ...}`` (``seq``: the last step's number)."""
         if not isinstance(msg, dict):
             raise WireError(422, "validation_error", "a message must be a JSON object with an 'op'")
         op = msg.get("op")
@@ -128,7 +128,9 @@ class NodeAgent:
             return {"state": entry.remote.get_state()}
         if op == "actions":
             return {"actions": list(entry.remote.action_candidates())}
-        raise WireError(422, "validation_error", "'op' must be one of step, reset, state, actions")
+        if op == "seq":
+            return {"last_seq": entry.log.last}
+        raise WireError(422, "validation_error", "'op' must be one of step, reset, state, actions, seq")
 
     def batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Steps (or resets) of several sessions, one round trip per sandbox; each item answered or errored.

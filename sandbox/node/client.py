@@ -6,7 +6,7 @@ uses it when the control plane's answer to an open carries a ``data_plane`` (end
     s = DataPlaneSession(opened["data_plane"]["endpoint"], opened["id"], opened["data_plane"]["token"])
     s.reset(seed=0); obs, reward, terminated, truncated, info = s.step("<answer>Right</answer>")
 
-Each step carries the next sequence number. When the socket drops mid-step, the client opens a new
+Each step carries the next sequence number (the first is asked of the agent: ``{"op": "seq"}``). When the socket drops mid-step, the client opens a new
 one and sends the *same* number again: the agent answers the recorded step if it ran, or runs it
 now, so a step is never applied twice (:mod:`rockroll.sandbox.node.sequence`). Resets and reads are
 resent on a new socket too (a reset sent twice leaves the same fresh episode for a seeded reset; an
@@ -63,16 +63,16 @@ class DataPlaneSession:
         *,
         timeout_s: float = 120.0,
         refresh: Callable[[], str] | None = None,
-        first_seq: int = 1,
+        first_seq: int | None = None,
     ) -> None:
         self.url = ws_url(endpoint, session_id)
         self.session_id = session_id
         self.token = token
         self.timeout_s = timeout_s
         self.refresh = refresh  # a fresh token when the agent says the one held expired
-        self.next_seq = first_seq
         self._ws: ClientConnection | None = None
         self._connect()
+        self.next_seq = first_seq if first_seq is not None else int(self.call({"op": "seq"})["last_seq"]) + 1
 
     def _open(self) -> ClientConnection:
         self._connect()
@@ -82,14 +82,15 @@ class DataPlaneSession:
 
     def _connect(self) -> None:
         self.close()
+        opener = connect(
+            self.url,
+            additional_headers={"Authorization": f"Bearer {self.token}"},
+            open_timeout=self.timeout_s,
+            max_size=64 * 1024 * 1024,
+            compression=None,
+        )
         try:
-            self._ws = connect(
-                self.url,
-                additional_headers={"Authorization": f"Bearer {self.token}"},
-                open_timeout=self.timeout_s,
-                max_size=64 * 1024 * 1024,
-                compression=None,
-            )
+            self._ws = opener.__enter__()  # the context-manager form (websockets >= 17); closed in close()
         except InvalidStatus as e:
             try:
                 err = json.loads(e.response.body or b"{}").get("error") or {}

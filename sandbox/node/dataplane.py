@@ -6,7 +6,9 @@ Routes (a Starlette app, served by uvicorn; the same routes in the embedded agen
   session. Each text message is one call, answered in order:
   ``{"op": "step", "seq": n, "action": "..."}`` -> ``{"seq", "observation", "reward", "terminated",
   "truncated", "info"}`` (``"replayed": true`` for a recorded step); ``{"op": "reset", "seed",
-  "options"}``, ``{"op": "state"}``, ``{"op": "actions"}`` as on the control plane's socket. Errors
+  "options"}``, ``{"op": "state"}``, ``{"op": "actions"}`` as on the control plane's socket;
+  ``{"op": "seq"}`` -> ``{"last_seq": n}``, the number of the session's last step (a client that
+  attaches to a session stepped before starts from there). Errors
   are answered ``{"error": {...}, "status": N}`` and the socket stays open, but a lost sandbox
   closes it (4410) and so does an expired token (4401 ``token_expired``, checked at every message).
   A refused handshake is an HTTP answer with the error body (401 bad or expired token, 404 no such

@@ -1,0 +1,79 @@
+"""Fixtures of the cluster tests: real ``rockroll serve`` and ``rockroll node`` processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rockroll.api.serve_proc import NodeProc, ServerProc, create_token, scratch_dir
+
+ENV, KWARGS = "FrozenLake-v0", {"size": 4, "is_slippery": False}
+
+
+@dataclass
+class Deployment:
+    """A control plane (and maybe a standalone agent) with tokens ``alice``, ``bob`` and ``root`` (admin)."""
+
+    server: ServerProc
+    secret: str
+    tokens: dict[str, str]
+    node: NodeProc | None = None
+    data_dir: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+def wait_for_node(url: str, admin_token: str, node_id: str, timeout_s: float = 30.0) -> dict:
+    """The control plane's view of ``node_id`` once it is live (its first heartbeat arrived)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        nodes = httpx.get(f"{url}/v1/nodes", headers={"Authorization": f"Bearer {admin_token}"}).json()["nodes"]
+        found = [n for n in nodes if n["id"] == node_id and n["live"]]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"node {node_id} never registered with {url}")
+
+
+def _deployment(tag: str, *, standalone: bool) -> Iterator[Deployment]:
+    d = scratch_dir(tag)
+    secret = secrets.token_urlsafe(32)
+    secret_file = d / "secret"
+    secret_file.write_text(secret)
+    extra = ["--cluster-secret-file", str(secret_file)] + (["--no-embedded-node"] if standalone else [])
+    server = ServerProc(d, extra=extra)
+    tokens = {name: create_token(server.db_url, name, admin=name == "root") for name in ("alice", "bob", "root")}
+    dep = Deployment(server, secret, tokens, data_dir=d)
+    try:
+        server.start()
+        if standalone:
+            dep.node = NodeProc(d, secret_file, node_id=f"n{secrets.token_hex(4)}", control_plane=server.url)
+            dep.node.start()
+            wait_for_node(server.url, tokens["root"], dep.node.node_id)
+        yield dep
+    finally:
+        if dep.node is not None:
+            dep.node.cleanup()
+        server.cleanup()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Deployment]:
+    """A control plane without an embedded node and one standalone ``rockroll node`` registered to it."""
+    yield from _deployment("cluster", standalone=True)
+
+
+@pytest.fixture(scope="module")
+def embedded() -> Iterator[Deployment]:
+    """A default ``rockroll serve``: one machine, its node agent embedded."""
+    yield from _deployment("embedded", standalone=False)
