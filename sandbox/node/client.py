@@ -82,15 +82,15 @@ class DataPlaneSession:
 
     def _connect(self) -> None:
         self.close()
-        opener = connect(
-            self.url,
-            additional_headers={"Authorization": f"Bearer {self.token}"},
-            open_timeout=self.timeout_s,
-            max_size=64 * 1024 * 1024,
-            compression=None,
-        )
         try:
-            self._ws = opener.__enter__()  # the context-manager form (websockets >= 17); closed in close()
+            opened = connect(
+                self.url,
+                additional_headers={"Authorization": f"Bearer {self.token}"},
+                open_timeout=self.timeout_s,
+                max_size=64 * 1024 * 1024,
+                compression=None,
+            )
+            self._ws = opened.__enter__()  # the context-manager form (websockets >= 17); closed in close()
         except InvalidStatus as e:
             try:
                 err = json.loads(e.response.body or b"{}").get("error") or {}
