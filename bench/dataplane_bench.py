@@ -32,6 +32,7 @@ import numpy as np
 
 from rockroll.api.client import Client
 from rockroll.api.serve_proc import NodeProc, ServerProc, create_token, sandbox_pids, scratch_dir
+from rockroll.api.settings import Settings
 
 ACTIONS = ["<answer>Left</answer>", "<answer>Right</answer>", "<answer>Up</answer>", "<answer>Down</answer>"]
 ENV, KWARGS = "FrozenLake-v0", {"size": 4}
@@ -167,7 +168,12 @@ def main() -> None:
         def level(mode: str, n: int) -> None:
             url, tok = (default.url, token2) if mode in ("embedded-ws", "proxied-ws") else (cluster.url, token)
             infos = open_sessions(url, tok, n)
-            sb = [pid for pid in sandbox_pids(str(d)) if pid not in _pids(cluster, default, node)]
+            manager = (
+                f"node-{node.node_id}"
+                if mode.startswith("direct")
+                else Settings(database_url=default.db_url).manager_name()
+            )
+            sb = sandbox_pids(f"rockroll.manager={manager} ")
             agent = [node.proc.pid] if mode.startswith("direct") and node.proc else [default.proc.pid]
             cp = [cluster.proc.pid] if mode.startswith("direct") else []
             c0, a0, s0, b0 = cpu_seconds(cp), cpu_seconds(agent), cpu_seconds(sb), time.process_time()
@@ -199,10 +205,6 @@ def _registered(c: Client, node_id: str) -> bool:
     info = c.create_session(ENV, KWARGS)
     c.close_session(info["id"])
     return info.get("data_plane", {}).get("node") == node_id
-
-
-def _pids(*procs: object) -> list[int]:
-    return [p.proc.pid for p in procs if getattr(p, "proc", None) is not None]  # type: ignore[attr-defined]
 
 
 def _play(mode: str, infos: list[dict], token: str, default_url: str, seconds: float, max_steps: int) -> Result:

@@ -13,11 +13,13 @@ whoever opened them: the control plane's placement for the embedded agent, the a
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rockroll.sandbox.node.channel import open_channel
 from rockroll.sandbox.node.sequence import StepLog
 from rockroll.sandbox.node.tokens import SessionClaims, SessionTokens, TokenInvalid
 from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, error_answer, step_answer
@@ -38,6 +40,7 @@ class AgentSession:
     log: StepLog
     steps: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    channel: Any = None  # its SessionChannel on the agent's event loop (None: not opened yet; False: none)
 
 
 class NodeAgent:
@@ -66,9 +69,13 @@ class NodeAgent:
         return entry
 
     def detach(self, session_id: str) -> AgentSession | None:
-        """Stop serving a session (its env is the caller's to close)."""
+        """Stop serving a session (its env is the caller's to close; its channel is closed here)."""
         with self._lock:
-            return self._sessions.pop(session_id, None)
+            entry = self._sessions.pop(session_id, None)
+        if entry is not None and entry.channel:
+            channel, entry.channel = entry.channel, False
+            channel.close_soon()
+        return entry
 
     def get(self, session_id: str) -> AgentSession:
         entry = self._sessions.get(session_id)
@@ -106,10 +113,7 @@ class NodeAgent:
         return answer | {"replayed": True} if replayed else answer
 
     def reset(self, entry: AgentSession, seed: Any = None, options: Any = None) -> dict[str, Any]:
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
-            raise WireError(422, "validation_error", "'seed' must be null or an int in [0, 2**32)")
-        if options is not None and not isinstance(options, dict):
-            raise WireError(422, "validation_error", "'options' must be null or an object")
+        _check_reset(seed, options)
         entry.last_used = time.monotonic()
         with entry.log.lock:
             obs, info = entry.remote.reset(seed=seed, options=options)
@@ -131,6 +135,48 @@ class NodeAgent:
         if op == "seq":
             return {"last_seq": entry.log.last}
         raise WireError(422, "validation_error", "'op' must be one of step, reset, state, actions, seq")
+
+    # ------------------------------------------------- the event loop's path
+    async def acall(self, entry: AgentSession, msg: Any) -> dict[str, Any]:
+        """:meth:`call` from the event loop: steps and resets over the session's channel, the rest on a thread."""
+        op = msg.get("op") if isinstance(msg, dict) else None
+        if op in ("step", "reset") and entry.log.lock.acquire(blocking=False):
+            try:
+                channel = await self._channel(entry)
+                if channel is not None:
+                    if op == "step":
+                        return await self._astep(entry, channel, msg.get("action"), msg.get("seq"))
+                    seed, options = msg.get("seed"), msg.get("options")
+                    _check_reset(seed, options)
+                    obs, info = await channel.call("env.reset", seed=seed, options=options)
+                    return {"observation": obs, "info": info}
+            finally:
+                entry.log.lock.release()
+        return await asyncio.get_running_loop().run_in_executor(None, self.call, entry, msg)
+
+    async def _channel(self, entry: AgentSession) -> Any:
+        if entry.channel is None:
+            entry.channel = await open_channel(entry.remote) or False
+        return entry.channel or None
+
+    async def _astep(self, entry: AgentSession, channel: Any, action: Any, seq: Any) -> dict[str, Any]:
+        """A numbered step over ``channel`` (the log's lock is held by the caller)."""
+        _check_action(action)
+        entry.last_used = time.monotonic()
+        n, recorded = entry.log.check(seq)
+        if recorded is not None:
+            if isinstance(recorded, BaseException):
+                raise recorded
+            return recorded | {"replayed": True}
+        try:
+            out = await channel.call("env.step", action=action)
+        except Exception as e:
+            entry.log.record(n, e)
+            raise
+        answer = step_answer(tuple(out), n)
+        entry.log.record(n, answer)
+        entry.steps += 1
+        return answer
 
     def batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Steps (or resets) of several sessions, one round trip per sandbox; each item answered or errored.
@@ -208,6 +254,18 @@ class NodeAgent:
                 results[i] = step_answer(answer, n)
                 entry.log.record(n, results[i])
                 entry.steps += 1
+
+
+def _check_action(action: Any) -> None:
+    if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
+        raise WireError(422, "validation_error", f"'action' must be a string of at most {MAX_ACTION_CHARS} characters")
+
+
+def _check_reset(seed: Any, options: Any) -> None:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
+        raise WireError(422, "validation_error", "'seed' must be null or an int in [0, 2**32)")
+    if options is not None and not isinstance(options, dict):
+        raise WireError(422, "validation_error", "'options' must be null or an object")
 
 
 def _one(remote: Any, op: str, args: dict[str, Any]) -> Any:

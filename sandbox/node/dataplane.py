@@ -96,7 +96,7 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
                         msg = json.loads(text)
                     except ValueError as e:
                         raise WireError(422, "validation_error", f"not JSON: {e}") from e
-                    answer = await run_in_threadpool(agent.call, entry, msg)
+                    answer = await agent.acall(entry, msg)
                 except Exception as e:  # noqa: BLE001 - every failure is answered on the socket
                     await websocket.send_text(_dumps(error_answer(e)))
                     if isinstance(e, TokenExpired):

@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from rockroll.sandbox.server.agents import Agents
+from rockroll.sandbox.server.channel import serve_channel
 from rockroll.sandbox.server.execs import run_command
 from rockroll.sandbox.server.files import Workspace
 from rockroll.sandbox.server.sessions import SessionStore
@@ -230,6 +231,7 @@ def serve(socket_path: str, workspace: str, max_sessions: int = 16) -> None:
     # envs hosted here (e.g. SWE-v0) learn that they already run inside a sandbox
     os.environ["ROCKROLL_IN_SANDBOX"] = "1"
     state = SandboxServer(workspace, max_sessions)
+    serve_channel(socket_path, state)  # the data plane's WebSocket channel, up before the HTTP socket answers
     httpd = make_httpd(socket_path, state)
     try:
         httpd.serve_forever(poll_interval=0.5)
