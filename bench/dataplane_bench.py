@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import secrets
 import time
 
-import httpx
 import numpy as np
 
 from rockroll.api.client import Client
@@ -96,36 +96,46 @@ async def run_ws(urls: list[str], headers: list[dict], seconds: float, max_steps
 
 
 def run_batch(endpoint: str, infos: list[dict], seconds: float, max_steps: int) -> Result:
-    """One request steps every session; ended episodes are reset in the next request."""
+    """One request steps every session; ended episodes are reset in the next request (stdlib HTTP client)."""
     rng = np.random.default_rng(1)
     tokens = [s["data_plane"]["token"] for s in infos]
     seqs = [0] * len(infos)
     lat: list[float] = []
     steps = 0
-    with httpx.Client(base_url=endpoint, timeout=60) as http:
-        resets = [{"token": t, "op": "reset", "seed": i} for i, t in enumerate(tokens)]
-        http.post("/v1/node/step", json={"steps": resets}).raise_for_status()
-        ended: set[int] = set()
-        t_end = time.perf_counter() + seconds
-        t0 = time.perf_counter()
-        while time.perf_counter() < t_end and steps < max_steps:
-            items = []
-            for i, t in enumerate(tokens):
-                if i in ended:
-                    items.append({"token": t, "op": "reset", "seed": steps + i})
-                else:
-                    seqs[i] += 1
-                    items.append({"token": t, "seq": seqs[i], "action": ACTIONS[rng.integers(4)]})
-            t = time.perf_counter()
-            results = http.post("/v1/node/step", json={"steps": items}).json()["results"]
-            lat.append(time.perf_counter() - t)
-            stepped = [i for i in range(len(tokens)) if i not in ended]
-            for i in stepped:
-                if "error" in results[i]:
-                    raise RuntimeError(f"batch item failed: {results[i]}")
-            steps += len(stepped)
-            ended = {i for i in stepped if results[i]["terminated"] or results[i]["truncated"]}
-        elapsed = time.perf_counter() - t0
+    host, port = endpoint.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+
+    def post(items: list[dict]) -> list[dict]:
+        conn.request("POST", "/v1/node/step", json.dumps({"steps": items}), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        if resp.status != 200:
+            raise RuntimeError(f"batch refused: {body}")
+        return body["results"]
+
+    post([{"token": t, "op": "reset", "seed": i} for i, t in enumerate(tokens)])
+    ended: set[int] = set()
+    t_end = time.perf_counter() + seconds
+    t0 = time.perf_counter()
+    while time.perf_counter() < t_end and steps < max_steps:
+        items = []
+        for i, t in enumerate(tokens):
+            if i in ended:
+                items.append({"token": t, "op": "reset", "seed": steps + i})
+            else:
+                seqs[i] += 1
+                items.append({"token": t, "seq": seqs[i], "action": ACTIONS[rng.integers(4)]})
+        t = time.perf_counter()
+        results = post(items)
+        lat.append(time.perf_counter() - t)
+        stepped = [i for i in range(len(tokens)) if i not in ended]
+        for i in stepped:
+            if "error" in results[i]:
+                raise RuntimeError(f"batch item failed: {results[i]}")
+        steps += len(stepped)
+        ended = {i for i in stepped if results[i]["terminated"] or results[i]["truncated"]}
+    elapsed = time.perf_counter() - t0
+    conn.close()
     return lat, steps, elapsed
 
 

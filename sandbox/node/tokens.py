@@ -14,7 +14,9 @@ session the agent does not hold, or holds for another owner, is the agent's 404.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import jwt
@@ -25,6 +27,7 @@ __all__ = ["SessionClaims", "SessionTokens", "TokenExpired", "TokenInvalid", "To
 
 ALGORITHM = "HS256"
 MIN_SECRET_BYTES = 32
+CACHE_SIZE = 8192
 
 
 class TokenRejected(SandboxError, PermissionError):
@@ -65,6 +68,8 @@ class SessionTokens:
         self._key = key
         self.ttl_s = ttl_s
         self.leeway_s = leeway_s
+        self._checked: OrderedDict[str, SessionClaims] = OrderedDict()  # token -> claims, signature verified
+        self._lock = threading.Lock()
 
     def issue(self, session_id: str, owner: str, node_id: str, *, ttl_s: float | None = None) -> tuple[str, float]:
         """A token for ``owner`` to play ``session_id`` on ``node_id``; returns ``(token, expires_at)``."""
@@ -73,9 +78,27 @@ class SessionTokens:
         return jwt.encode(payload, self._key, algorithm=ALGORITHM), expires_at
 
     def verify(self, token: str) -> SessionClaims:
-        """The token's claims; raise :class:`TokenExpired` or :class:`TokenInvalid`."""
+        """The token's claims; raise :class:`TokenExpired` or :class:`TokenInvalid`.
+
+        A token whose signature was verified is remembered (the newest :data:`CACHE_SIZE`), so a
+        batch naming it again costs a dictionary lookup; its expiry is checked at every use.
+        """
         if not isinstance(token, str) or not token or len(token) > 4096:
             raise TokenInvalid("no session token (send the one the control plane gave with the session)")
+        with self._lock:
+            known = self._checked.get(token)
+        if known is not None:
+            if time.time() > known.expires_at + self.leeway_s:
+                raise TokenExpired("the session token has expired; ask the control plane for a fresh one")
+            return known
+        claims = self._decode(token)
+        with self._lock:
+            self._checked[token] = claims
+            while len(self._checked) > CACHE_SIZE:
+                self._checked.popitem(last=False)
+        return claims
+
+    def _decode(self, token: str) -> SessionClaims:
         try:
             claims = jwt.decode(
                 token,
