@@ -63,6 +63,7 @@ def serve(
         None, "--embedded-node/--no-embedded-node", help="Run a node agent inside this server (default: on)."
     ),
     public_url: str = typer.Option(None, help="Base URL clients reach this server at (the embedded node's endpoint)."),
+    session_token_ttl_s: float = typer.Option(None, help="Lifetime of a data-plane session token (default 900 s)."),
 ) -> None:
     """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui.
 
@@ -94,6 +95,7 @@ def serve(
             cluster_secret=_read_secret(cluster_secret_file),
             embedded_node=embedded_node,
             public_url=public_url,
+            session_token_ttl_s=session_token_ttl_s,
         )
         settings.check()
     except ValueError as e:

@@ -194,10 +194,11 @@ def main() -> None:
             per_step = lambda v: v / max(1, steps) * 1000  # noqa: E731
             cpu = (per_step(cpu_seconds(agent) - a0), per_step(cpu_seconds(cp) - c0),
                    per_step(cpu_seconds(sb) - s0), per_step(time.process_time() - b0))  # fmt: skip
+            where = "agent" if mode.startswith("direct") else "server (control plane + embedded agent)"
             print(
                 f"{mode.replace('-', ' ')} {n} sessions: {steps / elapsed:,.0f} steps/s, P50 {ms(lat, 50):.3f} ms, "
-                f"P99 {ms(lat, 99):.3f} ms; CPU ms/step agent {cpu[0]:.3f}, control plane {cpu[1]:.3f}, "
-                f"sandboxes {cpu[2]:.3f}, client {cpu[3]:.3f}",
+                f"P99 {ms(lat, 99):.3f} ms; CPU ms/step {where} {cpu[0]:.3f}, control plane {cpu[1]:.3f}, "
+                f"sandboxes {cpu[2]:.3f}, client {cpu[3]:.3f}; load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
 

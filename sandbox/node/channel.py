@@ -49,8 +49,9 @@ class SessionChannel:
             raise SandboxLost(remote.sandbox_id, "the sandbox was restarted or deleted")
         text = json.dumps({"op": op, "args": {"session_id": remote.session_id, **args}}, separators=(",", ":"))
         try:
-            await self._ws.send(text)
-            answer = json.loads(await asyncio.wait_for(self._ws.recv(), timeout_s))
+            async with asyncio.timeout(timeout_s):  # no task per call, unlike wait_for
+                await self._ws.send(text)
+                answer = json.loads(await self._ws.recv())
         except ConnectionClosed as e:
             remote.sandbox.report_failure()
             raise SandboxLost(remote.sandbox_id, f"the sandbox's channel dropped during {op}") from e
