@@ -111,6 +111,10 @@ def train(
     sys.stdout.flush()
     with TrainProgress(console, cfg.total_steps, start_step=start, enabled=cfg.logging.progress) as prog:
         summary = run_training(cfg, prog.on_step, resume=resume, on_event=prog.on_event)
+    if cfg.rollout.eval_episodes == 0:
+        console.print(f"no held-out evaluation (rollout.eval_episodes=0); run dir {summary['run_dir']}", markup=False)
+        typer.echo(json.dumps({"steps": summary.get("steps")}))
+        return
     before = summary.get("success_before_sft")
     if before is not None:
         console.print(f"success before SFT warm start: {before:.1%}")

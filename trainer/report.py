@@ -41,7 +41,7 @@ REFERENCES: dict[str, Callable[[dict[str, Any], list[int], int], dict[Any, dict[
 def env_references(env_id: str, env_kwargs: dict[str, Any], seeds: list[int], max_turns: int) -> dict | None:
     """Exact references of ``env_id`` on ``seeds`` (None when the env has none)."""
     fn = REFERENCES.get(env_id)
-    if fn is None:
+    if fn is None or not seeds:  # no held-out maps (rollout.eval_episodes=0): nothing to compare
         return None
     limit = envhub.spec(env_id).max_steps
     steps = min(max_turns, limit) if limit else max_turns

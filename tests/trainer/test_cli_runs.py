@@ -217,3 +217,22 @@ def test_help_has_an_example(command: str) -> None:
     res = subprocess.run([ROCKROLL, command, "--help"], capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 0
     assert "Example" in res.stdout and f"rockroll {command} " in res.stdout.split("Example", 1)[1]
+
+
+@pytest.mark.slow
+def test_multiturn_run_without_held_out_evaluation(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``rollout.eval_episodes=0`` (no held-out maps): the run trains and says it did not evaluate,
+    instead of crashing on the references of zero maps or printing a 0% success."""
+    runs = tmp_path / "runs"
+    slippery = str(Path(CONFIG).with_name("frozenlake_slippery.yaml"))
+    res = _train(
+        slippery, f"model.path={tiny_model_dir}", "model.build_tiny=false", f"logging.run_dir={runs}", "name=m",
+        "total_steps=2", "time_budget_s=0", "rollout.group_size=2", "rollout.groups_per_step=2",
+        "rollout.eval_episodes=0", "rollout.eval_every=0", "rollout.select_episodes=0", "sft.steps=2",
+        "sft.num_demos=4", "sft.batch_size=2", "logging.tensorboard=false", "logging.progress=false",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert TRACEBACK not in res.stderr + res.stdout
+    assert "no held-out evaluation" in res.stdout
+    assert "0.0%" not in res.stdout
+    assert _steps(runs / "m")[-1] == 1
