@@ -82,7 +82,7 @@ def live() -> Iterator[tuple[str, DropAfterApply]]:
 
 def test_a_step_whose_connection_drops_is_applied_once(live: tuple[str, DropAfterApply]) -> None:
     url, dropper = live
-    with Client(url, retries=3) as c, c.env("FrozenLake-v0", is_slippery=False) as env:
+    with Client(url, retries=3) as c, c.env("FrozenLake-v0", transport="http", is_slippery=False) as env:
         env.reset(seed=0)
         path = f"/v1/sessions/{env.session_id}/step"
         dropper.arm("POST", path)
