@@ -204,7 +204,11 @@ def main() -> None:
 
         for mode in modes:
             for n in counts:
-                level(mode, n)
+                try:
+                    level(mode, n)
+                except Exception:
+                    print("".join((node.lines if mode.startswith("direct") else default.lines)[-30:]), flush=True)
+                    raise
     finally:
         node.cleanup()
         cluster.cleanup()

@@ -157,6 +157,8 @@ class NodeAgent:
     async def _channel(self, entry: AgentSession) -> Any:
         if entry.channel is None:
             entry.channel = await open_channel(entry.remote) or False
+            if entry.channel:  # the session's HTTP connection idles from now on: free its server thread
+                entry.remote._client.close()  # (it reconnects for the next call that needs it)
         return entry.channel or None
 
     async def _astep(self, entry: AgentSession, channel: Any, action: Any, seq: Any) -> dict[str, Any]:
