@@ -87,7 +87,7 @@ async def open_channel(remote: Any) -> SessionChannel | None:
     try:
         ws = await unix_connect(
             channel_path(client.socket_path), uri="ws://sandbox/", compression=None,
-            max_size=MAX_MESSAGE_BYTES, open_timeout=OPEN_TIMEOUT_S,
+            max_size=MAX_MESSAGE_BYTES, open_timeout=OPEN_TIMEOUT_S, ping_interval=None,
         )  # fmt: skip
     except (OSError, InvalidHandshake, TimeoutError):
         return None

@@ -8,6 +8,11 @@ exactly as the HTTP socket answers (:meth:`SandboxServer.dispatch`). The handsha
 the server's boot id in ``X-Rockroll-Boot``. Measured on 2 cores, a JSON round trip over this
 channel costs about half the CPU of one over stdlib ``http.client``/``http.server``.
 
+Each connection holds two server threads (the library's reader and the handler), which count
+against a confined sandbox's pids limit (``SandboxSpec.pids_limit``, 256 by default): about 120
+sessions of one sandbox can hold a channel at once; past that a new channel is not accepted and the
+agent steps that session over the HTTP socket.
+
 The channel is optional: where ``websockets`` is missing (an image built without it) or the path
 is too long for a unix socket, the server runs without it and clients use the HTTP socket.
 
@@ -66,7 +71,10 @@ def serve_channel(socket_path: str, state: Any) -> Any:
     isolated = state.agents.mode == "uid"
     old = os.umask(0o177 if isolated else 0o111)
     try:
-        server = unix_serve(handler, path, compression=None, max_size=MAX_MESSAGE_BYTES, process_response=add_boot)
+        server = unix_serve(
+            handler, path, compression=None, max_size=MAX_MESSAGE_BYTES, process_response=add_boot,
+            ping_interval=None,  # a local socket: no keepalive pings, and no keepalive thread per connection
+        )  # fmt: skip
     except OSError as e:
         log.warning("the channel cannot listen on %s (%s): the HTTP socket serves every call", path, e)
         return None
