@@ -259,7 +259,7 @@ class SessionRegistry:
     def reap_idle(self, ttl_s: float) -> int:
         """Close sessions unused for ``ttl_s`` seconds; return how many were closed."""
         cutoff = time.monotonic() - ttl_s
-        idle = [live for live in list(self._live.values()) if live.last_used < cutoff]
+        idle = [live for live in list(self._live.values()) if _last_used(live) < cutoff]
         for live in idle:
             try:
                 self.close(live)
@@ -293,6 +293,18 @@ class SessionRegistry:
             except Exception:  # noqa: BLE001 - shutting down
                 pass
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _last_used(live: LiveSession) -> float:
+    """When ``live`` was last used on either plane (steps at a node agent do not pass here)."""
+    if live.entry is not None:  # the embedded agent's record
+        live.last_used = max(live.last_used, live.entry.last_used)
+    elif hasattr(live.remote, "idle_s") and live.last_used < time.monotonic() - 1.0:
+        try:  # a standalone agent's record, asked only of sessions idle here
+            live.last_used = max(live.last_used, time.monotonic() - float(live.remote.idle_s()))
+        except Exception:  # noqa: BLE001 - an agent that does not answer: the session counts as idle
+            pass
+    return live.last_used
 
 
 def new_session_id() -> str:

@@ -9,7 +9,9 @@ bearer token), are:
 * ``POST /v1/node/admin/sessions`` ``{"session_id", "env", "kwargs", "owner"}`` -> the session's
   ``{"session_id", "sandbox_id", "env_id", "system_prompt"}``;
 * ``POST /v1/node/admin/sessions/{id}/call`` ``{"op": step | reset | state | set_state | actions
-  | fork, ...}`` -> the call's answer (a proxied step takes the next sequence number);
+  | fork | idle, ...}`` -> the call's answer (a proxied step takes the next sequence number;
+  ``idle`` answers ``{"idle_s"}``, the seconds since the session was last used, for the control
+  plane's idle reaper);
 * ``DELETE /v1/node/admin/sessions/{id}``.
 
 Sandboxes live as long as the agent: the process backend is built with ``tie_to_parent``, so a
@@ -25,6 +27,7 @@ import hashlib
 import hmac
 import json
 import re
+import time
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -80,6 +83,8 @@ class NodeHost:
             with entry.log.lock:
                 entry.remote.set_state(msg["state"])
             return {"ok": True}
+        if op == "idle":  # the control plane's idle reaper: seconds since the session was last used here
+            return {"idle_s": time.monotonic() - entry.last_used}
         if op == "fork":
             new_id = str(msg.get("new_session_id", ""))
             if not _ID.match(new_id):

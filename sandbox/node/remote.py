@@ -119,6 +119,10 @@ class NodeSession:
     def action_candidates(self) -> list[str]:
         return list(self._call("actions")["actions"])
 
+    def idle_s(self) -> float:
+        """Seconds since the session was last used at the agent (its data-plane steps included)."""
+        return float(self._call("idle")["idle_s"])
+
     def system_prompt(self) -> str:
         return self._system_prompt
 
