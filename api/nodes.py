@@ -96,7 +96,8 @@ class NodeTable:
         """The live agent with the most free capacity; 503 when none has room."""
         now = time.monotonic()
         with self._lock:
-            nodes = [n for n in self._nodes.values() if n.live(now) and n.load() < n.capacity]
+            # the embedded agent is always a candidate: its sandboxes' own limits answer when it is full
+            nodes = [n for n in self._nodes.values() if n.live(now) and (n.local is not None or n.load() < n.capacity)]
             best = max(nodes, key=lambda n: (n.capacity - n.load(), n.local is None), default=None)
             if best is None:
                 raise ApiError(503, "no_node", "no node agent with free capacity is registered; start `rockroll node`")
