@@ -1,0 +1,59 @@
+"""``PUT /v1/nodes/{id}`` and ``GET /v1/nodes``: node agents register with the cluster secret; bad input is 4xx."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from rockroll.api.app import create_app
+from tests.api.conftest import make_settings
+
+SECRET = secrets.token_urlsafe(32)
+NODE = {"endpoint": "http://127.0.0.1:9", "capacity": 8}
+
+
+@pytest.fixture()
+def client(data_dir: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(make_settings(data_dir, dev_mode=True, cluster_secret=SECRET))) as c:
+        yield c
+
+
+def _put(c: TestClient, node_id: str, body: dict, secret: str = SECRET) -> object:
+    return c.put(f"/v1/nodes/{node_id}", json=body, headers={"Authorization": f"Bearer {secret}"})
+
+
+def test_a_node_registers_with_the_secret_and_is_listed(client: TestClient) -> None:
+    r = _put(client, "n-1", NODE)
+    assert r.status_code == 200 and r.json()["id"] == "n-1"
+    nodes = {n["id"]: n for n in client.get("/v1/nodes").json()["nodes"]}
+    assert nodes["n-1"]["live"] and nodes["n-1"]["capacity"] == 8 and not nodes["n-1"]["embedded"]
+    assert nodes["local"]["embedded"]
+
+
+@pytest.mark.parametrize(
+    ("node_id", "body", "secret", "status"),
+    [
+        ("n1", NODE, "wrong-" + SECRET, 401),
+        ("n1", NODE, "", 401),
+        ("bad id!", NODE, SECRET, 422),
+        ("x" * 65, NODE, SECRET, 422),
+        ("n1", {"endpoint": "ftp://x", "capacity": 8}, SECRET, 422),
+        ("n1", {"endpoint": "http://127.0.0.1:9", "capacity": 0}, SECRET, 422),
+        ("n1", NODE | {"extra": 1}, SECRET, 422),
+        ("local", NODE, SECRET, 409),  # the embedded node's id
+    ],
+)
+def test_bad_registrations_are_refused(client: TestClient, node_id: str, body: dict, secret: str, status: int) -> None:
+    r = _put(client, node_id, body, secret)
+    assert r.status_code == status, r.text
+    assert "error" in r.json()
+    assert "n1" not in {n["id"] for n in client.get("/v1/nodes").json()["nodes"]}
+
+
+def test_a_session_token_is_refused_for_a_session_without_a_data_plane(client: TestClient) -> None:
+    r = client.post("/v1/sessions/se-0000/token")
+    assert r.status_code == 404
