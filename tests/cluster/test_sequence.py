@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
 from rockroll.api.client import Client
@@ -61,5 +62,29 @@ def test_a_client_that_reconnects_after_a_drop_never_applies_a_step_twice(cluste
         assert out["seq"] == 1
         assert s.call({"op": "seq"})["last_seq"] == 1  # applied once, whichever way the race went
         assert s.step_raw(RIGHT, seq=1) == out | {"replayed": True}
+        s.close()
+        c.close_session(sid)
+
+
+def test_the_client_resends_a_step_whose_answer_was_lost_and_gets_the_recorded_one(cluster: Deployment) -> None:
+    with Client(cluster.url, cluster.tokens["alice"]) as c:
+        opened = c.create_session(ENV, KWARGS)
+        sid, dp = opened["id"], opened["data_plane"]
+        s = DataPlaneSession(dp["endpoint"], sid, dp["token"])
+        s.reset(seed=3)
+        ws = s._ws
+        assert ws is not None
+        real_recv = ws.recv
+
+        def lose_answer(timeout: float | None = None) -> str:
+            real_recv(timeout=timeout)  # the agent answered (the step ran) ...
+            ws.close()  # ... and the socket dropped before the client read it
+            raise ConnectionClosedError(None, None)
+
+        ws.recv = lose_answer  # type: ignore[method-assign]
+        out = s.step_raw(RIGHT)  # the client reconnects and sends number 1 again
+        assert out["seq"] == 1 and out["replayed"] is True
+        assert s._ws is not ws and s.next_seq == 2
+        assert s.call({"op": "seq"})["last_seq"] == 1  # applied once
         s.close()
         c.close_session(sid)
