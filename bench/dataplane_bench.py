@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from rockroll.api.client import Client
+from rockroll.api.client import ApiClientError, Client
 from rockroll.api.serve_proc import NodeProc, ServerProc, create_token, sandbox_pids, scratch_dir
 from rockroll.api.settings import Settings
 
@@ -217,7 +217,10 @@ def main() -> None:
 
 def _registered(c: Client, node_id: str) -> bool:
     """Whether a session opens on the agent (its heartbeat arrived)."""
-    info = c.create_session(ENV, KWARGS)
+    try:
+        info = c.create_session(ENV, KWARGS)
+    except ApiClientError:  # 503 no_node until its first heartbeat
+        return False
     c.close_session(info["id"])
     return info.get("data_plane", {}).get("node") == node_id
 
