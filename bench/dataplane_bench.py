@@ -26,6 +26,7 @@ import http.client
 import json
 import os
 import secrets
+import shutil
 import time
 
 import numpy as np
@@ -213,6 +214,7 @@ def main() -> None:
         node.cleanup()
         cluster.cleanup()
         default.cleanup()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _registered(c: Client, node_id: str) -> bool:
