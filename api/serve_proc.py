@@ -33,6 +33,18 @@ def create_token(db_url: str, name: str, admin: bool = False) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+def _interrupt(proc: subprocess.Popen[str] | None) -> None:
+    """SIGINT ``proc`` and wait for it; SIGKILL its process group after 30 s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 class ServerProc:
     """One ``rockroll serve`` subprocess on a free port; ``start()``/``stop()`` can be repeated."""
 
@@ -93,15 +105,7 @@ class ServerProc:
 
     def stop(self, *, kill_sandboxes: bool = False) -> None:
         """Stop the server (SIGINT, then SIGKILL); its sandboxes stay up for the next start."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        _interrupt(self.proc)
         self.proc = None
 
     def log(self) -> str:
@@ -159,15 +163,7 @@ class NodeProc:
 
     def stop(self) -> None:
         """SIGINT (the agent closes its sessions and sandboxes), then SIGKILL."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        _interrupt(self.proc)
         self.proc = None
 
     def cleanup(self) -> None:
