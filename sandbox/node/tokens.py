@@ -14,6 +14,7 @@ session the agent does not hold, or holds for another owner, is the agent's 404.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -73,7 +74,9 @@ class SessionTokens:
 
     def issue(self, session_id: str, owner: str, node_id: str, *, ttl_s: float | None = None) -> tuple[str, float]:
         """A token for ``owner`` to play ``session_id`` on ``node_id``; returns ``(token, expires_at)``."""
-        expires_at = time.time() + (self.ttl_s if ttl_s is None else ttl_s)
+        # whole seconds, rounded up: a JWT's exp is read as an integer (PyJWT truncates a fraction,
+        # which would end the token up to a second before the expires_at the client is told)
+        expires_at = float(math.ceil(time.time() + (self.ttl_s if ttl_s is None else ttl_s)))
         payload = {"sub": session_id, "own": owner, "node": node_id, "exp": expires_at}
         return jwt.encode(payload, self._key, algorithm=ALGORITHM), expires_at
 

@@ -74,11 +74,11 @@ def test_a_socket_closes_when_its_token_expires(embedded: Deployment) -> None:
         opened = alice.create_session(ENV, KWARGS)
         sid = opened["id"]
         alice.reset(sid, seed=1)
-        short, _ = SessionTokens(embedded.secret).issue(sid, "alice", "local", ttl_s=1.0)
+        short, expires_at = SessionTokens(embedded.secret).issue(sid, "alice", "local", ttl_s=1.0)
         s = DataPlaneSession(embedded.url, sid, short, first_seq=1)
         s.step_raw(NOOP)
         s.timeout_s = 5
-        time.sleep(1.2)
+        time.sleep(max(0.0, expires_at - time.time()) + 0.2)  # exp is whole seconds: 1-2 s from now
         with pytest.raises(DataPlaneError) as e:
             s.step_raw(NOOP)
         assert (e.value.status, e.value.code) == (401, "token_expired")

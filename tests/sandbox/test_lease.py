@@ -47,9 +47,19 @@ def _leases(url: str) -> list[tuple[str, int]]:
         engine.dispose()
 
 
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal sends it: a runner that started the tests in the background (where SIGINT
+    is ignored, and the ignoring is inherited) must not turn the Ctrl-C case into a hang."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_owner(name: str, url: str, state_dir: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", OWNER, name, url, state_dir], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", OWNER, name, url, state_dir],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()

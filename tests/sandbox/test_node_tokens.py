@@ -5,9 +5,11 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
+import rockroll.sandbox.node.tokens as token_module
 from rockroll.sandbox.node.sequence import REPLAY_WINDOW, SequenceError, StepLog
 from rockroll.sandbox.node.tokens import SessionTokens, TokenExpired, TokenInvalid
 
@@ -40,11 +42,12 @@ def test_expired_forged_and_tampered_tokens_are_refused() -> None:
             tokens.verify(bad)
 
 
-def test_a_remembered_token_still_expires() -> None:
+def test_a_remembered_token_still_expires(monkeypatch: pytest.MonkeyPatch) -> None:
     tokens = SessionTokens(SECRET)
-    token, _ = tokens.issue("se-1", "alice", "n1", ttl_s=0.3)
+    token, expires_at = tokens.issue("se-1", "alice", "n1", ttl_s=5)
+    assert expires_at == int(expires_at)  # a JWT's exp is whole seconds: what the client is told is what holds
     tokens.verify(token)  # verified once: remembered
-    time.sleep(0.4)
+    monkeypatch.setattr(token_module, "time", SimpleNamespace(time=lambda: expires_at + 1))  # past its exp
     with pytest.raises(TokenExpired):
         tokens.verify(token)
 

@@ -30,7 +30,13 @@ def _start(tiny_model_dir: Path, run_dir: Path, name: str, *flags: str) -> subpr
         "rollout.groups_per_step=2", "rollout.eval_episodes=4", "rollout.eval_every=0", "sft.steps=0",
         "total_steps=100000", "checkpoint.every=1",
     ]  # fmt: skip
-    return subprocess.Popen(ROCKROLL + args + list(flags), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        ROCKROLL + args + list(flags),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as test_lease._default_sigint
+    )
 
 
 def _wait_for_sandboxes(proc: subprocess.Popen[str], manager: str, run_dir: Path, name: str) -> list[str]:
