@@ -89,10 +89,13 @@ class SessionRegistry:
         return len(self._live)
 
     # ------------------------------------------------------------ lookup
-    def get(self, session_id: str, who: Principal) -> LiveSession:
-        """The session, or 404 when it does not exist or belongs to someone else; 410 when lost."""
+    def get(self, session_id: str, who: Principal, *, lost_ok: bool = False) -> LiveSession:
+        """The session, or 404 when it does not exist or belongs to someone else; 410 when lost
+        (``lost_ok``: a session whose node agent was lost is returned, e.g. to be closed)."""
         live = self._live.get(session_id)
         if live is not None and who.can_see(live.owner):
+            if not lost_ok and getattr(live.remote, "lost_reason", ""):  # its node agent was declared lost
+                raise _node_lost(live)
             live.last_used = time.monotonic()
             return live
         if live is None:
@@ -367,5 +370,13 @@ def _lost_guard(live: LiveSession) -> Iterator[None]:
     try:
         yield
     except SandboxLost as e:
+        if getattr(live.remote, "lost_reason", ""):
+            raise _node_lost(live) from e
         details = {"sandbox_id": live.sandbox_id, "session_id": live.id}
         raise ApiError(410, "sandbox_lost", str(e), details) from e
+
+
+def _node_lost(live: LiveSession) -> ApiError:
+    """``410 session_lost``: the node agent serving ``live`` died (its reason in the message)."""
+    details = {"session_id": live.id, "node": live.node, "sandbox_id": live.sandbox_id, "reason": "node_lost"}
+    return ApiError(410, "session_lost", f"{live.remote.lost_reason}; open a new session", details)

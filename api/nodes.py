@@ -6,6 +6,12 @@ standalone ``rockroll node`` registers itself with ``PUT /v1/nodes/{id}`` (the c
 its bearer token) and repeats it every ``HEARTBEAT_S`` seconds with its session count. An agent
 not heard from for ``STALE_S`` seconds leaves placement until it registers again.
 
+An agent that died is *lost* (:meth:`NodeTable.lose`, called by :mod:`rockroll.api.node_watch`
+when an agent stops answering, or by :mod:`rockroll.api.ray_nodes` when its Ray node leaves): its
+sessions answer ``410 session_lost`` with the reason from then on, even if it comes back. When it
+registers again it is a new entry, back in placement, and is told to drop any session it still
+holds (``forget_sessions``: the control plane has given them up).
+
 Placement: a session goes to the live agent with the most free capacity (the embedded agent
 counted like the others); custom envs stay on this server's sandboxes, where their files are
 provisioned (:mod:`rockroll.api.placement`). The table is in memory (a later slice keeps it in the
@@ -15,8 +21,10 @@ database for control-plane replicas).
 from __future__ import annotations
 
 import hmac
+import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +33,8 @@ from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.remote import NodeAdmin
 
 __all__ = ["NodeTable", "NodeEntry", "HEARTBEAT_S", "STALE_S"]
+
+log = logging.getLogger("rockroll.api")
 
 HEARTBEAT_S = 1.0
 STALE_S = 5.0
@@ -41,9 +51,10 @@ class NodeEntry:
     last_seen: float = field(default_factory=time.monotonic)
     local: NodeAgent | None = None  # the embedded agent itself
     admin: NodeAdmin | None = None  # how the control plane calls a standalone agent
+    lost: str = ""  # why it was declared lost ('' while it serves)
 
     def live(self, now: float) -> bool:
-        return self.local is not None or now - self.last_seen <= STALE_S
+        return self.local is not None or (not self.lost and now - self.last_seen <= STALE_S)
 
     def load(self) -> int:
         return len(self.local) if self.local is not None else self.sessions
@@ -56,6 +67,7 @@ class NodeEntry:
             "sessions": self.load(),
             "embedded": self.local is not None,
             "live": self.live(now),
+            "lost": self.lost,
             "last_seen_s": 0.0 if self.local is not None else round(now - self.last_seen, 3),
         }
 
@@ -67,6 +79,7 @@ class NodeTable:
         self._secret = secret
         self._nodes: dict[str, NodeEntry] = {}
         self._lock = threading.Lock()
+        self.on_lost: list[Callable[[str, str], None]] = []  # called with (node id, reason) once per loss
         if local is not None:
             self._nodes[local.id] = NodeEntry(local.id, local.endpoint, local.capacity, local=local)
 
@@ -74,20 +87,23 @@ class NodeTable:
         if not presented or not hmac.compare_digest(presented.encode(), self._secret.encode()):
             raise ApiError(401, "unauthorized", "a node agent registers with the deployment's cluster secret")
 
-    def register(self, node_id: str, endpoint: str, capacity: int, sessions: int) -> NodeEntry:
-        """Add or refresh a standalone agent."""
+    def register(self, node_id: str, endpoint: str, capacity: int, sessions: int) -> tuple[NodeEntry, bool]:
+        """Add or refresh a standalone agent; also whether it rejoins after it was lost (it should drop
+        the sessions it holds)."""
         with self._lock:
             entry = self._nodes.get(node_id)
             if entry is not None and entry.local is not None:
                 raise ApiError(409, "conflict", f"node id {node_id!r} is this server's embedded node")
-            if entry is None or entry.endpoint != endpoint:
-                old = entry.admin if entry is not None else None
-                entry = NodeEntry(node_id, endpoint, capacity, admin=NodeAdmin(endpoint, self._secret))
+            rejoined = entry is not None and bool(entry.lost)
+            if entry is None or entry.endpoint != endpoint or entry.lost:
+                if entry is not None and entry.admin is not None:  # its sessions stay lost (410)
+                    entry.admin.lose(entry.lost or f"node {node_id} restarted (now at {endpoint})")
+                    entry.admin.close()
+                admin = NodeAdmin(endpoint, self._secret, node_id=node_id)
+                entry = NodeEntry(node_id, endpoint, capacity, admin=admin)
                 self._nodes[node_id] = entry
-                if old is not None:
-                    old.close()
             entry.capacity, entry.sessions, entry.last_seen = capacity, sessions, time.monotonic()
-            return entry
+            return entry, rejoined
 
     def get(self, node_id: str) -> NodeEntry | None:
         return self._nodes.get(node_id)
@@ -110,6 +126,32 @@ class NodeTable:
         entry = self._nodes.get(node_id)
         if entry is not None and entry.local is None:
             entry.last_seen = float("-inf")
+
+    def lose(self, node_id: str, reason: str, *, endpoint: str | None = None) -> bool:
+        """Declare a standalone agent lost (see the module docstring); False when it is unknown or lost already.
+
+        With ``endpoint``, only the agent registered at that endpoint (not one that has rejoined since).
+        """
+        with self._lock:
+            entry = self._nodes.get(node_id)
+            if entry is None or entry.local is not None or entry.lost:
+                return False
+            if endpoint is not None and entry.endpoint != endpoint:
+                return False
+            entry.lost = reason
+            if entry.admin is not None:
+                entry.admin.lose(reason)
+        log.warning("node agent %s lost: %s", node_id, reason)
+        for callback in list(self.on_lost):
+            try:
+                callback(node_id, reason)
+            except Exception:  # noqa: BLE001 - one listener's failure stops no other
+                log.exception("a node-loss listener failed")
+        return True
+
+    def standalone(self) -> list[NodeEntry]:
+        """The registered standalone agents not declared lost."""
+        return [n for n in list(self._nodes.values()) if n.local is None and not n.lost]
 
     def views(self) -> list[dict[str, Any]]:
         now = time.monotonic()

@@ -149,6 +149,7 @@ class NodeRegistered(TypedDict):
     id: str
     heartbeat_s: Annotated[Number, _d("Send the registration again this often.")]
     stale_s: Annotated[Number, _d("An agent silent this long leaves placement.")]
+    forget_sessions: Annotated[bool, _d("The agent was declared lost: drop the sessions it still holds.")]
 
 
 @_open
@@ -159,6 +160,7 @@ class NodeView(TypedDict):
     sessions: int
     embedded: bool
     live: bool
+    lost: Annotated[str, _d("Why the agent was declared lost ('' while it serves); its sessions answer 410.")]
     last_seen_s: Number
 
 

@@ -20,6 +20,7 @@ from rockroll.api.db import Database
 from rockroll.api.jobs import JobRunner
 from rockroll.api.live import SessionRegistry
 from rockroll.api.metrics import Metrics
+from rockroll.api.node_watch import NodeWatch
 from rockroll.api.nodes import NodeTable
 from rockroll.api.sandbox_ttl import ExpiryReaper
 from rockroll.api.settings import Settings
@@ -94,10 +95,13 @@ class AppState:
     tokens: SessionTokens | None = None  # signs the data plane's session tokens
     nodes: NodeTable | None = None  # the node agents sessions are placed on (rockroll.api.nodes)
     agent: NodeAgent | None = None  # the embedded node agent (Settings.embedded_node)
+    watchers: list[Any] = field(default_factory=list)  # threads with close(): node watch, revocations, Ray
 
     def close(self) -> None:
         """Stop jobs, close sessions, stop the manager (and the sandboxes with ``stop_sandboxes_on_exit``;
         otherwise they stay up for the next server), close the database."""
+        for watcher in self.watchers:
+            watcher.close()
         self.jobs.close()
         self.sessions.close_all()
         if self.expiry is not None:
@@ -184,6 +188,9 @@ def build_state(settings: Settings) -> AppState:
         nodes=nodes,
         agent=agent,
     )
+    watch = NodeWatch(nodes)
+    watch.start()
+    state.watchers.append(watch)
     state.metric_history.watch(jobs)
     holder["s"] = state
     jobs.recover()

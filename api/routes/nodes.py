@@ -34,8 +34,8 @@ def register_node(
     state.nodes.check_secret(authorization.partition(" ")[2].strip())
     if not 1 <= len(node_id) <= 64 or not node_id.replace("-", "").replace("_", "").isalnum():
         raise ApiError(422, "validation_error", "a node id is 1-64 letters, digits, '-' or '_'")
-    entry = state.nodes.register(node_id, body.endpoint, body.capacity, body.sessions)
-    return {"id": entry.id, "heartbeat_s": HEARTBEAT_S, "stale_s": STALE_S}
+    entry, rejoined = state.nodes.register(node_id, body.endpoint, body.capacity, body.sessions)
+    return {"id": entry.id, "heartbeat_s": HEARTBEAT_S, "stale_s": STALE_S, "forget_sessions": rejoined}
 
 
 @router.get("", response_model=NodeList)

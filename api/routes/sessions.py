@@ -146,5 +146,5 @@ def set_session_state(session_id: str, body: StateBody, state: StateDep, who: Wh
 
 @router.delete("/{session_id}", status_code=204)
 def delete_session(session_id: str, state: StateDep, who: Who) -> None:
-    """Close the session and free its slot on the sandbox."""
-    state.sessions.close(state.sessions.get(session_id, who))
+    """Close the session and free its slot on the sandbox (a session lost with its node is forgotten)."""
+    state.sessions.close(state.sessions.get(session_id, who, lost_ok=True))

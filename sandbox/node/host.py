@@ -100,12 +100,18 @@ class NodeHost:
             raise NodeSessionNotFound(session_id)
         entry.remote.close()
 
-    def close(self) -> None:
-        for sid in self._ids():
+    def drop_sessions(self) -> int:
+        """Close every session held here (the control plane gave them up); return how many."""
+        ids = self._ids()
+        for sid in ids:
             try:
                 self.close_session(sid)
-            except Exception:  # noqa: BLE001 - shutting down
+            except Exception:  # noqa: BLE001 - one failed close stops no other
                 pass
+        return len(ids)
+
+    def close(self) -> None:
+        self.drop_sessions()
         self.manager.close(stop_sandboxes=True)
 
 

@@ -7,7 +7,11 @@ control plane's session registry and its proxied per-step routes serve it unchan
 through the agent's step log like the data plane's (numbered next).
 
 Errors come back as the exceptions the control plane already maps: an unreachable agent, or one
-that no longer holds the session, is :class:`~rockroll.sandbox.errors.SandboxLost` (410).
+that no longer holds the session, is :class:`~rockroll.sandbox.errors.SandboxLost` (410). Once the
+control plane has declared the agent lost (:meth:`NodeAdmin.lose`: it died, went silent, or its Ray
+node left), every session opened through that admin is lost for good: its calls raise
+:class:`NodeLost` without a request and :attr:`NodeSession.lost_reason` says why (the control plane
+answers ``410 session_lost``). An agent that comes back registers anew and gets a new admin.
 
 Threat model: the agent is part of the deployment (it holds the secret); its answers are JSON.
 """
@@ -23,14 +27,24 @@ from rockroll.envhub.errors import UnknownEnvError
 from rockroll.envs.errors import EnvError, ResetNeeded
 from rockroll.sandbox import errors as sb
 
-__all__ = ["NodeAdmin", "NodeSession"]
+__all__ = ["NodeAdmin", "NodeSession", "NodeLost"]
+
+
+class NodeLost(sb.SandboxLost):
+    """The node agent holding the session was declared lost; the session's env state went with it."""
+
+    def __init__(self, node_id: str, reason: str) -> None:
+        super().__init__("", reason)
+        self.node_id = node_id
 
 
 class NodeAdmin:
     """HTTP calls to one agent's admin routes (thread-safe: httpx's client is)."""
 
-    def __init__(self, endpoint: str, secret: str, *, timeout_s: float = 120.0) -> None:
+    def __init__(self, endpoint: str, secret: str, *, node_id: str = "", timeout_s: float = 120.0) -> None:
         self.endpoint = endpoint.rstrip("/")
+        self.node_id = node_id
+        self.lost = ""  # why the agent was declared lost ('' while it is not)
         self._http = httpx.Client(
             base_url=self.endpoint + "/v1/node/admin",
             headers={"Authorization": f"Bearer {secret}"},
@@ -41,7 +55,13 @@ class NodeAdmin:
     def close(self) -> None:
         self._http.close()
 
+    def lose(self, reason: str) -> None:
+        """Declare the agent lost: its sessions answer :class:`NodeLost` from now on (see the module docstring)."""
+        self.lost = self.lost or reason
+
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        if self.lost:
+            raise NodeLost(self.node_id, self.lost)
         try:
             resp = self._http.request(method, path, json=body)
         except httpx.HTTPError as e:
@@ -97,6 +117,11 @@ class NodeSession:
         self._system_prompt: str = info.get("system_prompt", "")
         self.closed = False
 
+    @property
+    def lost_reason(self) -> str:
+        """Why the agent holding this session was declared lost ('' while it serves)."""
+        return self.admin.lost
+
     def _call(self, op: str, **args: Any) -> Any:
         if self.closed:
             raise sb.SessionNotFound(self.session_id)
@@ -137,6 +162,8 @@ class NodeSession:
         if self.closed:
             return
         self.closed = True
+        if self.admin.lost:
+            return  # nothing left to close: the agent, and its sandboxes, are gone
         try:
             self.admin.request("DELETE", f"/sessions/{self.session_id}")
         except sb.SandboxError:

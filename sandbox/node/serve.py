@@ -13,7 +13,9 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -80,10 +82,14 @@ def build_node_app(options: NodeOptions, endpoint: str) -> tuple[Starlette, Node
 
 
 class Heartbeat:
-    """Registers the agent with the control plane now and every ``HEARTBEAT_S`` seconds until stopped."""
+    """Registers the agent with the control plane now and every ``HEARTBEAT_S`` seconds until stopped.
 
-    def __init__(self, options: NodeOptions, agent: NodeAgent) -> None:
-        self.options, self.agent = options, agent
+    The answer may say ``forget_sessions`` (the control plane declared this agent lost and gave its
+    sessions up: ``on_forget`` drops them).
+    """
+
+    def __init__(self, options: NodeOptions, agent: NodeAgent, on_forget: Callable[[], Any] | None = None) -> None:
+        self.options, self.agent, self.on_forget = options, agent, on_forget
         self._stop = threading.Event()
         self._http = httpx.Client(timeout=5.0, headers={"Authorization": f"Bearer {options.secret}"})
         self._thread = threading.Thread(target=self._loop, name="node-heartbeat", daemon=True)
@@ -103,6 +109,10 @@ class Heartbeat:
         if resp.status_code != 200:
             log.warning("the control plane refused the registration: HTTP %s %s", resp.status_code, resp.text[:200])
             return False
+        answer = resp.json()
+        if answer.get("forget_sessions") and self.on_forget is not None:
+            log.warning("the control plane had declared this agent lost: dropping its sessions")
+            self.on_forget()
         return True
 
     def _loop(self) -> None:
@@ -125,7 +135,7 @@ def run_node(options: NodeOptions) -> None:
     sock.bind((options.host, options.port))
     endpoint = f"http://{options.host}:{sock.getsockname()[1]}"
     app, host = build_node_app(options, endpoint)
-    beat = Heartbeat(options, host.agent) if options.control_plane else None
+    beat = Heartbeat(options, host.agent, host.drop_sessions) if options.control_plane else None
     config = uvicorn.Config(app, log_level=options.log_level, ws_max_size=16 * 1024 * 1024, lifespan="off")
     server = uvicorn.Server(config)
     try:

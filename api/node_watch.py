@@ -1,0 +1,79 @@
+"""Find node agents that died or went silent, and declare them lost (their sessions answer 410).
+
+:class:`NodeWatch` runs one thread in the control plane. Every :data:`TICK_S` it looks at each
+standalone agent's last heartbeat: an agent silent for more than :data:`SUSPECT_S` (two missed
+beats) is asked ``GET /v1/node/health`` with a :data:`PROBE_TIMEOUT_S` limit. When that fails (the
+port is closed: the agent died; no answer in time: it hangs; another agent's id answers: it was
+replaced) the agent is declared lost (:meth:`rockroll.api.nodes.NodeTable.lose`). A SIGKILLed agent
+is so lost within ``SUSPECT_S + TICK_S + PROBE_TIMEOUT_S`` (under 4 s) of its last heartbeat.
+
+An agent that still answers its probe but whose heartbeats do not arrive (it cannot reach the
+control plane) is not lost: its sessions keep working on the data plane; it only leaves placement
+after ``STALE_S`` (:mod:`rockroll.api.nodes`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import httpx
+
+from rockroll.api.nodes import HEARTBEAT_S, NodeEntry, NodeTable
+
+__all__ = ["NodeWatch", "probe", "SUSPECT_S", "TICK_S", "PROBE_TIMEOUT_S"]
+
+log = logging.getLogger("rockroll.api")
+
+SUSPECT_S = 2 * HEARTBEAT_S
+TICK_S = 0.25
+PROBE_TIMEOUT_S = 1.0
+
+
+def probe(entry: NodeEntry, timeout_s: float = PROBE_TIMEOUT_S) -> str:
+    """'' when the agent of ``entry`` answers its health route as itself, else why not."""
+    try:
+        resp = httpx.get(f"{entry.endpoint}/v1/node/health", timeout=timeout_s)
+        answered = resp.json().get("id") if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError) as e:
+        return f"its health probe failed ({type(e).__name__})"
+    if answered != entry.id:
+        return f"its endpoint answers as {answered!r} now"
+    return ""
+
+
+class NodeWatch:
+    """Declares silent agents lost once they fail a probe (see the module docstring)."""
+
+    def __init__(self, nodes: NodeTable) -> None:
+        self.nodes = nodes
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="node-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def check(self) -> list[str]:
+        """One round: probe the silent agents; return the ids declared lost."""
+        lost = []
+        for entry in self.nodes.standalone():
+            silent = time.monotonic() - entry.last_seen
+            if silent <= SUSPECT_S:
+                continue
+            why = probe(entry)
+            if why and time.monotonic() - entry.last_seen > SUSPECT_S:  # no heartbeat came during the probe
+                reason = f"node {entry.id} stopped answering: no heartbeat for {silent:.1f} s and {why}"
+                if self.nodes.lose(entry.id, reason, endpoint=entry.endpoint):
+                    lost.append(entry.id)
+        return lost
+
+    def _loop(self) -> None:
+        while not self._stop.wait(TICK_S):
+            try:
+                self.check()
+            except Exception:  # noqa: BLE001 - the watch must survive anything
+                log.exception("node watch failed")
+
+    def close(self) -> None:
+        self._stop.set()
