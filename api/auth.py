@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
@@ -22,10 +22,12 @@ TOKEN_PREFIX = "rr_"
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the token owner's name and whether it is an admin."""
+    """Who is calling: the token owner's name, whether it is an admin, and the id of the token presented
+    ('' in dev mode; session tokens for the data plane carry it, so revoking it reaches them)."""
 
     owner: str
     admin: bool = False
+    token_id: str = field(default="", compare=False)
 
     def can_see(self, owner: str) -> bool:
         """Whether this caller may see a resource owned by ``owner``."""
@@ -59,7 +61,7 @@ def lookup_token(db: Database, token: str) -> Principal | None:
         rec = s.scalars(select(TokenRecord).where(TokenRecord.token_hash == hash_token(token))).first()
         if rec is None or rec.revoked:
             return None
-        return Principal(owner=rec.name, admin=rec.admin)
+        return Principal(owner=rec.name, admin=rec.admin, token_id=rec.id)
 
 
 def list_tokens(db: Database) -> list[TokenRecord]:

@@ -80,6 +80,7 @@ class NodeTable:
         self._nodes: dict[str, NodeEntry] = {}
         self._lock = threading.Lock()
         self.on_lost: list[Callable[[str, str], None]] = []  # called with (node id, reason) once per loss
+        self.revoked: list[str] = []  # ids of revoked API tokens, told to agents (rockroll.api.revocations)
         if local is not None:
             self._nodes[local.id] = NodeEntry(local.id, local.endpoint, local.capacity, local=local)
 

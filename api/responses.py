@@ -150,6 +150,7 @@ class NodeRegistered(TypedDict):
     heartbeat_s: Annotated[Number, _d("Send the registration again this often.")]
     stale_s: Annotated[Number, _d("An agent silent this long leaves placement.")]
     forget_sessions: Annotated[bool, _d("The agent was declared lost: drop the sessions it still holds.")]
+    revoked: Annotated[list[str], _d("Ids of revoked API tokens: refuse session tokens asked with them.")]
 
 
 @_open

@@ -22,6 +22,7 @@ from rockroll.api.live import SessionRegistry
 from rockroll.api.metrics import Metrics
 from rockroll.api.node_watch import NodeWatch
 from rockroll.api.nodes import NodeTable
+from rockroll.api.revocations import RevocationWatch
 from rockroll.api.sandbox_ttl import ExpiryReaper
 from rockroll.api.settings import Settings
 from rockroll.sandbox.errors import SandboxLost
@@ -188,9 +189,9 @@ def build_state(settings: Settings) -> AppState:
         nodes=nodes,
         agent=agent,
     )
-    watch = NodeWatch(nodes)
-    watch.start()
-    state.watchers.append(watch)
+    for watcher in (NodeWatch(nodes), RevocationWatch(db, nodes, agent)):
+        watcher.start()
+        state.watchers.append(watcher)
     state.metric_history.watch(jobs)
     holder["s"] = state
     jobs.recover()

@@ -35,7 +35,13 @@ def register_node(
     if not 1 <= len(node_id) <= 64 or not node_id.replace("-", "").replace("_", "").isalnum():
         raise ApiError(422, "validation_error", "a node id is 1-64 letters, digits, '-' or '_'")
     entry, rejoined = state.nodes.register(node_id, body.endpoint, body.capacity, body.sessions)
-    return {"id": entry.id, "heartbeat_s": HEARTBEAT_S, "stale_s": STALE_S, "forget_sessions": rejoined}
+    return {
+        "id": entry.id,
+        "heartbeat_s": HEARTBEAT_S,
+        "stale_s": STALE_S,
+        "forget_sessions": rejoined,
+        "revoked": state.nodes.revoked,
+    }
 
 
 @router.get("", response_model=NodeList)

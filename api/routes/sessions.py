@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from rockroll.api.auth import Principal
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError
 from rockroll.api.live import LiveSession
@@ -40,13 +41,16 @@ def _step_view(out: tuple) -> dict[str, Any]:
     return {"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
 
 
-def _data_plane(state: AppState, live: LiveSession, request: Request) -> dict[str, Any]:
-    """Where ``live`` is stepped directly (its node agent's endpoint) and a fresh token for it; {} when nowhere."""
+def _data_plane(state: AppState, live: LiveSession, request: Request, who: Principal) -> dict[str, Any]:
+    """Where ``live`` is stepped directly (its node agent's endpoint) and a fresh token for it; {} when nowhere.
+
+    The token names the API token ``who`` called with: revoking that one closes the data-plane sockets.
+    """
     node = state.nodes.get(live.node) if live.node and state.nodes is not None else None
     if node is None:
         return {}
     endpoint = node.endpoint or str(request.base_url).rstrip("/")
-    token, expires_at = state.tokens.issue(live.id, live.owner, node.id)
+    token, expires_at = state.tokens.issue(live.id, live.owner, node.id, token_id=who.token_id)
     return {"data_plane": {"endpoint": endpoint, "node": node.id, "token": token, "expires_at": expires_at}}
 
 
@@ -59,7 +63,7 @@ def create_session(body: SessionCreate, state: StateDep, who: Who, request: Requ
         "sandbox_id": live.sandbox_id,
         "env": live.env_id,
         "system_prompt": live.remote.system_prompt(),
-    } | _data_plane(state, live, request)
+    } | _data_plane(state, live, request, who)
 
 
 @router.get("", response_model=SessionList)
@@ -111,7 +115,7 @@ def fork_session(session_id: str, state: StateDep, who: Who, request: Request) -
     """A new session continuing from this one's current state."""
     forked = state.sessions.fork(state.sessions.get(session_id, who))
     return {"id": forked.id, "sandbox_id": forked.sandbox_id, "env": forked.env_id} | _data_plane(
-        state, forked, request
+        state, forked, request, who
     )
 
 
@@ -119,7 +123,7 @@ def fork_session(session_id: str, state: StateDep, who: Who, request: Request) -
 def refresh_token(session_id: str, state: StateDep, who: Who, request: Request) -> dict[str, Any]:
     """A fresh data-plane token for the session (404 when no node agent serves it)."""
     live = state.sessions.get(session_id, who)
-    out = _data_plane(state, live, request)
+    out = _data_plane(state, live, request, who)
     if not out:
         raise ApiError(404, "no_data_plane", "this session is stepped through the control plane only")
     return out

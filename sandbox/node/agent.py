@@ -6,7 +6,9 @@ session goes through that log, whether it comes from a client on the data plane 
 number) or from the control plane's proxied routes (without one), so numbering stays whole.
 
 The agent has an id, an endpoint (the base URL of its data plane) and a capacity (most sessions);
-the control plane keeps a table of agents with these (``api/nodes.py``). Sessions are attached by
+the control plane keeps a table of agents with these (``api/nodes.py``). It also holds the ids
+of revoked API tokens (:meth:`NodeAgent.revoke`, told by the control plane): a session token asked
+with one of them is refused, and the data-plane sockets opened with one are closed at once. Sessions are attached by
 whoever opened them: the control plane's placement for the embedded agent, the agent's own
 :class:`~rockroll.sandbox.node.host.NodeHost` for a standalone ``rockroll node``.
 """
@@ -16,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rockroll.sandbox.node.channel import open_channel
 from rockroll.sandbox.node.sequence import StepLog
-from rockroll.sandbox.node.tokens import SessionClaims, SessionTokens, TokenInvalid
+from rockroll.sandbox.node.tokens import SessionClaims, SessionTokens, TokenInvalid, TokenRevoked
 from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, error_answer, step_answer
 from rockroll.sandbox.session import RemoteSession, run_batch
 
@@ -53,6 +56,8 @@ class NodeAgent:
         self.endpoint = endpoint
         self._sessions: dict[str, AgentSession] = {}
         self._lock = threading.Lock()
+        self.revoked: frozenset[str] = frozenset()  # ids of revoked API tokens
+        self._sockets: dict[str, dict[int, Callable[[], None]]] = {}  # API token id -> open sockets' closers
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -83,9 +88,50 @@ class NodeAgent:
             raise NodeSessionNotFound(session_id)
         return entry
 
+    # ------------------------------------------------------- revocation
+    def revoke(self, token_ids: Iterable[str]) -> int:
+        """Refuse session tokens asked with these API tokens from now on and close their open sockets
+        (each closer is called once); return how many sockets were closed."""
+        new = frozenset(token_ids) - self.revoked
+        if not new:
+            return 0
+        with self._lock:
+            self.revoked = self.revoked | new
+            closers = [c for tid in new for c in self._sockets.pop(tid, {}).values()]
+        for close in closers:
+            close()
+        return len(closers)
+
+    def watch_socket(self, claims: SessionClaims, close: Callable[[], None]) -> Callable[[], None]:
+        """Call ``close`` when the API token behind ``claims`` is revoked; returns the un-watch function."""
+        if not claims.token_id:
+            return lambda: None
+        key = id(close)
+        with self._lock:  # revoke() swaps the set and takes the closers under this lock: no revocation slips by
+            revoked = claims.token_id in self.revoked
+            if not revoked:
+                self._sockets.setdefault(claims.token_id, {})[key] = close
+        if revoked:
+            close()
+            return lambda: None
+
+        def unwatch() -> None:
+            with self._lock:
+                self._sockets.get(claims.token_id, {}).pop(key, None)
+                if not self._sockets.get(claims.token_id, True):
+                    del self._sockets[claims.token_id]
+
+        return unwatch
+
+    def revoke_check(self, claims: SessionClaims) -> None:
+        """Raise :class:`TokenRevoked` when the API token behind ``claims`` was revoked."""
+        if claims.token_id and claims.token_id in self.revoked:
+            raise TokenRevoked("the API token this session token was asked with has been revoked")
+
     def authorise(self, token: str, session_id: str | None = None) -> tuple[AgentSession, SessionClaims]:
-        """The session ``token`` opens and its claims (401: a bad token; 404: no session of its owner here)."""
+        """The session ``token`` opens and its claims (401: a bad or revoked token; 404: no session of its owner here)."""
         claims = self.tokens.verify(token)
+        self.revoke_check(claims)
         if claims.node_id != self.id:
             raise TokenInvalid(f"the session token is for node {claims.node_id!r}, not this one ({self.id!r})")
         if session_id is not None and claims.session_id != session_id:

@@ -13,6 +13,8 @@ Routes (a Starlette app, served by uvicorn; the same routes in the embedded agen
   closes it (4410) and so does an expired token (4401 ``token_expired``, checked at every message).
   A refused handshake is an HTTP answer with the error body (401 bad or expired token, 404 no such
   session of the token's owner here), or a close with ``4000 + status`` where the server cannot answer so.
+  When the API token the session token was asked with is revoked (the control plane tells the agent),
+  the socket is answered ``token_revoked`` and closed (4401) at once, even while it waits for a message.
 * ``POST /v1/node/step``: ``{"steps": [{"token", "op", "seq", "action", "seed"}, ...]}`` ->
   ``{"results": [...]}``, one round trip per sandbox (:meth:`NodeAgent.batch`).
 * ``GET /v1/node/health``: the agent's id, endpoint, capacity and session count.
@@ -20,6 +22,7 @@ Routes (a Starlette app, served by uvicorn; the same routes in the embedded agen
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -33,7 +36,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from rockroll.sandbox import errors as sb
 from rockroll.sandbox.node.agent import NodeAgent
-from rockroll.sandbox.node.tokens import TokenExpired
+from rockroll.sandbox.node.tokens import TokenExpired, TokenRejected, TokenRevoked
 from rockroll.sandbox.node.wire import WireError, error_answer
 
 __all__ = ["dataplane_routes", "MAX_MESSAGE_CHARS", "MAX_BATCH", "bearer"]
@@ -84,12 +87,37 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
                 await websocket.close(code=4000 + answer["status"], reason=answer["error"]["code"])
             return
         await websocket.accept()
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        flags = {"receiving": False, "revoked": False}
+
+        def revoked_on_loop() -> None:  # interrupts a wait for the next message, never a call under way
+            flags["revoked"] = True
+            if flags["receiving"] and task is not None:
+                task.cancel()
+
+        def revoked() -> None:  # called from any thread by NodeAgent.revoke
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(revoked_on_loop)
+
+        unwatch = agent.watch_socket(claims, revoked)
         try:
             while True:
-                text = await websocket.receive_text()
+                if flags["revoked"]:
+                    return await _refuse(websocket, TokenRevoked("the API token behind this session was revoked"))
+                flags["receiving"] = True
+                try:
+                    text = await websocket.receive_text()
+                except asyncio.CancelledError:
+                    if not flags["revoked"] or task is None:
+                        raise
+                    task.uncancel()
+                    continue
+                finally:
+                    flags["receiving"] = False
                 try:
                     if time.time() > claims.expires_at:
                         raise TokenExpired("the session token has expired; ask the control plane for a fresh one")
+                    agent.revoke_check(claims)
                     if len(text) > MAX_MESSAGE_CHARS:
                         raise WireError(413, "too_large", f"a message is limited to {MAX_MESSAGE_CHARS} characters")
                     try:
@@ -98,10 +126,9 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
                         raise WireError(422, "validation_error", f"not JSON: {e}") from e
                     answer = await agent.acall(entry, msg)
                 except Exception as e:  # noqa: BLE001 - every failure is answered on the socket
+                    if isinstance(e, TokenRejected):
+                        return await _refuse(websocket, e)
                     await websocket.send_text(_dumps(error_answer(e)))
-                    if isinstance(e, TokenExpired):
-                        await websocket.close(code=4401, reason="token_expired")
-                        return
                     if isinstance(e, sb.SandboxLost):
                         await websocket.close(code=4410, reason="sandbox_lost")
                         return
@@ -109,6 +136,13 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
                 await websocket.send_text(_dumps(answer))
         except WebSocketDisconnect:
             return
+        finally:
+            unwatch()
+
+    async def _refuse(websocket: WebSocket, e: TokenRejected) -> None:
+        """Answer the refusal and close with 4401 and its code (token_expired, token_revoked)."""
+        await websocket.send_text(_dumps(error_answer(e)))
+        await websocket.close(code=4401, reason=e.code)
 
     async def step_batch(request: Request) -> Response:
         body = await request.body()

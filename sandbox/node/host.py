@@ -12,7 +12,9 @@ bearer token), are:
   | fork | idle, ...}`` -> the call's answer (a proxied step takes the next sequence number;
   ``idle`` answers ``{"idle_s"}``, the seconds since the session was last used, for the control
   plane's idle reaper);
-* ``DELETE /v1/node/admin/sessions/{id}``.
+* ``DELETE /v1/node/admin/sessions/{id}``;
+* ``POST /v1/node/admin/revoked`` ``{"token_ids": [...]}``: revoked API tokens (their sessions'
+  sockets are closed, their session tokens refused) -> ``{"closed": n}``.
 
 Sandboxes live as long as the agent: the process backend is built with ``tie_to_parent``, so a
 killed agent (even SIGKILL) takes its process sandboxes with it (:mod:`rockroll.sandbox.process`).
@@ -153,8 +155,18 @@ def admin_routes(host: NodeHost, secret: str) -> list[BaseRoute]:
     async def close_session(request: Request) -> Response:
         return await guarded(request, lambda sid, _msg: host.close_session(sid), request.path_params["session_id"])
 
+    async def revoked(request: Request) -> Response:
+        def run(msg: Any) -> dict[str, Any]:
+            ids = msg.get("token_ids") if isinstance(msg, dict) else None
+            if not isinstance(ids, list) or len(ids) > 100_000 or not all(isinstance(i, str) for i in ids):
+                raise WireError(422, "validation_error", "'token_ids' must be a list of strings")
+            return {"closed": host.agent.revoke(ids)}
+
+        return await guarded(request, run)
+
     prefix = "/v1/node/admin/sessions"
     return [
+        Route("/v1/node/admin/revoked", revoked, methods=["POST"]),
         Route(prefix, open_session, methods=["POST"]),
         Route(f"{prefix}/{{session_id}}/call", call_session, methods=["POST"]),
         Route(f"{prefix}/{{session_id}}", close_session, methods=["DELETE"]),

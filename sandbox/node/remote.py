@@ -59,11 +59,14 @@ class NodeAdmin:
         """Declare the agent lost: its sessions answer :class:`NodeLost` from now on (see the module docstring)."""
         self.lost = self.lost or reason
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def request(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, timeout_s: float | None = None
+    ) -> Any:
         if self.lost:
             raise NodeLost(self.node_id, self.lost)
         try:
-            resp = self._http.request(method, path, json=body)
+            extra = {} if timeout_s is None else {"timeout": timeout_s}
+            resp = self._http.request(method, path, json=body, **extra)
         except httpx.HTTPError as e:
             raise sb.SandboxLost("", f"node agent {self.endpoint} unreachable: {e}") from e
         if resp.status_code == 204:

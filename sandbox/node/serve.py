@@ -85,7 +85,8 @@ class Heartbeat:
     """Registers the agent with the control plane now and every ``HEARTBEAT_S`` seconds until stopped.
 
     The answer may say ``forget_sessions`` (the control plane declared this agent lost and gave its
-    sessions up: ``on_forget`` drops them).
+    sessions up: ``on_forget`` drops them), and lists the ``revoked`` API token ids (the control plane
+    also pushes new ones at once; this catches up an agent that missed a push).
     """
 
     def __init__(self, options: NodeOptions, agent: NodeAgent, on_forget: Callable[[], Any] | None = None) -> None:
@@ -110,6 +111,7 @@ class Heartbeat:
             log.warning("the control plane refused the registration: HTTP %s %s", resp.status_code, resp.text[:200])
             return False
         answer = resp.json()
+        self.agent.revoke(answer.get("revoked") or ())
         if answer.get("forget_sessions") and self.on_forget is not None:
             log.warning("the control plane had declared this agent lost: dropping its sessions")
             self.on_forget()

@@ -1,13 +1,14 @@
 """Short-lived signed session tokens: the control plane issues them, node agents check them.
 
-A token is a JWT (PyJWT, HS256) over ``{"sub": session id, "own": owner, "node": agent id, "exp"}``,
-signed with the deployment's cluster secret, which the control plane and every agent share. The
+A token is a JWT (PyJWT, HS256) over ``{"sub": session id, "own": owner, "node": agent id, "exp"}``
+(and ``"tid"``: the id of the API token that asked for it, when one did), signed with the deployment's cluster secret, which the control plane and every agent share. The
 agent needs no database nor a call to the control plane to authorise a step: a valid signature,
 an unexpired ``exp`` and a session that the agent holds for that same owner are enough.
 
 Threat model: clients are untrusted. A token cannot be forged without the secret, cannot be
 stretched (``exp`` is signed) and names one session of one owner on one agent; a stolen token
-plays that one session until it expires. Refusals: a bad signature or a malformed token is
+plays that one session until it expires, or until the API token it was asked with is revoked
+(agents hold the revoked ids: :class:`TokenRevoked`). Refusals: a bad signature or a malformed token is
 :class:`TokenInvalid` (401), an expired one :class:`TokenExpired` (401); a valid token for a
 session the agent does not hold, or holds for another owner, is the agent's 404.
 """
@@ -24,7 +25,7 @@ import jwt
 
 from rockroll.sandbox.errors import SandboxError
 
-__all__ = ["SessionClaims", "SessionTokens", "TokenExpired", "TokenInvalid", "TokenRejected"]
+__all__ = ["SessionClaims", "SessionTokens", "TokenExpired", "TokenInvalid", "TokenRejected", "TokenRevoked"]
 
 ALGORITHM = "HS256"
 MIN_SECRET_BYTES = 32
@@ -47,6 +48,12 @@ class TokenExpired(TokenRejected):
     code = "token_expired"
 
 
+class TokenRevoked(TokenRejected):
+    """The API token this session token was asked with has been revoked."""
+
+    code = "token_revoked"
+
+
 @dataclass(frozen=True)
 class SessionClaims:
     """What a valid token says: this owner may play this session on this agent until ``expires_at``."""
@@ -55,6 +62,7 @@ class SessionClaims:
     owner: str
     node_id: str
     expires_at: float
+    token_id: str = ""  # the API token that asked for it ('' : none, e.g. dev mode)
 
 
 class SessionTokens:
@@ -72,12 +80,17 @@ class SessionTokens:
         self._checked: OrderedDict[str, SessionClaims] = OrderedDict()  # token -> claims, signature verified
         self._lock = threading.Lock()
 
-    def issue(self, session_id: str, owner: str, node_id: str, *, ttl_s: float | None = None) -> tuple[str, float]:
-        """A token for ``owner`` to play ``session_id`` on ``node_id``; returns ``(token, expires_at)``."""
+    def issue(
+        self, session_id: str, owner: str, node_id: str, *, ttl_s: float | None = None, token_id: str = ""
+    ) -> tuple[str, float]:
+        """A token for ``owner`` to play ``session_id`` on ``node_id`` (asked with API token ``token_id``);
+        returns ``(token, expires_at)``."""
         # whole seconds, rounded up: a JWT's exp is read as an integer (PyJWT truncates a fraction,
         # which would end the token up to a second before the expires_at the client is told)
         expires_at = float(math.ceil(time.time() + (self.ttl_s if ttl_s is None else ttl_s)))
         payload = {"sub": session_id, "own": owner, "node": node_id, "exp": expires_at}
+        if token_id:
+            payload["tid"] = token_id
         return jwt.encode(payload, self._key, algorithm=ALGORITHM), expires_at
 
     def verify(self, token: str) -> SessionClaims:
@@ -114,7 +127,7 @@ class SessionTokens:
             raise TokenExpired("the session token has expired; ask the control plane for a fresh one") from e
         except jwt.InvalidTokenError as e:
             raise TokenInvalid(f"the session token is not valid here: {e}") from e
-        fields = (claims["sub"], claims["own"], claims["node"])
+        fields = (claims["sub"], claims["own"], claims["node"], claims.get("tid", ""))
         if not all(isinstance(v, str) for v in fields):
             raise TokenInvalid("the session token's claims are malformed")
-        return SessionClaims(*fields, expires_at=float(claims["exp"]))
+        return SessionClaims(*fields[:3], expires_at=float(claims["exp"]), token_id=fields[3])

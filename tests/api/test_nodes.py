@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rockroll.api.app import create_app
+from rockroll.api.auth import create_token, list_tokens, revoke_token
 from tests.api.conftest import make_settings
 
 SECRET = secrets.token_urlsafe(32)
@@ -57,3 +59,16 @@ def test_bad_registrations_are_refused(client: TestClient, node_id: str, body: d
 def test_a_session_token_is_refused_for_a_session_without_a_data_plane(client: TestClient) -> None:
     r = client.post("/v1/sessions/se-0000/token")
     assert r.status_code == 404
+
+
+def test_the_heartbeat_answer_lists_revoked_api_tokens(client: TestClient) -> None:
+    db = client.app.state.rr.db
+    create_token(db, "dora")
+    tid = next(t.id for t in list_tokens(db) if t.name == "dora")
+    assert tid not in _put(client, "n-2", NODE).json()["revoked"]
+    assert revoke_token(db, tid)
+    deadline = time.monotonic() + 5
+    while tid not in _put(client, "n-2", NODE).json()["revoked"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert tid in _put(client, "n-2", NODE).json()["revoked"]
+    assert tid in client.app.state.rr.agent.revoked  # the embedded agent was told directly
