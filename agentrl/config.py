@@ -50,6 +50,11 @@ class EpisodeConfig(ConfigModel):
     step_timeout_s: float = Field(60.0, gt=0, description="most seconds for one reset or step")
     generation_timeout_s: float = Field(300.0, gt=0, description="most seconds for one response")
     max_retries: int = Field(2, ge=0, description="fresh starts after an infra failure before the episode is masked")
+    lockstep: bool = Field(
+        False,
+        description="play the turns of all live episodes in rounds: one batched generation and one batch of env "
+        "steps per round (fast for short prompts such as history_k 0; a round waits for its slowest step)",
+    )
     max_invalid_actions: int | None = Field(
         None,
         ge=1,

@@ -45,12 +45,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rockroll.agentrl.chat import ContextExceeded, PromptBuilder, format_observation
 from rockroll.agentrl.config import EpisodeConfig
-from rockroll.agentrl.engines.base import GenerationRequest, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 from rockroll.agentrl.env_source import EnvCall, EnvSource
 from rockroll.agentrl.errors import InfraFailure, boundary
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
@@ -608,13 +608,10 @@ class EnvManager:
         deadline: float,
     ) -> None:
         cfg = self.config
-        params = SamplingParams(max_new_tokens=cfg.max_tokens_per_turn, temperature=cfg.temperature, top_p=cfg.top_p)
         invalid_run = 0
         for turn_index in range(cfg.max_turns):
             state_key = builder.pending_obs
-            if ep.sample_seed is not None:
-                params = replace(params, seed=(ep.sample_seed + turn_index) % 2**62)
-            request = GenerationRequest(prompt, params, request_id=f"{ep.episode_id}/{turn_index}")
+            request = self._request(ep, prompt, turn_index)
             async with self.gate.slot() if self.gate is not None else contextlib.nullcontext():
                 result = await self._bounded(
                     "generation", self.engine.generate(request), self._left(deadline, cfg.generation_timeout_s)
@@ -623,32 +620,59 @@ class EnvManager:
             step = await self._bounded(
                 "env_step", self._calls.call(env, ep.env_id, "step", text), self._left(deadline, cfg.step_timeout_s)
             )
-            obs, reward, terminated, truncated, info = step
-            traj.turns.append(
-                Turn(
-                    prompt_ids=prompt,
-                    response_ids=list(result.token_ids),
-                    logprobs=list(result.logprobs),
-                    weight_version=result.weight_version,
-                    action_text=text,
-                    observation=obs,
-                    reward=float(reward),
-                    action_is_valid=bool(info.get("action_is_valid", True)),
-                    action_is_effective=bool(info.get("action_is_effective", False)),
-                    finish_reason=result.finish_reason,
-                    state_key=state_key,
-                )
-            )
-            traj.success = bool(info.get("success", False))
-            if terminated or truncated:
-                traj.terminated, traj.truncated = bool(terminated), bool(truncated)
-                return
-            invalid_run = 0 if traj.turns[-1].action_is_valid else invalid_run + 1
-            if cfg.max_invalid_actions is not None and invalid_run >= cfg.max_invalid_actions:
-                message = f"{invalid_run} invalid actions in a row (max_invalid_actions)"
-                traj.failure = FailureTag("agent", "env_step", "InvalidActions", message)
-                traj.truncated = True
+            invalid_run, done = self._record(traj, prompt, result, text, step, state_key, invalid_run)
+            if done:
                 return
             if turn_index + 1 < cfg.max_turns:
-                prompt = builder.next_prompt(format_observation(obs, cfg.observation_format))
+                prompt = builder.next_prompt(format_observation(step[0], cfg.observation_format))
         traj.truncated = True
+
+    def _request(self, ep: EpisodeSpec, prompt: list[int], turn_index: int) -> GenerationRequest:
+        """The generation request of turn ``turn_index`` (seeded from ``ep.sample_seed`` when set)."""
+        cfg = self.config
+        seed = None if ep.sample_seed is None else (ep.sample_seed + turn_index) % 2**62
+        params = SamplingParams(
+            max_new_tokens=cfg.max_tokens_per_turn, temperature=cfg.temperature, top_p=cfg.top_p, seed=seed
+        )
+        return GenerationRequest(prompt, params, request_id=f"{ep.episode_id}/{turn_index}")
+
+    def _record(
+        self,
+        traj: Trajectory,
+        prompt: list[int],
+        result: GenerationResult,
+        text: str,
+        step: tuple[Any, ...],
+        state_key: str,
+        invalid_run: int,
+    ) -> tuple[int, bool]:
+        """Append the turn to ``traj``; the run of invalid actions so far and whether the episode ended
+        (terminated, truncated, or ``max_invalid_actions`` in a row)."""
+        cfg = self.config
+        obs, reward, terminated, truncated, info = step
+        traj.turns.append(
+            Turn(
+                prompt_ids=prompt,
+                response_ids=list(result.token_ids),
+                logprobs=list(result.logprobs),
+                weight_version=result.weight_version,
+                action_text=text,
+                observation=obs,
+                reward=float(reward),
+                action_is_valid=bool(info.get("action_is_valid", True)),
+                action_is_effective=bool(info.get("action_is_effective", False)),
+                finish_reason=result.finish_reason,
+                state_key=state_key,
+            )
+        )
+        traj.success = bool(info.get("success", False))
+        if terminated or truncated:
+            traj.terminated, traj.truncated = bool(terminated), bool(truncated)
+            return invalid_run, True
+        invalid_run = 0 if traj.turns[-1].action_is_valid else invalid_run + 1
+        if cfg.max_invalid_actions is not None and invalid_run >= cfg.max_invalid_actions:
+            message = f"{invalid_run} invalid actions in a row (max_invalid_actions)"
+            traj.failure = FailureTag("agent", "env_step", "InvalidActions", message)
+            traj.truncated = True
+            return invalid_run, True
+        return invalid_run, False

@@ -28,9 +28,10 @@ from typing import Any
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.engines.base import LLMEngine
-from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.env_manager import EpisodeSpec
 from rockroll.agentrl.env_source import CallableSource, EnvSource, open_source
 from rockroll.agentrl.eval_config import EngineConfig, EvalConfig, from_dict, load_eval_config
+from rockroll.agentrl.lockstep import make_env_manager
 from rockroll.agentrl.trajectory import FailureTag, Trajectory
 from rockroll.envhub import UnknownEnvError
 
@@ -224,7 +225,7 @@ async def evaluate(
         for env_id, seeds, kwargs in expand_envs(config)
         for i, seed in enumerate(seeds)
     ]
-    manager = EnvManager(engine, source, config.episode, threads=max(16, config.concurrency))
+    manager = make_env_manager(engine, source, config.episode, threads=max(16, config.concurrency))
     sem = asyncio.Semaphore(config.concurrency)
 
     async def one(spec: EpisodeSpec) -> Trajectory:

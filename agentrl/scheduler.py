@@ -38,8 +38,9 @@ import numpy as np
 
 from rockroll.agentrl.config import SchedulerConfig
 from rockroll.agentrl.engines.base import LLMEngine
-from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec, GenerationGate, RewardFn
+from rockroll.agentrl.env_manager import EpisodeSpec, GenerationGate, RewardFn
 from rockroll.agentrl.env_source import EnvSource
+from rockroll.agentrl.lockstep import make_env_manager
 from rockroll.agentrl.trajectory import TrainSample, Trajectory
 
 __all__ = ["RolloutScheduler", "RolloutBatch", "episode_metrics", "ratio_slots"]
@@ -176,7 +177,9 @@ class RolloutScheduler:
         self.gate = GenerationGate()
         per_batch = (config.num_env_groups + config.extra_groups) * (config.group_size + config.group_size_redundancy)
         threads = min(256, max(16, config.max_concurrent_episodes or per_batch))
-        self.manager = EnvManager(engine, source, config.episode, threads=threads, reward_fn=reward_fn, gate=self.gate)
+        self.manager = make_env_manager(
+            engine, source, config.episode, threads=threads, reward_fn=reward_fn, gate=self.gate
+        )
         self.batches = config.first_batch
         self._stream = _RatioStream(config.env_ratios) if config.env_ratios else None
 

@@ -1,7 +1,7 @@
 """Multi-turn rollout throughput of the tiny model: turns/s, generated tokens/s, turn k vs turn 1.
 
     .venv/bin/python bench/multiturn_bench.py [--concurrency 16 64 128] [--sources local sandbox]
-                                              [--history window0 full] [--batches 3] [--threads 1]
+                                              [--history window0 lockstep full] [--batches 3] [--threads 1]
                                               [--model DIR] [--save-model DIR]
 
 Plays slippery FrozenLake-v0 4x4 with agentrl's :class:`~rockroll.agentrl.scheduler.RolloutScheduler`
@@ -10,8 +10,10 @@ does (``trainer.multiturn``): one :class:`~rockroll.agentrl.engines.hf.HFEngine`
 as the trainer builds it), batches of ``N / 8`` groups of 8 episodes (all ``N`` episodes of a batch
 run at once), and the episode settings of ``configs/frozenlake_slippery.yaml`` mirrored from
 ``trainer.multiturn.episode_config``: no system prompt, ``cells`` observations, 20 turns,
-6 new tokens per turn, temperature 1.5, at most 5 invalid actions in a row. Two history settings:
-``window0`` (``history_window: 0``: the prompt is one user turn with the current grid) and
+6 new tokens per turn, temperature 1.5, at most 5 invalid actions in a row. Three settings:
+``window0`` (``history_window: 0``: the prompt is one user turn with the current grid), ``lockstep``
+(the same prompts, the turns of all live episodes played in rounds: ``rollout.turn_batching:
+lockstep``, :mod:`rockroll.agentrl.lockstep`, the trainer's default with ``history_window: 0``) and
 ``full`` (every prompt extends the previous one). Two env sources: ``local`` (envs in this
 process) and ``sandbox`` (sessions in process sandboxes of a ``SandboxManager(backend="process")``
 with the trainer's defaults: up to 8 sandboxes, 16 sessions each).
@@ -70,6 +72,7 @@ def episode_config(history: str) -> EpisodeConfig:
         history_k=0,
         max_context_tokens=None,
         max_invalid_actions=5,
+        lockstep=history == "lockstep",
         system_prompt="none",
         observation_format="cells",
     )
@@ -176,6 +179,15 @@ class TimedEngine(LLMEngine):
         self.wall[turn].append(time.perf_counter() - t0)
         self.tokens += len(result.token_ids)
         return result
+
+    async def generate_batch(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        t0 = time.perf_counter()
+        results = await self.inner.generate_batch(requests)
+        wall = time.perf_counter() - t0
+        for request, result in zip(requests, results, strict=True):
+            self.wall[int(request.request_id.rsplit("/", 1)[-1]) + 1].append(wall)
+            self.tokens += len(result.token_ids)
+        return results
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         self.inner.update_weights(state_dict, version)
@@ -342,7 +354,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--concurrency", type=int, nargs="+", default=[16, 64, 128], help="episodes at once (x8)")
     p.add_argument("--sources", nargs="+", default=["local", "sandbox"], choices=["local", "sandbox"])
-    p.add_argument("--history", nargs="+", default=["window0", "full"], choices=["window0", "full"])
+    p.add_argument(
+        "--history",
+        nargs="+",
+        default=["window0", "lockstep", "full"],
+        choices=["window0", "lockstep", "full"],
+        help="lockstep: window0 with the turns of all live episodes in rounds (rollout.turn_batching: lockstep)",
+    )
     p.add_argument("--batches", type=int, default=3, help="timed batches per setting (after one warm-up)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--model", type=Path, default=None, help="model directory (default: build + warm start)")

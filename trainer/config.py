@@ -99,6 +99,12 @@ class RolloutConfig(ConfigModel):
         ge=0,
     )
     max_turns: int = f(20, "multiturn: most turns per episode (the env's own step limit may end it first)", ge=1)
+    turn_batching: Literal["auto", "lockstep", "episode"] = f(
+        "auto",
+        "multiturn: lockstep: all live episodes' turns in rounds (one batched generation, one batch of env steps: "
+        "fast for short prompts); episode: each episode at its own pace (a slow env holds up only itself); "
+        "auto: lockstep when history_window is 0",
+    )
     max_invalid_actions: int | None = f(
         5, "multiturn: consecutive invalid actions that end an episode (null: no cap)", ge=1
     )

@@ -20,8 +20,9 @@ import rockroll.envhub as envhub
 from rockroll.agentrl.async_rollout import AsyncRollout
 from rockroll.agentrl.chat import PromptBuilder, format_observation
 from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
-from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.env_manager import EpisodeSpec
 from rockroll.agentrl.eval_config import EPISODE_FILE
+from rockroll.agentrl.lockstep import make_env_manager
 from rockroll.agentrl.scheduler import RolloutScheduler
 from rockroll.agentrl.trajectory import Trajectory
 from rockroll.trainer.forks import ForkEstimator
@@ -105,6 +106,7 @@ def episode_config(cfg: TrainConfig) -> EpisodeConfig:
         history_k=r.history_window or 0,
         max_context_tokens=r.max_context_tokens,
         max_invalid_actions=r.max_invalid_actions,
+        lockstep=r.turn_batching == "lockstep" or (r.turn_batching == "auto" and r.history_window == 0),
         system_prompt=r.system_prompt,
         observation_format=r.observation_format,
     )
@@ -264,7 +266,7 @@ class MultiTurnDriver:
         envs = self.envs if env is None else [self.envs[env]]
 
         async def run() -> list[Trajectory]:
-            manager = EnvManager(self.engine, self.source, episode, threads=min(256, max(16, limit)))
+            manager = make_env_manager(self.engine, self.source, episode, threads=min(256, max(16, limit)))
             sem = asyncio.Semaphore(limit)
 
             async def one(e: Any, seed: int) -> Trajectory:

@@ -182,10 +182,17 @@ class _EngineWorkerImpl:
         model.load_state_dict(weights)
         self.engine = HFEngine(model=model, tokenizer=tok, max_batch_size=256, seed=cfg.seed)
 
-    async def generate_many(self, requests: list) -> list:
-        """Each request's result, or the exception it raised (one request's failure is its own)."""
+    async def generate_many(self, requests: list, together: bool = False) -> list:
+        """Each request's result, or the exception it raised (one request's failure is its own).
+        ``together``: a round of a lock-step rollout, served by the engine's ``generate_batch`` (one
+        request's error fails the round there, so then each is tried on its own)."""
         import asyncio
 
+        if together:
+            try:
+                return list(await self.engine.generate_batch(requests))
+            except Exception:  # noqa: BLE001 - find out which request failed, and why, one by one
+                pass
         return list(await asyncio.gather(*(self.engine.generate(r) for r in requests), return_exceptions=True))
 
     def update_weights(self, state_dict: dict, version: int) -> int:
@@ -255,9 +262,15 @@ class RayEngine:
                 f.set_result(res)
 
     async def generate_batch(self, requests: list) -> list:
-        import asyncio
-
-        return list(await asyncio.gather(*(self.generate(r) for r in requests)))
+        """One Ray call, served by the engine's own ``generate_batch`` (a lock-step round)."""
+        if not requests:
+            return []
+        self.calls += 1
+        results = await self._actor.generate_many.remote(list(requests), True)
+        for res in results:
+            if isinstance(res, BaseException):
+                raise res
+        return list(results)
 
     def update_weights(self, state_dict: dict, version: int) -> None:
         import ray

@@ -53,7 +53,7 @@ import asyncio
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ import numpy as np
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 from rockroll.agentrl.engines.fast_decoder import FastDecoder
 from rockroll.agentrl.engines.fast_decoder import plan as plan_fast_decoder
+from rockroll.agentrl.engines.hf_batch import decode_batch
 from rockroll.agentrl.engines.kv import Prefix, PrefixCache, SlotBatch, buffer_cache
 
 __all__ = ["HFEngine"]
@@ -122,6 +123,8 @@ class HFEngine(LLMEngine):
     loaded ``model`` and ``tokenizer``. ``prefix_cache_mb`` is the KV budget of the prefix cache
     (0: no prefix reuse). ``fast_decoder``: run supported models (Qwen2, Llama) through the
     TorchScript forward of :mod:`rockroll.agentrl.engines.fast_decoder` (False: always transformers).
+    ``batch_path``: :meth:`generate_batch` decodes a whole batch as one round
+    (:mod:`rockroll.agentrl.engines.hf_batch`) where the model allows (False: it queues the requests).
     """
 
     name = "hf"
@@ -140,6 +143,7 @@ class HFEngine(LLMEngine):
         num_threads: int | None = None,
         prefix_cache_mb: float = 256.0,
         fast_decoder: bool = True,
+        batch_path: bool = True,
     ) -> None:
         import torch
 
@@ -190,6 +194,7 @@ class HFEngine(LLMEngine):
         )
         self.prefix_cache: PrefixCache | None = None
         self.fast_decoder = fast_decoder
+        self.batch_path = batch_path
         self._fast: FastDecoder | None = None
         self._slots: SlotBatch | None = None
         self._mode: str | None = None  # "slots" or "waves": known at the first request
@@ -208,8 +213,7 @@ class HFEngine(LLMEngine):
         """Queue ``request`` and wait for its result (batched with other waiting requests)."""
         if self._closed:
             raise EngineError("the hf engine is closed")
-        if not request.prompt_ids or min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self.vocab_size:
-            raise ValueError(f"prompt_ids must be a non-empty list of ids in [0, {self.vocab_size})")
+        self._check_prompt(request.prompt_ids)
         self._ensure_thread()
         loop = asyncio.get_running_loop()
         seed = request.params.seed
@@ -218,6 +222,36 @@ class HFEngine(LLMEngine):
         pending = _Pending(request, loop.create_future(), loop, int(seed))
         self._queue.put(pending)
         return await pending.future
+
+    async def generate_batch(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        """Results of ``requests``, in order. With ``batch_path`` (the default) a model with a
+        TorchScript forward decodes them as one round in a worker thread
+        (:mod:`rockroll.agentrl.engines.hf_batch`: no per-request scheduling, no prefix cache);
+        otherwise they are queued like concurrent :meth:`generate` calls. Same seeds, same tokens."""
+        if self._closed:
+            raise EngineError("the hf engine is closed")
+        for r in requests:
+            self._check_prompt(r.prompt_ids)
+        seeded = [
+            r
+            if r.params.seed is not None
+            else replace(r, params=replace(r.params, seed=int(self._rng.integers(2**62))))
+            for r in requests
+        ]
+        if not seeded:
+            return []
+        if self.batch_path:
+            try:
+                out = await asyncio.to_thread(decode_batch, self, seeded, [int(r.params.seed) for r in seeded])  # type: ignore[arg-type]
+            except Exception as e:  # noqa: BLE001 - the caller hears an engine error, as from the queue
+                raise EngineError(f"hf generation failed: {type(e).__name__}: {e}") from e
+            if out is not None:
+                return out
+        return await super().generate_batch(seeded)
+
+    def _check_prompt(self, ids: list[int]) -> None:
+        if not ids or min(ids) < 0 or max(ids) >= self.vocab_size:
+            raise ValueError(f"prompt_ids must be a non-empty list of ids in [0, {self.vocab_size})")
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         """Load ``state_dict`` once the running batch drains; tag later results with ``version``.

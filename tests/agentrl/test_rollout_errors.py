@@ -17,15 +17,29 @@ from typing import Any
 
 import pytest
 
+import rockroll.agentrl.scheduler as scheduler_module
 from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult
 from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.env_source import LocalSource, SandboxSource
 from rockroll.agentrl.errors import FatalRolloutError, classify
 from rockroll.agentrl.faults import register_fault_env
+from rockroll.agentrl.lockstep import LockstepEnvManager
 from rockroll.agentrl.scheduler import RolloutBatch, RolloutScheduler
 
 FAST = EpisodeConfig(max_turns=5, max_tokens_per_turn=32, step_timeout_s=0.5, start_timeout_s=5, max_retries=1)
+
+
+@pytest.fixture(autouse=True, params=["episode", "lockstep"])
+def turn_batching(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with each episode at its own pace and with lock-step turns."""
+    if request.param == "lockstep":
+
+        def lockstep(engine: Any, source: Any, config: Any = None, **kwargs: Any) -> Any:
+            return LockstepEnvManager(engine, source, config, **kwargs)
+
+        monkeypatch.setattr(scheduler_module, "make_env_manager", lockstep)
+    return request.param
 
 
 def _run(engine: Any, source: Any, config: SchedulerConfig) -> RolloutBatch:

@@ -15,7 +15,10 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.mark.slow
-def test_multiturn_batch_survives_a_killed_process_sandbox(tiny_model_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("turn_batching", ["lockstep", "episode"])
+def test_multiturn_batch_survives_a_killed_process_sandbox(
+    tiny_model_dir: Path, tmp_path: Path, turn_batching: str
+) -> None:
     from rockroll.agentrl.engines.hf import HFEngine
     from rockroll.agentrl.env_source import SandboxSource
     from rockroll.sandbox.manager import SandboxManager
@@ -26,27 +29,35 @@ def test_multiturn_batch_survives_a_killed_process_sandbox(tiny_model_dir: Path,
         "model": {"path": str(tiny_model_dir)},
         "rollout": {"env_kwargs": {"is_slippery": True}, "history_window": 0, "system_prompt": "none",
                     "max_turns": 12, "max_new_tokens": 6, "group_size": 4, "groups_per_step": 4,
-                    "max_invalid_actions": None, "sandbox": "process"},
+                    "max_invalid_actions": None, "sandbox": "process", "turn_batching": turn_batching},
     })  # fmt: skip
     manager = SandboxManager(backend="process", name="mt-kill", db_url=f"sqlite:///{tmp_path}/sb.db")
     killed: list[str] = []
 
     class KillingEngine(HFEngine):
-        """Kills the sandboxes hosting sessions at the 40th generation call: every one of the 16
+        """Kills the sandboxes hosting sessions at the 40th generation request: every one of the 16
         episodes has reset and most are between turns, so the kill lands mid-episode (a timer could
         fire before the first step, which a re-open absorbs, or after the last: the batch takes well
-        under a second)."""
+        under a second). Lock-step rounds ask for a round's requests together."""
 
-        calls = 0
+        requests = 0
 
-        async def generate(self, request: Any) -> Any:
-            KillingEngine.calls += 1
-            if KillingEngine.calls == 40:
+        def _count(self, n: int) -> None:
+            before = KillingEngine.requests
+            KillingEngine.requests += n
+            if before < 40 <= KillingEngine.requests:
                 for sb in manager.list():
                     if sb.sessions > 0:
                         os.killpg(int(sb.handle.ref), signal.SIGKILL)
                         killed.append(sb.id)
+
+        async def generate(self, request: Any) -> Any:
+            self._count(1)
             return await super().generate(request)
+
+        async def generate_batch(self, requests: list[Any]) -> list[Any]:
+            self._count(len(requests))
+            return await super().generate_batch(requests)
 
     engine = KillingEngine(model_path=str(tiny_model_dir), max_batch_size=64, seed=0)
     driver = MultiTurnDriver(cfg, engine, SandboxSource(manager))

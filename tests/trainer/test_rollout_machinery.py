@@ -35,6 +35,17 @@ def _mixed(**rollout: Any) -> Any:
 
 
 # ------------------------------------------------------------------ config mapping
+@pytest.mark.parametrize(
+    ("turn_batching", "history_window", "lockstep"),
+    [("auto", 0, True), ("auto", 2, False), ("auto", None, False), ("lockstep", 2, True), ("episode", 0, False)],
+)
+def test_turn_batching_picks_lockstep_rounds(turn_batching: str, history_window: int | None, lockstep: bool) -> None:
+    cfg = config_from_dict({"rollout": {"turn_batching": turn_batching, "history_window": history_window}})
+    assert episode_config(cfg).lockstep is lockstep
+    with pytest.raises(ValueError, match="turn_batching"):
+        config_from_dict({"rollout": {"turn_batching": "rounds"}})
+
+
 def test_rollout_settings_reach_scheduler_and_episode_configs() -> None:
     cfg = config_from_dict({
         "seed": 3,

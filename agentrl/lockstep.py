@@ -1,0 +1,160 @@
+"""Lock-step turns: every live episode's turn generated in one batch, the round's env steps together.
+
+:class:`LockstepEnvManager` is an :class:`~rockroll.agentrl.env_manager.EnvManager` whose episodes
+still open, reset, retry, mask and score one by one (the same code), but whose turns are played in
+rounds by one driver task: the prompts of all episodes waiting for a turn go to the engine in one
+:meth:`~rockroll.agentrl.engines.base.LLMEngine.generate_batch` (the hf engine decodes that as one
+round, :mod:`rockroll.agentrl.engines.hf_batch`), and their env steps are made in one event-loop
+iteration, so the env-call batching of the manager sends them as one job per sandbox. A turn then
+costs no coroutine switch, engine queue or event-loop hand-off of its own, which is most of what a
+turn of a tiny model costs the per-episode path. An episode whose reset ends mid-round joins the next.
+
+The trade: a round waits for its slowest env step and its longest response, and the hf batch path
+uses no prefix cache. That suits fully observed envs with short turns (``history_k: 0``: the
+prompt is the current state); long conversations and envs with long-tailed step times are better
+served by the per-episode path, where a slow episode holds up only itself.
+
+Faults are the per-episode path's: an engine error or a generation timeout fails the round's
+episodes, an env step that raises or times out fails its episode, each as an
+:class:`~rockroll.agentrl.errors.InfraFailure` in that episode's own coroutine (retried on a fresh
+env, then masked); a context overflow truncates the episode as the agent's failure. The gate of the
+scheduler (weight updates) is held for each round's generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rockroll.agentrl.chat import ContextExceeded, PromptBuilder, format_observation
+from rockroll.agentrl.config import EpisodeConfig
+from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.errors import FatalRolloutError, InfraFailure, boundary
+from rockroll.agentrl.trajectory import Trajectory
+from rockroll.envs.core import TextEnvProtocol
+
+__all__ = ["LockstepEnvManager", "make_env_manager"]
+
+
+@dataclass(eq=False)
+class _Live:
+    """An episode between turns: what its next turn needs, and the future its coroutine awaits."""
+
+    ep: EpisodeSpec
+    traj: Trajectory
+    env: TextEnvProtocol
+    builder: PromptBuilder
+    prompt: list[int]
+    deadline: float
+    done: asyncio.Future[None]
+    turn: int = 0
+    invalid_run: int = 0
+    state_key: str = field(default="")
+
+
+class LockstepEnvManager(EnvManager):
+    """Plays episodes' turns in lock-step rounds (see the module docstring); same arguments as
+    :class:`~rockroll.agentrl.env_manager.EnvManager`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._waiting: list[_Live] = []
+        self._driver: asyncio.Task[None] | None = None
+        #: rounds played and turns generated in them (turns / rounds: the mean batch)
+        self.rounds = 0
+        self.round_turns = 0
+
+    async def _play(
+        self,
+        ep: EpisodeSpec,
+        traj: Trajectory,
+        env: TextEnvProtocol,
+        builder: PromptBuilder,
+        prompt: list[int],
+        deadline: float,
+    ) -> None:
+        live = _Live(ep, traj, env, builder, prompt, deadline, asyncio.get_running_loop().create_future())
+        self._waiting.append(live)
+        if self._driver is None or self._driver.done():
+            self._driver = asyncio.create_task(self._drive(), name="lockstep-driver")
+        await live.done  # cancelled (a straggler of a redundant group): the driver drops it next round
+
+    async def _drive(self) -> None:
+        while self._waiting:
+            await asyncio.sleep(0)  # episodes whose reset just ended join this round
+            batch = [w for w in self._waiting if not w.done.done()]
+            self._waiting = []
+            if batch:
+                try:
+                    await self._round(batch)
+                except Exception as e:  # noqa: BLE001 - a bug: its episodes raise it (never hang, never masked)
+                    for w in batch:
+                        _fail(w, e)
+
+    async def _round(self, batch: list[_Live]) -> None:
+        cfg = self.config
+        now = time.monotonic()
+        late = [w for w in batch if w.deadline <= now]
+        for w in late:
+            _fail(w, InfraFailure("generation", None, "the episode deadline passed"))
+        batch = [w for w in batch if w.deadline > now]
+        if not batch:
+            return
+        for w in batch:
+            w.state_key = w.builder.pending_obs
+        requests = [self._request(w.ep, w.prompt, w.turn) for w in batch]
+        timeout = min(cfg.generation_timeout_s, max(w.deadline for w in batch) - now)
+        try:
+            async with self.gate.slot() if self.gate is not None else contextlib.nullcontext():
+                results = await boundary("generation", self.engine.generate_batch(requests), timeout)
+        except (InfraFailure, FatalRolloutError) as f:  # every episode of the round: retried, masked or fatal
+            for w in batch:
+                _fail(w, f)
+            return
+        self.rounds += 1
+        self.round_turns += len(batch)
+        texts = [w.builder.add_response(r.token_ids) for w, r in zip(batch, results, strict=True)]
+        # made in one event-loop iteration: the manager batches them per sandbox (one job per batch key)
+        calls = [self._calls.call(w.env, w.ep.env_id, "step", t) for w, t in zip(batch, texts, strict=True)]
+        step_timeout = min(cfg.step_timeout_s, max(w.deadline for w in batch) - time.monotonic())
+        await asyncio.wait(calls, timeout=max(step_timeout, 0.0))
+        for w, result, text, call in zip(batch, results, texts, calls, strict=True):
+            if w.done.done():  # cancelled meanwhile
+                call.cancel()
+                continue
+            if not call.done():
+                call.cancel()
+                _fail(w, InfraFailure("env_step", TimeoutError(), f"no answer within {step_timeout:.3g}s"))
+                continue
+            try:
+                step = await boundary("env_step", call, None)  # done: its answer, or its error classified
+            except (InfraFailure, FatalRolloutError) as f:
+                _fail(w, f)
+                continue
+            w.invalid_run, ended = self._record(w.traj, w.prompt, result, text, step, w.state_key, w.invalid_run)
+            w.turn += 1
+            if not ended and w.turn >= cfg.max_turns:
+                w.traj.truncated = ended = True
+            if ended:
+                w.done.set_result(None)
+                continue
+            try:
+                w.prompt = w.builder.next_prompt(format_observation(step[0], cfg.observation_format))
+            except ContextExceeded as e:
+                w.done.set_exception(e)  # the episode's coroutine marks it truncated (the agent's failure)
+                continue
+            self._waiting.append(w)
+
+
+def _fail(w: _Live, error: BaseException) -> None:
+    if not w.done.done():
+        w.done.set_exception(error)
+
+
+def make_env_manager(engine: Any, source: Any, config: EpisodeConfig | None = None, **kwargs: Any) -> EnvManager:
+    """The env manager ``config`` asks for: :class:`LockstepEnvManager` with ``lockstep``, else :class:`EnvManager`."""
+    cls = LockstepEnvManager if config is not None and config.lockstep else EnvManager
+    return cls(engine, source, config, **kwargs)
