@@ -17,9 +17,11 @@ from typing import Any
 
 from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
 from rockroll.envs.errors import EnvConfigError, ResetNeeded
+from rockroll.envs.sokoban.errors import SolverLimitError
 from rockroll.envs.sokoban.game import ACTIONS, SokobanState, step_reward
 from rockroll.envs.sokoban.generator import check_room_params, generate_room
 from rockroll.envs.sokoban.render import GridCanvas, Vocab, get_vocab, parse_grid, render_grid
+from rockroll.envs.sokoban.solver import solve
 
 __all__ = ["SokobanEnv"]
 
@@ -80,6 +82,7 @@ class SokobanEnv(TextEnv[int]):
         self.instructions = _INSTRUCTIONS.format(legend=self.vocab.legend())
         self._state: SokobanState | None = None
         self._canvas: GridCanvas | None = None
+        self._start: SokobanState | None = None  # the room as reset left it (for :meth:`difficulty`)
 
     # ----------------------------------------------------------------- hooks
     def _reset(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -93,6 +96,7 @@ class SokobanEnv(TextEnv[int]):
             room = generate_room(self.dim_room, self.num_boxes, self.search_depth, self.np_random)
             state, min_pushes = room.state, (room.pushes if room.exact else None)
         self._load(state)
+        self._start = state.copy()
         return {"min_pushes": min_pushes}
 
     def _parse_action(self, answer: str) -> int | None:
@@ -130,6 +134,17 @@ class SokobanEnv(TextEnv[int]):
 
     def action_candidates(self) -> list[str]:
         return list(ACTIONS)
+
+    def difficulty(self) -> int | None:
+        """The room's difficulty: moves of a shortest solution from where the episode started (None
+        before a reset, or when the solver gives up)."""
+        if self._start is None:
+            return None
+        try:
+            plan = solve(self._start)
+        except SolverLimitError:
+            return None
+        return None if plan is None else len(plan)
 
     # --------------------------------------------------------------- helpers
     def _load(self, state: SokobanState) -> None:

@@ -348,3 +348,16 @@ def test_max_steps_truncates() -> None:
     env.reset(seed=0)
     results = [env.step("<answer>nope</answer>") for _ in range(3)]
     assert [r[3] for r in results] == [False, False, True]
+
+
+def test_difficulty_is_the_shortest_solution_of_the_room_the_episode_started_in() -> None:
+    env = SokobanEnv()
+    assert env.difficulty() is None  # no room yet
+    env.reset(options={"grid": "#######\n#PX_O_#\n#_____#\n#######"})
+    assert env.difficulty() == 2  # Right, Right
+    env.step(answer("Down"))  # moving does not change the room's difficulty
+    assert env.difficulty() == 2
+    env.reset(options={"grid": "#####\n#_PX#\n#__O#\n#####"})  # the box is stuck in a corner
+    assert env.difficulty() is None
+    env.reset(seed=3)
+    assert env.difficulty() == len(solve(env.game_state))
