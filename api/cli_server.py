@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rockroll.api.cli_envs import fail
+from rockroll.api.ray_nodes import RayNodes, ray_init_args
 from rockroll.sandbox.backends import backend_names
 from rockroll.sandbox.node.serve import NodeOptions, run_node
 
@@ -64,10 +66,17 @@ def serve(
     ),
     public_url: str = typer.Option(None, help="Base URL clients reach this server at (the embedded node's endpoint)."),
     session_token_ttl_s: float = typer.Option(None, help="Lifetime of a data-plane session token (default 900 s)."),
+    ray: str = typer.Option(
+        None,
+        "--ray",
+        help="Run one node agent per node of this Ray cluster: HOST:PORT of its head (GCS), auto, or local "
+        "(a one-machine Ray cluster on 127.0.0.1). Implies --no-embedded-node unless given.",
+    ),
 ) -> None:
     """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui.
 
     Example: rockroll serve --port 8080 --backend process --dev
+    Example: rockroll serve --ray 10.0.0.1:6379 --cluster-secret-file secret.txt
     """
     import uvicorn
 
@@ -93,11 +102,15 @@ def serve(
             max_sandbox_ttl_s=max_sandbox_ttl_s,
             network_owners=network_owner or None,
             cluster_secret=_read_secret(cluster_secret_file),
-            embedded_node=embedded_node,
+            embedded_node=embedded_node if embedded_node is not None or ray is None else False,
             public_url=public_url,
             session_token_ttl_s=session_token_ttl_s,
         )
+        if ray is not None and not settings.cluster_secret:  # the agents on Ray nodes register with it
+            settings = settings.model_copy(update={"cluster_secret": secrets.token_urlsafe(32)})
         settings.check()
+        if ray is not None:
+            ray_init_args(ray)  # a malformed address fails here
     except ValueError as e:
         fail(str(e), 2, e)
     sock = _bind(settings.host, settings.port)  # a port in use fails here, before the app starts anything
@@ -115,10 +128,28 @@ def serve(
     )
     server = uvicorn.Server(config)
     _announce_port(server)
+    cluster = _ray_nodes(ray, settings, sock) if ray is not None else None
     try:
+        if cluster is not None:
+            cluster.start()
         server.run(sockets=[sock])
     finally:
+        if cluster is not None:
+            cluster.close()
         sock.close()
+
+
+def _ray_nodes(address: str, settings: Settings, sock: socket.socket) -> RayNodes:
+    """The agents-per-Ray-node supervisor; its agents reach this server at ``--public-url`` or the bound address."""
+    host, port = sock.getsockname()[:2]
+    if not settings.public_url and host in ("0.0.0.0", "::"):
+        fail("with --ray and a wildcard --host, give --public-url: the URL node agents reach this server at", 2)
+    control_url = settings.public_url or f"http://{host}:{port}"
+    return RayNodes(
+        address, control_url=control_url, secret=settings.cluster_secret, backend=settings.backend,
+        state_root=settings.sandbox_state_dir, max_sandboxes=settings.max_sandboxes,
+        max_sessions_per_sandbox=settings.max_sessions_per_sandbox,
+    )  # fmt: skip
 
 
 def _read_secret(path: str | None) -> str | None:

@@ -23,7 +23,7 @@ from rockroll.api.job_state import JobState
 
 __all__ = [
     "Number", "Health", "EnvValidation", "EnvInfo", "EnvList", "SandboxInfo", "SandboxList", "ExecOutput",
-    "FileWritten", "DataPlane", "DataPlaneToken", "NodeRegistered", "NodeView", "NodeList", "SessionOpened", "SessionInfo", "SessionList", "ResetResult", "StepResult", "ItemError",
+    "FileWritten", "DataPlane", "DataPlaneToken", "NodeRegistered", "NodeLostAnswer", "NodeView", "NodeList", "SessionOpened", "SessionInfo", "SessionList", "ResetResult", "StepResult", "ItemError",
     "BatchResults", "Actions", "SessionState", "Ok", "JobInfo", "JobList", "PoolInfo", "Principal",
     "OverviewSandbox", "Overview", "MetricPoint", "JobMetrics", "NodeCounts", "Summary", "RestartEvent",
     "OverviewJob",
@@ -151,6 +151,11 @@ class NodeRegistered(TypedDict):
     stale_s: Annotated[Number, _d("An agent silent this long leaves placement.")]
     forget_sessions: Annotated[bool, _d("The agent was declared lost: drop the sessions it still holds.")]
     revoked: Annotated[list[str], _d("Ids of revoked API tokens: refuse session tokens asked with them.")]
+
+
+@_open
+class NodeLostAnswer(TypedDict):
+    lost: Annotated[bool, _d("True when this report took the agent out (False: it was lost already).")]
 
 
 @_open

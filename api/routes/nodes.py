@@ -1,4 +1,5 @@
-"""Node agents: ``PUT /v1/nodes/{id}`` (an agent registers and heartbeats), ``GET /v1/nodes`` (admins)."""
+"""Node agents: ``PUT /v1/nodes/{id}`` (an agent registers and heartbeats), ``POST /v1/nodes/{id}/lost`` (the
+cluster's supervisor, e.g. ``rockroll serve --ray``, reports an agent gone), ``GET /v1/nodes`` (admins)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rockroll.api.deps import StateDep, Who
 from rockroll.api.errors import ApiError
 from rockroll.api.nodes import HEARTBEAT_S, STALE_S
-from rockroll.api.responses import NodeList, NodeRegistered
+from rockroll.api.responses import NodeList, NodeLostAnswer, NodeRegistered
 
 __all__ = ["router"]
 
@@ -25,15 +26,36 @@ class NodeRegistration(BaseModel):
     sessions: int = Field(0, ge=0, le=1_000_000, description="Sessions it holds now.")
 
 
+class NodeLoss(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=500, description="Why the agent is gone (said in the 410s).")
+
+
+def _check(request: Request, node_id: str, authorization: str) -> Any:
+    """The app state, once the caller showed the cluster secret and ``node_id`` is well-formed."""
+    state = request.app.state.rr
+    state.nodes.check_secret(authorization.partition(" ")[2].strip())
+    if not 1 <= len(node_id) <= 64 or not node_id.replace("-", "").replace("_", "").isalnum():
+        raise ApiError(422, "validation_error", "a node id is 1-64 letters, digits, '-' or '_'")
+    return state
+
+
+@router.post("/{node_id}/lost", response_model=NodeLostAnswer)
+def report_lost(node_id: str, body: NodeLoss, request: Request, authorization: str = Header("")) -> dict[str, Any]:
+    """The cluster says an agent is gone (its Ray node left): its sessions answer 410 session_lost from now on."""
+    state = _check(request, node_id, authorization)
+    if state.nodes.get(node_id) is None:
+        raise ApiError(404, "node_not_found", f"no node agent {node_id!r} is registered")
+    return {"lost": state.nodes.lose(node_id, body.reason)}
+
+
 @router.put("/{node_id}", response_model=NodeRegistered)
 def register_node(
     node_id: str, body: NodeRegistration, request: Request, authorization: str = Header("")
 ) -> dict[str, Any]:
     """A node agent announces itself (and then heartbeats); its bearer token is the cluster secret."""
-    state = request.app.state.rr
-    state.nodes.check_secret(authorization.partition(" ")[2].strip())
-    if not 1 <= len(node_id) <= 64 or not node_id.replace("-", "").replace("_", "").isalnum():
-        raise ApiError(422, "validation_error", "a node id is 1-64 letters, digits, '-' or '_'")
+    state = _check(request, node_id, authorization)
     entry, rejoined = state.nodes.register(node_id, body.endpoint, body.capacity, body.sessions)
     return {
         "id": entry.id,

@@ -9,10 +9,12 @@ every :data:`HEARTBEAT_S` seconds with the cluster secret. It prints one line
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +30,7 @@ from rockroll.sandbox.node.host import NodeHost, admin_routes
 from rockroll.sandbox.node.tokens import SessionTokens
 from rockroll.sandbox.process import ProcessConfig
 
-__all__ = ["NodeOptions", "build_node_app", "run_node", "HEARTBEAT_S"]
+__all__ = ["NodeOptions", "NodeServer", "build_node_app", "run_node", "HEARTBEAT_S"]
 
 log = logging.getLogger("rockroll.node")
 
@@ -128,25 +130,61 @@ class Heartbeat:
         self._http.close()
 
 
+class NodeServer:
+    """One agent bound to its port: served in the foreground (``rockroll node``) or on a thread (a Ray actor)."""
+
+    def __init__(self, options: NodeOptions) -> None:
+        import uvicorn
+
+        self.options = options
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((options.host, options.port))
+        self.endpoint = f"http://{options.host}:{self.sock.getsockname()[1]}"
+        app, self.host = build_node_app(options, self.endpoint)
+        self.beat = Heartbeat(options, self.host.agent, self.host.drop_sessions) if options.control_plane else None
+        config = uvicorn.Config(app, log_level=options.log_level, ws_max_size=16 * 1024 * 1024, lifespan="off")
+        self.server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    def serve(self) -> None:
+        """Serve until SIGINT/SIGTERM (main thread); sessions and sandboxes are closed on the way out."""
+        try:
+            if self.beat is not None:
+                self.beat.start()
+            print(f"rockroll node {self.options.node_id} serving {self.endpoint}", flush=True)
+            self.server.run(sockets=[self.sock])
+        finally:
+            self.close()
+
+    def start_background(self, timeout_s: float = 30.0) -> None:
+        """Serve on a thread (no signal handlers) and return once it listens."""
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), name="node-agent", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not self.server.started:
+            raise RuntimeError(f"node agent {self.options.node_id} did not start serving within {timeout_s} s")
+        if self.beat is not None:
+            self.beat.start()
+
+    def stop(self) -> None:
+        """Stop a background server and close its sessions and sandboxes."""
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.close()
+
+    def close(self) -> None:
+        if self.beat is not None:
+            self.beat.stop()
+        self.host.close()
+        self.sock.close()
+
+
 def run_node(options: NodeOptions) -> None:
     """Serve until SIGINT/SIGTERM; sessions and sandboxes are closed on the way out."""
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((options.host, options.port))
-    endpoint = f"http://{options.host}:{sock.getsockname()[1]}"
-    app, host = build_node_app(options, endpoint)
-    beat = Heartbeat(options, host.agent, host.drop_sessions) if options.control_plane else None
-    config = uvicorn.Config(app, log_level=options.log_level, ws_max_size=16 * 1024 * 1024, lifespan="off")
-    server = uvicorn.Server(config)
-    try:
-        if beat is not None:
-            beat.start()
-        print(f"rockroll node {options.node_id} serving {endpoint}", flush=True)
-        server.run(sockets=[sock])
-    finally:
-        if beat is not None:
-            beat.stop()
-        host.close()
-        sock.close()
+    NodeServer(options).serve()

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from rockroll.api.app import create_app
 from rockroll.api.auth import create_token, list_tokens, revoke_token
+from rockroll.api.ray_nodes import ray_init_args
 from tests.api.conftest import make_settings
 
 SECRET = secrets.token_urlsafe(32)
@@ -72,3 +73,41 @@ def test_the_heartbeat_answer_lists_revoked_api_tokens(client: TestClient) -> No
         time.sleep(0.05)
     assert tid in _put(client, "n-2", NODE).json()["revoked"]
     assert tid in client.app.state.rr.agent.revoked  # the embedded agent was told directly
+
+
+def test_the_cluster_reports_a_node_lost_with_the_secret(client: TestClient) -> None:
+    assert _put(client, "n-3", NODE).status_code == 200
+    auth = {"Authorization": f"Bearer {SECRET}"}
+    assert client.post("/v1/nodes/n-3/lost", json={"reason": "gone"}).status_code == 401
+    assert client.post("/v1/nodes/n-3/lost", json={"reason": ""}, headers=auth).status_code == 422
+    assert client.post("/v1/nodes/n-3/lost", json={"reason": "x", "y": 1}, headers=auth).status_code == 422
+    assert client.post("/v1/nodes/nope/lost", json={"reason": "gone"}, headers=auth).status_code == 404
+    assert client.post("/v1/nodes/n-3/lost", json={"reason": "its Ray node left"}, headers=auth).json() == {
+        "lost": True
+    }
+    assert client.post("/v1/nodes/n-3/lost", json={"reason": "again"}, headers=auth).json() == {"lost": False}
+    view = {n["id"]: n for n in client.get("/v1/nodes").json()["nodes"]}["n-3"]
+    assert not view["live"] and view["lost"] == "its Ray node left"
+    again = _put(client, "n-3", NODE).json()  # it registers again: back, told to drop what it holds
+    assert again["forget_sessions"] is True
+    assert {n["id"]: n for n in client.get("/v1/nodes").json()["nodes"]}["n-3"]["live"]
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("local", {"_node_ip_address": "127.0.0.1"}),
+        ("127.0.0.1:6379", {"address": "127.0.0.1:6379", "_node_ip_address": "127.0.0.1"}),
+        ("10.0.0.5:6379", {"address": "10.0.0.5:6379"}),
+        ("auto", {"address": "auto"}),
+    ],
+)
+def test_ray_addresses(address: str, expected: dict) -> None:
+    args = ray_init_args(address)
+    assert {k: v for k, v in args.items() if k in ("address", "_node_ip_address")} == expected
+
+
+@pytest.mark.parametrize("address", ["", "10.0.0.5 6379"])
+def test_bad_ray_addresses_are_refused(address: str) -> None:
+    with pytest.raises(ValueError, match="--ray takes"):
+        ray_init_args(address)

@@ -141,6 +141,7 @@ def test_answers_carry_exactly_the_declared_keys(dev_client: TestClient) -> None
     node = {"endpoint": "http://127.0.0.1:9", "capacity": 4}
     check(c.put("/v1/nodes/n1", json=node, headers={"Authorization": f"Bearer {secret}"}))
     check(c.get("/v1/nodes"))
+    check(c.post("/v1/nodes/n1/lost", json={"reason": "gone"}, headers={"Authorization": f"Bearer {secret}"}))
     job = check(c.post("/v1/jobs", json={"kind": "eval", "config": {"env": "FrozenLake-v0", "episodes": 100_000}}))
     check(c.get("/v1/jobs"))
     check(c.get(f"/v1/jobs/{job['id']}"))
