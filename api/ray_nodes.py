@@ -47,7 +47,7 @@ def ray_init_args(address: str) -> dict[str, Any]:
         raise ValueError(f"--ray takes auto, local or HOST:PORT of the Ray cluster, got {address!r}")
     base: dict[str, Any] = {"namespace": "rockroll", "log_to_driver": False, "configure_logging": False}
     if address == "local":
-        return base | {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
+        return base | {"address": "local", "_node_ip_address": "127.0.0.1", "include_dashboard": False}
     host = address.removeprefix("ray://").rsplit(":", 1)[0]
     return base | {"address": address} | ({"_node_ip_address": "127.0.0.1"} if host in LOOPBACK else {})
 

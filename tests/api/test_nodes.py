@@ -96,7 +96,7 @@ def test_the_cluster_reports_a_node_lost_with_the_secret(client: TestClient) -> 
 @pytest.mark.parametrize(
     ("address", "expected"),
     [
-        ("local", {"_node_ip_address": "127.0.0.1"}),
+        ("local", {"address": "local", "_node_ip_address": "127.0.0.1"}),  # a new cluster, never one found here
         ("127.0.0.1:6379", {"address": "127.0.0.1:6379", "_node_ip_address": "127.0.0.1"}),
         ("10.0.0.5:6379", {"address": "10.0.0.5:6379"}),
         ("auto", {"address": "auto"}),
