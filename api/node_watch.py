@@ -14,17 +14,14 @@ after ``STALE_S`` (:mod:`rockroll.api.nodes`).
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 
 import httpx
 
 from rockroll.api.nodes import HEARTBEAT_S, NodeEntry, NodeTable
+from rockroll.api.periodic import Periodic
 
 __all__ = ["NodeWatch", "probe", "SUSPECT_S", "TICK_S", "PROBE_TIMEOUT_S"]
-
-log = logging.getLogger("rockroll.api")
 
 SUSPECT_S = 2 * HEARTBEAT_S
 TICK_S = 0.25
@@ -43,18 +40,19 @@ def probe(entry: NodeEntry, timeout_s: float = PROBE_TIMEOUT_S) -> str:
     return ""
 
 
-class NodeWatch:
+class NodeWatch(Periodic):
     """Declares silent agents lost once they fail a probe (see the module docstring)."""
 
+    interval_s, name = TICK_S, "node-watch"
+
     def __init__(self, nodes: NodeTable) -> None:
+        super().__init__()
         self.nodes = nodes
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="node-watch", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        self.start_ticking()
 
-    def check(self) -> list[str]:
+    def tick(self) -> list[str]:
         """One round: probe the silent agents; return the ids declared lost."""
         lost = []
         for entry in self.nodes.standalone():
@@ -68,12 +66,5 @@ class NodeWatch:
                     lost.append(entry.id)
         return lost
 
-    def _loop(self) -> None:
-        while not self._stop.wait(TICK_S):
-            try:
-                self.check()
-            except Exception:  # noqa: BLE001 - the watch must survive anything
-                log.exception("node watch failed")
-
     def close(self) -> None:
-        self._stop.set()
+        self.stop_ticking()

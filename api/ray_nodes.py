@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from typing import Any
 
 import httpx
 
+from rockroll.api.periodic import Periodic
 from rockroll.sandbox.node.ray_agent import agent_id_for, start_agent
 from rockroll.sandbox.node.serve import NodeOptions
 
@@ -52,8 +52,10 @@ def ray_init_args(address: str) -> dict[str, Any]:
     return base | {"address": address} | ({"_node_ip_address": "127.0.0.1"} if host in LOOPBACK else {})
 
 
-class RayNodes:
+class RayNodes(Periodic):
     """Starts and watches one node agent per Ray node (see the module docstring)."""
+
+    interval_s, name = SYNC_S, "ray-nodes"
 
     def __init__(
         self,
@@ -66,6 +68,7 @@ class RayNodes:
         max_sandboxes: int = 8,
         max_sessions_per_sandbox: int = 64,
     ) -> None:
+        super().__init__()
         self.init_args = ray_init_args(address)
         self.control_url = control_url.rstrip("/")
         self.secret = secret
@@ -74,8 +77,6 @@ class RayNodes:
         self.state_root = state_root.rstrip("/")
         self.agents: dict[str, tuple[Any, Any]] = {}  # Ray node id -> (actor, its wait() call)
         self._died: dict[str, float] = {}  # Ray node id -> when its agent was lost (no restart before RESTART_AFTER_S)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="ray-nodes", daemon=True)
         self._http = httpx.Client(timeout=5.0, headers={"Authorization": f"Bearer {secret}"})
 
     def start(self) -> None:
@@ -88,8 +89,8 @@ class RayNodes:
         import ray
 
         ray.init(**self.init_args)
-        self.sync()
-        self._thread.start()
+        self.tick()
+        self.start_ticking()
 
     def options_for(self, ray_node_id: str, node: dict[str, Any]) -> NodeOptions:
         agent_id = agent_id_for(ray_node_id)
@@ -97,7 +98,7 @@ class RayNodes:
         return NodeOptions(node_id=agent_id, secret=self.secret, control_plane=self.control_url,
                            host=node["NodeManagerAddress"], state_dir=state_dir, **self.node_args)  # fmt: skip
 
-    def sync(self) -> None:
+    def tick(self) -> None:
         """One round: agents for new Ray nodes, losses reported for the departed (see the module docstring)."""
         import ray
 
@@ -126,20 +127,11 @@ class RayNodes:
             log.warning("cannot report node %s lost: %s", agent_id_for(rid), e)
         ray.kill(actor, no_restart=True)
 
-    def _loop(self) -> None:
-        while not self._stop.wait(SYNC_S):
-            try:
-                self.sync()
-            except Exception:  # noqa: BLE001 - the watch must survive anything (a GCS hiccup)
-                log.exception("Ray node sync failed")
-
     def close(self) -> None:
         """Stop the agents (their sessions and sandboxes) and leave the Ray cluster."""
         import ray
 
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        self.stop_ticking(join_s=5)
         if not ray.is_initialized():
             return
         stops = [actor.stop.remote() for actor, _ in self.agents.values()]

@@ -13,13 +13,13 @@ heartbeat.
 from __future__ import annotations
 
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import select
 
 from rockroll.api.db import Database, TokenRecord
 from rockroll.api.nodes import NodeEntry, NodeTable
+from rockroll.api.periodic import Periodic
 from rockroll.sandbox.errors import SandboxError
 from rockroll.sandbox.node.agent import NodeAgent
 
@@ -31,21 +31,22 @@ POLL_S = 0.2
 PUSH_TIMEOUT_S = 0.5
 
 
-class RevocationWatch:
+class RevocationWatch(Periodic):
     """Tells the node agents about revoked API tokens (see the module docstring)."""
 
+    interval_s, name = POLL_S, "revocations"
+
     def __init__(self, db: Database, nodes: NodeTable, agent: NodeAgent | None = None) -> None:
+        super().__init__()
         self.db, self.nodes, self.agent = db, nodes, agent
         self._known: set[str] = set()
-        self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="revoke-push")
-        self._thread = threading.Thread(target=self._loop, name="revocations", daemon=True)
 
     def start(self) -> None:
-        self.check()  # the ones revoked before this start: no push needed, agents ask on their heartbeat
-        self._thread.start()
+        self.tick()  # the ones revoked before this start
+        self.start_ticking()
 
-    def check(self) -> list[str]:
+    def tick(self) -> list[str]:
         """Read the revoked ids; tell the agents about new ones; return those."""
         with self.db.session() as s:
             revoked = set(s.scalars(select(TokenRecord.id).where(TokenRecord.revoked)))
@@ -69,13 +70,6 @@ class RevocationWatch:
         except SandboxError as e:  # it learns them from its next heartbeat answer
             log.warning("cannot tell node agent %s about revoked tokens: %s", entry.id, e)
 
-    def _loop(self) -> None:
-        while not self._stop.wait(POLL_S):
-            try:
-                self.check()
-            except Exception:  # noqa: BLE001 - the watch must survive anything (a database hiccup)
-                log.exception("revocation watch failed")
-
     def close(self) -> None:
-        self._stop.set()
+        self.stop_ticking()
         self._pool.shutdown(wait=False, cancel_futures=True)

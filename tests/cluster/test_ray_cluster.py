@@ -159,15 +159,15 @@ def test_a_rollout_loses_no_episode_when_a_node_is_removed_mid_way(ray_deploymen
     remover = threading.Thread(target=remove_when_busy, daemon=True)
     remover.start()
 
-    async def run() -> Any:
-        with Client(url, tokens["alice"]) as client:
-            source = RemoteSource(client)
-            scheduler = RolloutScheduler(engine, source, config)
-            batch = await scheduler.run_batch()
+    async def one_batch(source: RemoteSource) -> Any:
+        scheduler = RolloutScheduler(engine, source, config)
+        try:
+            return await scheduler.run_batch()
+        finally:
             assert await scheduler.close(30)
-            return batch
 
-    batch = asyncio.run(run())
+    with Client(url, tokens["alice"]) as client:
+        batch = asyncio.run(one_batch(RemoteSource(client)))
     remover.join(10)
     assert removed, "the victim node never held a session"
     trajs = [t for group in batch.groups for t in group]
