@@ -52,6 +52,7 @@ class NodeEntry:
     local: NodeAgent | None = None  # the embedded agent itself
     admin: NodeAdmin | None = None  # how the control plane calls a standalone agent
     lost: str = ""  # why it was declared lost ('' while it serves)
+    boot: str = ""  # the agent process's id, from its registration (another one: it restarted)
 
     def live(self, now: float) -> bool:
         return self.local is not None or (not self.lost and now - self.last_seen <= STALE_S)
@@ -88,20 +89,23 @@ class NodeTable:
         if not presented or not hmac.compare_digest(presented.encode(), self._secret.encode()):
             raise ApiError(401, "unauthorized", "a node agent registers with the deployment's cluster secret")
 
-    def register(self, node_id: str, endpoint: str, capacity: int, sessions: int) -> tuple[NodeEntry, bool]:
+    def register(
+        self, node_id: str, endpoint: str, capacity: int, sessions: int, boot: str = ""
+    ) -> tuple[NodeEntry, bool]:
         """Add or refresh a standalone agent; also whether it rejoins after it was lost (it should drop
-        the sessions it holds)."""
+        the sessions it holds). ``boot`` names the agent's process: another one means it restarted."""
         with self._lock:
             entry = self._nodes.get(node_id)
             if entry is not None and entry.local is not None:
                 raise ApiError(409, "conflict", f"node id {node_id!r} is this server's embedded node")
             rejoined = entry is not None and bool(entry.lost)
-            if entry is None or entry.endpoint != endpoint or entry.lost:
+            restarted = entry is not None and (entry.endpoint != endpoint or entry.boot != boot)
+            if entry is None or restarted or entry.lost:
                 if entry is not None and entry.admin is not None:  # its sessions stay lost (410)
-                    entry.admin.lose(entry.lost or f"node {node_id} restarted (now at {endpoint})")
+                    entry.admin.lose(entry.lost or f"node {node_id} restarted, its sessions went with it")
                     entry.admin.close()
                 admin = NodeAdmin(endpoint, self._secret, node_id=node_id)
-                entry = NodeEntry(node_id, endpoint, capacity, admin=admin)
+                entry = NodeEntry(node_id, endpoint, capacity, admin=admin, boot=boot)
                 self._nodes[node_id] = entry
             entry.capacity, entry.sessions, entry.last_seen = capacity, sessions, time.monotonic()
             return entry, rejoined

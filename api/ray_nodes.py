@@ -135,7 +135,8 @@ class RayNodes(Periodic):
         if not ray.is_initialized():
             return
         stops = [actor.stop.remote() for actor, _ in self.agents.values()]
-        ray.wait(stops, num_returns=len(stops), timeout=15)
+        if stops:
+            ray.wait(stops, num_returns=len(stops), timeout=15)
         for actor, _ in self.agents.values():
             ray.kill(actor, no_restart=True)
         self.agents.clear()

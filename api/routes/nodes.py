@@ -24,6 +24,7 @@ class NodeRegistration(BaseModel):
     endpoint: str = Field(pattern=r"^https?://[^\s/]+(:\d+)?$", max_length=300, description="Data-plane base URL.")
     capacity: int = Field(ge=1, le=1_000_000, description="Most sessions the agent takes.")
     sessions: int = Field(0, ge=0, le=1_000_000, description="Sessions it holds now.")
+    boot: str = Field("", max_length=64, description="Id of the agent's process (a new one: it restarted).")
 
 
 class NodeLoss(BaseModel):
@@ -56,7 +57,7 @@ def register_node(
 ) -> dict[str, Any]:
     """A node agent announces itself (and then heartbeats); its bearer token is the cluster secret."""
     state = _check(request, node_id, authorization)
-    entry, rejoined = state.nodes.register(node_id, body.endpoint, body.capacity, body.sessions)
+    entry, rejoined = state.nodes.register(node_id, body.endpoint, body.capacity, body.sessions, body.boot)
     return {
         "id": entry.id,
         "heartbeat_s": HEARTBEAT_S,

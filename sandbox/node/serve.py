@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -93,6 +94,7 @@ class Heartbeat:
 
     def __init__(self, options: NodeOptions, agent: NodeAgent, on_forget: Callable[[], Any] | None = None) -> None:
         self.options, self.agent, self.on_forget = options, agent, on_forget
+        self.boot = secrets.token_hex(8)  # this process: a restarted agent's old sessions are gone
         self._stop = threading.Event()
         self._http = httpx.Client(timeout=5.0, headers={"Authorization": f"Bearer {options.secret}"})
         self._thread = threading.Thread(target=self._loop, name="node-heartbeat", daemon=True)
@@ -102,7 +104,8 @@ class Heartbeat:
 
     def beat(self) -> bool:
         info = self.agent.info()
-        body = {"endpoint": info["endpoint"], "capacity": info["capacity"], "sessions": info["sessions"]}
+        body = {"endpoint": info["endpoint"], "capacity": info["capacity"], "sessions": info["sessions"],
+                "boot": self.boot}  # fmt: skip
         url = f"{self.options.control_plane.rstrip('/')}/v1/nodes/{self.agent.id}"
         try:
             resp = self._http.put(url, json=body)

@@ -111,3 +111,13 @@ def test_ray_addresses(address: str, expected: dict) -> None:
 def test_bad_ray_addresses_are_refused(address: str) -> None:
     with pytest.raises(ValueError, match="--ray takes"):
         ray_init_args(address)
+
+
+def test_an_agent_that_restarted_loses_the_sessions_of_its_old_process(client: TestClient) -> None:
+    assert _put(client, "n-4", NODE | {"boot": "a"}).status_code == 200
+    nodes = client.app.state.rr.nodes
+    old = nodes.get("n-4").admin
+    assert _put(client, "n-4", NODE | {"boot": "a"}).status_code == 200 and nodes.get("n-4").admin is old
+    assert _put(client, "n-4", NODE | {"boot": "b"}).json()["forget_sessions"] is False  # same port, new process
+    assert "restarted" in old.lost and nodes.get("n-4").admin is not old and not nodes.get("n-4").lost
+    assert _put(client, "n-4", NODE | {"boot": "x" * 65}).status_code == 422
