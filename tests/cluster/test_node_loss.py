@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
-from rockroll.api.client import Client
+from rockroll.agentrl.errors import classify
+from rockroll.api.client import ApiClientError, Client
 from rockroll.api.serve_proc import NodeProc, sandbox_pids
 from rockroll.sandbox.node.client import DataPlaneSession
 from tests.cluster.conftest import ENV, KWARGS, Deployment, _deployment, wait_for_node
@@ -81,6 +83,9 @@ def test_a_sigkilled_agent_loses_its_sessions_as_410_and_rejoins_when_restarted(
                 ]:
                     r = http.request(method, f"/v1/sessions/{s['id']}{path}", json=body)
                     assert (r.status_code, r.json()["error"]["code"]) == (410, "session_lost"), (path, r.text)
+            with pytest.raises(ApiClientError) as lost:  # the SDK's error: an infra failure to the rollout layer
+                alice.step(sessions[1]["id"], RIGHT)
+            assert (lost.value.status, lost.value.code) == (410, "session_lost") and classify(lost.value) == "infra"
             batch = http.post("/v1/sessions/step", json={"steps": [{"id": sessions[2]["id"], "action": RIGHT}]})
             assert batch.json()["results"][0]["status"] == 410, batch.text
             assert batch.json()["results"][0]["error"]["code"] == "session_lost"
