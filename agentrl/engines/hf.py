@@ -62,7 +62,7 @@ import numpy as np
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 from rockroll.agentrl.engines.fast_decoder import FastDecoder
 from rockroll.agentrl.engines.fast_decoder import plan as plan_fast_decoder
-from rockroll.agentrl.engines.hf_batch import decode_batch
+from rockroll.agentrl.engines.hf_batch import decode_batch, forget_memo
 from rockroll.agentrl.engines.kv import Prefix, PrefixCache, SlotBatch, buffer_cache
 
 __all__ = ["HFEngine"]
@@ -257,7 +257,8 @@ class HFEngine(LLMEngine):
         """Load ``state_dict`` once the running batch drains; tag later results with ``version``.
 
         Blocks meanwhile. Keys must be parameter/buffer names of the model; a partial state dict
-        updates only those tensors. The prefix cache is dropped (its KV came from the old weights).
+        updates only those tensors. The prefix cache and the batch path's prompt memo are dropped
+        (their KV came from the old weights), also when ``version`` is the one already loaded.
         """
         self._update_waiting.set()
         try:
@@ -265,6 +266,7 @@ class HFEngine(LLMEngine):
                 if self.prefix_cache is not None:
                     self.stats["cache_drops"] += self.prefix_cache.tokens > 0
                     self.prefix_cache.clear()
+                forget_memo(self)  # the batch path's prompts too, whatever the new version number
                 result = self.model.load_state_dict(state_dict, strict=False)
                 if result.unexpected_keys:
                     raise KeyError(f"state_dict has keys the model lacks: {result.unexpected_keys[:5]}")

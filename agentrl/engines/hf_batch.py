@@ -32,14 +32,19 @@ from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult
 if TYPE_CHECKING:
     from rockroll.agentrl.engines.hf import HFEngine
 
-__all__ = ["decode_batch", "MEMO_PROMPTS"]
+__all__ = ["decode_batch", "forget_memo", "MEMO_PROMPTS"]
 
 #: prompts whose KV and next-token logits are kept between rounds (for the weights they came from)
 MEMO_PROMPTS = 4096
 
 
+def forget_memo(engine: HFEngine) -> None:
+    """Drop the prompts kept between rounds (the engine's weights were replaced)."""
+    engine._batch_memo = None  # type: ignore[attr-defined]
+
+
 def _memo(engine: HFEngine, version: int) -> dict[tuple[int, ...], tuple[Any, Any]]:
-    """The engine's prompt memo of the batch path, emptied when the weights changed."""
+    """The engine's prompt memo of the batch path (emptied by a weight update, and for another version)."""
     memo = getattr(engine, "_batch_memo", None)
     if memo is None or getattr(engine, "_batch_memo_version", None) != version:
         memo = engine._batch_memo = {}  # type: ignore[attr-defined]

@@ -64,13 +64,16 @@ def test_weights_update_between_rounds_drops_the_memo_and_bad_input_is_refused(t
     engine = HFEngine(tiny_path, seed=0)
     reqs = _requests(engine.tokenizer, [SamplingParams(max_new_tokens=4, temperature=0.0)] * 3)
     first = _batch(engine, reqs)
-    state = {k: v + 0.05 * torch.randn_like(v) for k, v in engine.model.state_dict().items() if k.endswith("weight")}
-    engine.update_weights(state, version=3)
-    second = _batch(engine, reqs)
-    assert {r.weight_version for r in first} == {0} and {r.weight_version for r in second} == {3}
-    for req, r in zip(reqs, second, strict=True):  # the new weights' own greedy continuation and logprobs
-        ref = _reference_logprobs(engine.model, req.prompt_ids, r.token_ids)
-        assert max(abs(a - b) for a, b in zip(ref, r.logprobs, strict=True)) < 1e-4
+    for version in (0, 3):  # the same version number again (a warm start loaded as version 0) or a new one
+        state = {
+            k: v + 0.05 * torch.randn_like(v) for k, v in engine.model.state_dict().items() if k.endswith("weight")
+        }
+        engine.update_weights(state, version=version)
+        second = _batch(engine, reqs)
+        assert {r.weight_version for r in first} == {0} and {r.weight_version for r in second} == {version}
+        for req, r in zip(reqs, second, strict=True):  # the new weights' own greedy continuation and logprobs
+            ref = _reference_logprobs(engine.model, req.prompt_ids, r.token_ids)
+            assert max(abs(a - b) for a, b in zip(ref, r.logprobs, strict=True)) < 1e-4
     assert _batch(engine, []) == []
     with pytest.raises(ValueError, match="prompt_ids"):
         _batch(engine, [GenerationRequest([engine.vocab_size + 5])])
