@@ -24,7 +24,6 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +79,6 @@ class NodeTable:
         self._secret = secret
         self._nodes: dict[str, NodeEntry] = {}
         self._lock = threading.Lock()
-        self.on_lost: list[Callable[[str, str], None]] = []  # called with (node id, reason) once per loss
         self.revoked: list[str] = []  # ids of revoked API tokens, told to agents (rockroll.api.revocations)
         if local is not None:
             self._nodes[local.id] = NodeEntry(local.id, local.endpoint, local.capacity, local=local)
@@ -147,11 +145,6 @@ class NodeTable:
             if entry.admin is not None:
                 entry.admin.lose(reason)
         log.warning("node agent %s lost: %s", node_id, reason)
-        for callback in list(self.on_lost):
-            try:
-                callback(node_id, reason)
-            except Exception:  # noqa: BLE001 - one listener's failure stops no other
-                log.exception("a node-loss listener failed")
         return True
 
     def standalone(self) -> list[NodeEntry]:

@@ -96,7 +96,7 @@ class AppState:
     tokens: SessionTokens | None = None  # signs the data plane's session tokens
     nodes: NodeTable | None = None  # the node agents sessions are placed on (rockroll.api.nodes)
     agent: NodeAgent | None = None  # the embedded node agent (Settings.embedded_node)
-    watchers: list[Any] = field(default_factory=list)  # threads with close(): node watch, revocations, Ray
+    watchers: list[Any] = field(default_factory=list)  # background duties with close(): node watch, revocations
 
     def close(self) -> None:
         """Stop jobs, close sessions, stop the manager (and the sandboxes with ``stop_sandboxes_on_exit``;
