@@ -14,8 +14,9 @@ uses no prefix cache. That suits fully observed envs with short turns (``history
 prompt is the current state); long conversations and envs with long-tailed step times are better
 served by the per-episode path, where a slow episode holds up only itself.
 
-Faults are the per-episode path's: an engine error or a generation timeout fails the round's
-episodes, an env step that raises or times out fails its episode, each as an
+Faults are the per-episode path's: a generation timeout fails the round's episodes, an engine
+error fails the episodes whose requests fail when asked again one by one, an env step that raises
+or times out fails its episode, each as an
 :class:`~rockroll.agentrl.errors.InfraFailure` in that episode's own coroutine (retried on a fresh
 env, then masked); a context overflow truncates the episode as the agent's failure. The gate of the
 scheduler (weight updates) is held for each round's generation.
@@ -31,6 +32,7 @@ from typing import Any
 
 from rockroll.agentrl.chat import ContextExceeded, PromptBuilder, format_observation
 from rockroll.agentrl.config import EpisodeConfig
+from rockroll.agentrl.engines.base import GenerationRequest
 from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
 from rockroll.agentrl.errors import FatalRolloutError, InfraFailure, boundary
 from rockroll.agentrl.trajectory import Trajectory
@@ -94,6 +96,23 @@ class LockstepEnvManager(EnvManager):
                     for w in batch:
                         _fail(w, e)
 
+    async def _generate(self, requests: list[GenerationRequest], timeout: float) -> list[Any]:
+        """Each request's result or its error (:class:`InfraFailure` / :class:`FatalRolloutError`).
+
+        One ``generate_batch``; when it fails for another reason than time, the requests are asked
+        again one by one, so an error that belongs to one request (a served engine's 503 for one of
+        them) fails its episode alone, as on the per-episode path.
+        """
+        try:
+            return list(await boundary("generation", self.engine.generate_batch(requests), timeout))
+        except FatalRolloutError as f:
+            return [f] * len(requests)
+        except InfraFailure as f:
+            if isinstance(f.cause, TimeoutError) or f.cause is None:
+                return [f] * len(requests)
+        one_by_one = [boundary("generation", self.engine.generate(r), timeout) for r in requests]
+        return list(await asyncio.gather(*one_by_one, return_exceptions=True))
+
     async def _round(self, batch: list[_Live]) -> None:
         cfg = self.config
         now = time.monotonic()
@@ -107,13 +126,15 @@ class LockstepEnvManager(EnvManager):
             w.state_key = w.builder.pending_obs
         requests = [self._request(w.ep, w.prompt, w.turn) for w in batch]
         timeout = min(cfg.generation_timeout_s, max(w.deadline for w in batch) - now)
-        try:
-            async with self.gate.slot() if self.gate is not None else contextlib.nullcontext():
-                results = await boundary("generation", self.engine.generate_batch(requests), timeout)
-        except (InfraFailure, FatalRolloutError) as f:  # every episode of the round: retried, masked or fatal
-            for w in batch:
-                _fail(w, f)
+        async with self.gate.slot() if self.gate is not None else contextlib.nullcontext():
+            answers = await self._generate(requests, timeout)
+        for w, answer in zip(batch, answers, strict=True):
+            if isinstance(answer, BaseException):
+                _fail(w, answer)
+        pairs = [(w, a) for w, a in zip(batch, answers, strict=True) if not isinstance(a, BaseException)]
+        if not pairs:
             return
+        batch, results = [w for w, _ in pairs], [a for _, a in pairs]
         self.rounds += 1
         self.round_turns += len(batch)
         texts = [w.builder.add_response(r.token_ids) for w, r in zip(batch, results, strict=True)]

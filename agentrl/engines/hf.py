@@ -242,7 +242,8 @@ class HFEngine(LLMEngine):
             return []
         if self.batch_path:
             try:
-                out = await asyncio.to_thread(decode_batch, self, seeded, [int(r.params.seed) for r in seeded])  # type: ignore[arg-type]
+                rows = [self._new_row(_Pending(r, None, None, int(r.params.seed))) for r in seeded]  # type: ignore[arg-type]
+                out = await asyncio.to_thread(decode_batch, self, rows)
             except Exception as e:  # noqa: BLE001 - the caller hears an engine error, as from the queue
                 raise EngineError(f"hf generation failed: {type(e).__name__}: {e}") from e
             if out is not None:

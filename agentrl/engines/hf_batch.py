@@ -25,12 +25,9 @@ so a weight update waits for the round and no round mixes weights.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult
-
-if TYPE_CHECKING:
-    from rockroll.agentrl.engines.hf import HFEngine
+from rockroll.agentrl.engines.base import GenerationResult
 
 __all__ = ["decode_batch", "forget_memo", "MEMO_PROMPTS"]
 
@@ -38,12 +35,12 @@ __all__ = ["decode_batch", "forget_memo", "MEMO_PROMPTS"]
 MEMO_PROMPTS = 4096
 
 
-def forget_memo(engine: HFEngine) -> None:
+def forget_memo(engine: Any) -> None:
     """Drop the prompts kept between rounds (the engine's weights were replaced)."""
     engine._batch_memo = None  # type: ignore[attr-defined]
 
 
-def _memo(engine: HFEngine, version: int) -> dict[tuple[int, ...], tuple[Any, Any]]:
+def _memo(engine: Any, version: int) -> dict[tuple[int, ...], tuple[Any, Any]]:
     """The engine's prompt memo of the batch path (emptied by a weight update, and for another version)."""
     memo = getattr(engine, "_batch_memo", None)
     if memo is None or getattr(engine, "_batch_memo_version", None) != version:
@@ -52,13 +49,10 @@ def _memo(engine: HFEngine, version: int) -> dict[tuple[int, ...], tuple[Any, An
     return memo
 
 
-def decode_batch(
-    engine: HFEngine, requests: list[GenerationRequest], seeds: list[int]
-) -> list[GenerationResult] | None:
-    """Results of ``requests`` (sampled with generators seeded by ``seeds``), or None when the
-    engine's model has no batch path (see the module docstring)."""
-    from rockroll.agentrl.engines.hf import _Pending
-
+def decode_batch(engine: Any, rows: list[Any]) -> list[GenerationResult] | None:
+    """Results of the requests behind ``rows`` (the engine's sampling rows, one per request: its
+    request, seeded generator, stops and budget), or None when the engine's model has no batch path
+    (see the module docstring)."""
     torch = engine._torch
     with torch.inference_mode(), engine._weights_lock:
         if engine._mode is None:
@@ -66,15 +60,13 @@ def decode_batch(
         fast = engine._fast
         if engine._mode != "slots" or fast is None:
             return None
-        version = engine.weight_version
-        rows = [engine._new_row(_Pending(r, None, None, s)) for r, s in zip(requests, seeds, strict=True)]  # type: ignore[arg-type]
-        return _Round(engine, fast, rows, version).run()
+        return _Round(engine, fast, rows, engine.weight_version).run()
 
 
 class _Round:
     """One batch: prefill the distinct prompts, then decode every row to its stop or its budget."""
 
-    def __init__(self, engine: HFEngine, fast: Any, rows: list[Any], version: int) -> None:
+    def __init__(self, engine: Any, fast: Any, rows: list[Any], version: int) -> None:
         self.e, self.fast, self.rows, self.version = engine, fast, rows, version
         self.torch = engine._torch
         self.dev = engine.device
