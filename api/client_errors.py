@@ -1,5 +1,5 @@
 """Errors of the API's clients: an error answer ``{"error": {"code", "message", "details"}}`` raises
-:class:`ApiClientError` (:class:`SandboxLostError` for ``sandbox_lost``), over HTTP
+:class:`ApiClientError` (:class:`SandboxLostError` for ``sandbox_lost`` and ``session_lost``), over HTTP
 (:mod:`rockroll.api.client`) and over a session's WebSocket (:mod:`rockroll.api.session_socket`) alike.
 """
 
@@ -17,7 +17,8 @@ class ApiClientError(StatusError):
 
 
 class SandboxLostError(ApiClientError, SandboxLost):
-    """The session's sandbox died (``sandbox_lost``): open a new session.
+    """The session's sandbox died (``sandbox_lost``), or the node agent hosting it did
+    (``session_lost``, reason ``node_lost``): open a new session.
 
     Also a :class:`rockroll.sandbox.errors.SandboxLost` (the one "sandbox lost" type), with its
     ``sandbox_id`` and ``reason`` taken from the answer's details.
@@ -29,6 +30,10 @@ class SandboxLostError(ApiClientError, SandboxLost):
         self.reason = str(self.details.get("reason", message))
 
 
+#: error codes meaning the session is gone with what hosted it (a sandbox, a node agent)
+LOST_CODES = ("sandbox_lost", "session_lost")
+
+
 def error_for(status: int, body: Any, text: str = "") -> ApiClientError:
     """The exception for an error answer with HTTP ``status`` and JSON ``body`` (``text``: the raw body, if not JSON)."""
     try:
@@ -36,5 +41,5 @@ def error_for(status: int, body: Any, text: str = "") -> ApiClientError:
         code, message, details = str(err["code"]), str(err["message"]), err.get("details") or {}
     except (KeyError, TypeError, AttributeError):
         code, message, details = "http_error", text[:500], {}
-    cls = SandboxLostError if code == "sandbox_lost" else ApiClientError
+    cls = SandboxLostError if code in LOST_CODES else ApiClientError
     return cls(status, code, message, details)

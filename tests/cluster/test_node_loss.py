@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from rockroll.agentrl.errors import classify
-from rockroll.api.client import ApiClientError, Client
+from rockroll.api.client import Client, SandboxLostError
 from rockroll.api.serve_proc import NodeProc, sandbox_pids
 from rockroll.sandbox.node.client import DataPlaneSession
 from tests.cluster.conftest import ENV, KWARGS, Deployment, _deployment, wait_for_node
@@ -83,9 +83,10 @@ def test_a_sigkilled_agent_loses_its_sessions_as_410_and_rejoins_when_restarted(
                 ]:
                     r = http.request(method, f"/v1/sessions/{s['id']}{path}", json=body)
                     assert (r.status_code, r.json()["error"]["code"]) == (410, "session_lost"), (path, r.text)
-            with pytest.raises(ApiClientError) as lost:  # the SDK's error: an infra failure to the rollout layer
+            with pytest.raises(SandboxLostError) as lost:  # the SDK's error: an infra failure to the rollout layer
                 alice.step(sessions[1]["id"], RIGHT)
             assert (lost.value.status, lost.value.code) == (410, "session_lost") and classify(lost.value) == "infra"
+            assert lost.value.reason == "node_lost"
             batch = http.post("/v1/sessions/step", json={"steps": [{"id": sessions[2]["id"], "action": RIGHT}]})
             assert batch.json()["results"][0]["status"] == 410, batch.text
             assert batch.json()["results"][0]["error"]["code"] == "session_lost"
