@@ -62,7 +62,7 @@ import numpy as np
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 from rockroll.agentrl.engines.fast_decoder import FastDecoder
 from rockroll.agentrl.engines.fast_decoder import plan as plan_fast_decoder
-from rockroll.agentrl.engines.hf_batch import decode_batch, forget_memo
+from rockroll.agentrl.engines.hf_batch import decode_batch
 from rockroll.agentrl.engines.kv import Prefix, PrefixCache, SlotBatch, buffer_cache
 
 __all__ = ["HFEngine"]
@@ -195,6 +195,8 @@ class HFEngine(LLMEngine):
         self.prefix_cache: PrefixCache | None = None
         self.fast_decoder = fast_decoder
         self.batch_path = batch_path
+        #: the batch path's prompts kept between rounds: prompt ids -> (KV, next-token logits)
+        self.batch_memo: dict[tuple[int, ...], tuple[Any, Any]] = {}
         self._fast: FastDecoder | None = None
         self._slots: SlotBatch | None = None
         self._mode: str | None = None  # "slots" or "waves": known at the first request
@@ -267,7 +269,7 @@ class HFEngine(LLMEngine):
                 if self.prefix_cache is not None:
                     self.stats["cache_drops"] += self.prefix_cache.tokens > 0
                     self.prefix_cache.clear()
-                forget_memo(self)  # the batch path's prompts too, whatever the new version number
+                self.batch_memo.clear()  # the batch path's prompts too, whatever the new version number
                 result = self.model.load_state_dict(state_dict, strict=False)
                 if result.unexpected_keys:
                     raise KeyError(f"state_dict has keys the model lacks: {result.unexpected_keys[:5]}")

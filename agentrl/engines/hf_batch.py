@@ -29,24 +29,10 @@ from typing import Any
 
 from rockroll.agentrl.engines.base import GenerationResult
 
-__all__ = ["decode_batch", "forget_memo", "MEMO_PROMPTS"]
+__all__ = ["decode_batch", "MEMO_PROMPTS"]
 
 #: prompts whose KV and next-token logits are kept between rounds (for the weights they came from)
 MEMO_PROMPTS = 4096
-
-
-def forget_memo(engine: Any) -> None:
-    """Drop the prompts kept between rounds (the engine's weights were replaced)."""
-    engine._batch_memo = None  # type: ignore[attr-defined]
-
-
-def _memo(engine: Any, version: int) -> dict[tuple[int, ...], tuple[Any, Any]]:
-    """The engine's prompt memo of the batch path (emptied by a weight update, and for another version)."""
-    memo = getattr(engine, "_batch_memo", None)
-    if memo is None or getattr(engine, "_batch_memo_version", None) != version:
-        memo = engine._batch_memo = {}  # type: ignore[attr-defined]
-        engine._batch_memo_version = version  # type: ignore[attr-defined]
-    return memo
 
 
 def decode_batch(engine: Any, rows: list[Any]) -> list[GenerationResult] | None:
@@ -79,7 +65,7 @@ class _Round:
         keys = list(distinct)
         e.stats["requests"] += len(self.rows)
         e.stats["prompt_tokens"] += sum(map(len, prompts))
-        memo = _memo(e, self.version)
+        memo = e.batch_memo  # emptied by every weight update (HFEngine.update_weights)
         misses = [k for k in keys if k not in memo]
         if len(memo) + len(misses) > MEMO_PROMPTS:
             memo.clear()
