@@ -2,7 +2,7 @@
 
 Nothing is downloaded: :func:`build_tiny_model` trains a small byte-level BPE tokenizer with the
 ``tokenizers`` library on rockroll's own env text (system prompts, observations, answers of
-FrozenLake and Sokoban), randomly initialises a Qwen2-shaped causal LM with a seed, and saves both
+FrozenLake and Sokoban by default; ``TinyModelConfig.env_ids`` names others), randomly initialises a Qwen2-shaped causal LM with a seed, and saves both
 to a directory that loads like any Hugging Face checkpoint
 (``AutoModelForCausalLM.from_pretrained(path)``).
 
@@ -73,8 +73,13 @@ class TinyModelConfig:
     seed: int = 0  # random initialisation and corpus sampling
     episodes_per_env: int = 40  # episodes sampled from each env for the tokenizer corpus
     tie_word_embeddings: bool = True  # share input and output embeddings
+    env_ids: tuple[str, ...] = DEFAULT_ENVS  # envs whose text trains the tokenizer
+    answer_tokens: bool = True  # each listed action's whole answer becomes one token (fixed action sets)
 
     def __post_init__(self) -> None:
+        self.env_ids = tuple(self.env_ids)
+        if not self.env_ids:
+            raise ValueError("env_ids must name at least one env whose text trains the tokenizer")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
         if self.num_heads % self.num_kv_heads:
@@ -177,8 +182,9 @@ def build_tiny_model(out_dir: str | Path, config: TinyModelConfig | None = None)
     cfg = config or TinyModelConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    texts = corpus_texts(episodes=cfg.episodes_per_env, seed=cfg.seed)
-    tokenizer = build_tokenizer(texts, cfg.vocab_size, answers=answer_tokens())
+    texts = corpus_texts(cfg.env_ids, episodes=cfg.episodes_per_env, seed=cfg.seed)
+    answers = answer_tokens(cfg.env_ids) if cfg.answer_tokens else None
+    tokenizer = build_tokenizer(texts, cfg.vocab_size, answers=answers)
     model_cfg = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=cfg.hidden_size,

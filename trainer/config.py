@@ -57,6 +57,16 @@ class ModelConfig(ConfigModel):
     build_tiny: bool = f(True, "build a tiny local Qwen2-shaped model at `path` if it does not exist")
     tiny_hidden_size: int = f(128, "width of the tiny model (when built)", ge=1)
     tiny_layers: int = f(2, "transformer blocks of the tiny model (when built)", ge=1)
+    tiny_envs: list[str] = f(
+        ["FrozenLake-v0", "SimpleSokoban-v0"],
+        "envs whose text (prompts, observations, answers) trains the tiny model's tokenizer (when built)",
+    )
+    tiny_vocab_size: int = f(512, "the tiny tokenizer's BPE vocabulary (when built)", ge=300)
+    tiny_answer_tokens: bool = f(
+        True,
+        "one token per whole answer of the tiny envs' listed actions (<answer>Down</answer>): right for fixed "
+        "action sets; off for envs whose commands name objects (ALFWorld, WebShop)",
+    )
     dtype: Literal["float32", "bfloat16", "float16"] = f("float32", "training weights' dtype")
     device: Literal["auto", "cpu", "cuda"] = f("auto", "auto: cuda when available, else cpu")
     gradient_checkpointing: bool = f(False, "recompute activations in backward (saves memory on big models)")

@@ -32,7 +32,14 @@ def ensure_model(cfg: ModelConfig) -> Path:
         return path
     if not cfg.build_tiny:
         raise FileNotFoundError(f"no model at {path}; set model.path to a HF model directory or model.build_tiny: true")
-    return build_tiny_model(path, TinyModelConfig(hidden_size=cfg.tiny_hidden_size, num_layers=cfg.tiny_layers))
+    shape = TinyModelConfig(
+        hidden_size=cfg.tiny_hidden_size,
+        num_layers=cfg.tiny_layers,
+        vocab_size=cfg.tiny_vocab_size,
+        env_ids=tuple(cfg.tiny_envs),
+        answer_tokens=cfg.tiny_answer_tokens,
+    )
+    return build_tiny_model(path, shape)
 
 
 def load_policy(cfg: ModelConfig) -> tuple[Any, Any]:

@@ -20,6 +20,7 @@ import rockroll.envhub as envhub
 from rockroll.agentrl.async_rollout import AsyncRollout
 from rockroll.agentrl.chat import PromptBuilder, format_observation
 from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.config_loader import ConfigError
 from rockroll.agentrl.env_manager import EpisodeSpec
 from rockroll.agentrl.eval_config import EPISODE_FILE
 from rockroll.agentrl.lockstep import make_env_manager
@@ -181,10 +182,12 @@ def _check_env_context(cfg: TrainConfig, tokenizer: Any, env_id: str, env_kwargs
     finally:
         env.close()
     if needed > limit:
-        raise ValueError(
+        raise ConfigError(
+            "rollout.max_context_tokens",
             f"rollout.history_window={r.history_window} needs about {needed} tokens per turn on {env_id} (prompt + "
             f"max_new_tokens) but rollout.max_context_tokens is {r.max_context_tokens}: lower history_window "
-            "or raise max_context_tokens"
+            "or raise max_context_tokens",
+            value=r.max_context_tokens,
         )
 
 

@@ -167,3 +167,19 @@ def test_directories_without_the_marker_load_like_real_hf_models(tiny_path: Path
         [{"role": "user", "content": obs}], add_generation_prompt=True, tokenize=False
     ).endswith("<|im_start|>assistant\n")
     assert model.config.model_type == "qwen2" and not model.training
+
+
+def test_tokenizer_corpus_follows_env_ids(tmp_path: Path) -> None:
+    """A tiny model for ALFWorld learns ALFWorld's words: its observations take fewer tokens than with the
+    default (grid envs') tokenizer, and no whole-answer tokens are added for its object-naming commands."""
+    shape = {"hidden_size": 32, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 64, "episodes_per_env": 5}
+    default = load_tokenizer(build_tiny_model(tmp_path / "grid", TinyModelConfig(**shape)))
+    alf_cfg = TinyModelConfig(**shape, env_ids=("ALFWorld-v0",), answer_tokens=False, vocab_size=1024)
+    alf = load_tokenizer(build_tiny_model(tmp_path / "alf", alf_cfg))
+    text = "You arrive at countertop 1. On the countertop 1, you see a mug 2, and a apple 1."
+    assert len(alf.encode(text, add_special_tokens=False)) <= len(default.encode(text, add_special_tokens=False)) / 2
+    assert "<answer>Down</answer>" in default.get_vocab()
+    assert not any(t.startswith("<answer>") and t != "<answer>" for t in alf.get_vocab())
+    assert alf.decode(alf.encode(text, add_special_tokens=False)) == text
+    with pytest.raises(ValueError, match="env_ids"):
+        TinyModelConfig(env_ids=())
