@@ -25,6 +25,7 @@ from rockroll.envs.webshop.catalog import Goal, Product
 from rockroll.envs.webshop.goals import sample_goal
 from rockroll.envs.webshop.pages import (
     BUY,
+    PAGE_SIZE,
     canonical,
     check_stack,
     clickables,
@@ -60,12 +61,15 @@ class WebShopEnv(TextEnv[Action]):
         catalog_seed: seed of the generated catalogue (the episode seed only picks the goal).
         catalog_path: a product file in the original WebShop format (None: generate one).
         goals_path: a goal/attribute file in the original WebShop format (needs ``catalog_path``).
+        results_per_page: search results shown per results page (1 to 50; the original shop's 10).
+            Fewer make shorter pages (a small model's context) and more ``next >`` clicks.
         format_penalty: reward for an unparsable or unavailable action.
         render_mode: None or ``"ansi"``.
     """
 
     MIN_PRODUCTS = 50
     MAX_PRODUCTS = 100_000
+    MAX_RESULTS_PER_PAGE = 50
 
     instructions = (
         "You are shopping in WebShop, a text-only online store. Each page starts with an instruction "
@@ -88,6 +92,7 @@ class WebShopEnv(TextEnv[Action]):
         catalog_seed: int = 0,
         catalog_path: str | os.PathLike[str] | None = None,
         goals_path: str | os.PathLike[str] | None = None,
+        results_per_page: int = PAGE_SIZE,
         format_penalty: float = DEFAULT_FORMAT_PENALTY,
         render_mode: str | None = None,
     ) -> None:
@@ -109,6 +114,17 @@ class WebShopEnv(TextEnv[Action]):
                 env=type(self).__name__,
                 param="catalog_seed",
             )
+        if (
+            isinstance(results_per_page, bool)
+            or not isinstance(results_per_page, int)
+            or not 1 <= results_per_page <= self.MAX_RESULTS_PER_PAGE
+        ):
+            raise EnvConfigError(
+                f"results_per_page must be an int from 1 to {self.MAX_RESULTS_PER_PAGE}, got {results_per_page!r}",
+                env=type(self).__name__,
+                param="results_per_page",
+            )
+        self._results_per_page = results_per_page
         for name, value in (("catalog_path", catalog_path), ("goals_path", goals_path)):
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise EnvConfigError(
@@ -194,7 +210,7 @@ class WebShopEnv(TextEnv[Action]):
             info = {"reward_details": score.to_dict(), "purchased": product.asin}
             return StepOutcome(self._render(), score.reward, True, effective=True, success=score.success, info=info)
         if verb == "search":
-            new = do_search(self._stack, arg, self._shop)
+            new = do_search(self._stack, arg, self._shop, self._results_per_page)
         else:
             new = do_click(self._stack, arg, self._shop)
         effective = new != self._stack

@@ -3,8 +3,9 @@
 The browser state is a stack of page dicts (plain JSON); the current page is the last one.
 
 * ``{"kind": "search"}``: the search bar (``search[...]`` is accepted only here);
-* ``{"kind": "results", "query": q, "page": n, "asins": [...]}``: ten results per page,
-  ``next >`` / ``< prev`` turn pages, an asin opens the item;
+* ``{"kind": "results", "query": q, "page": n, "asins": [...]}``: ten results per page (or
+  ``"size"`` of them when the page carries that key), ``next >`` / ``< prev`` turn pages, an asin
+  opens the item;
 * ``{"kind": "item", "asin": a, "options": {name: value}}``: clicking an option value selects
   it; ``description`` / ``features`` / ``reviews`` open a sub-page; ``buy now`` buys;
 * ``{"kind": "section", "asin": a, "section": s}``: a sub-page; ``< prev`` returns to the item;
@@ -31,6 +32,7 @@ __all__ = [
     "BUY",
     "SECTIONS",
     "PAGE_SIZE",
+    "page_size",
     "canonical",
     "search_page",
     "option_elements",
@@ -61,15 +63,21 @@ def search_page() -> dict[str, Any]:
     return {"kind": "search"}
 
 
+def page_size(page: dict[str, Any]) -> int:
+    """How many results a results page shows at once (``PAGE_SIZE`` unless the page says otherwise)."""
+    return int(page.get("size", PAGE_SIZE))
+
+
 def num_pages(page: dict[str, Any]) -> int:
     """How many result pages a results page has (at least one)."""
-    return max(1, math.ceil(len(page["asins"]) / PAGE_SIZE))
+    return max(1, math.ceil(len(page["asins"]) / page_size(page)))
 
 
 def page_asins(page: dict[str, Any]) -> list[str]:
     """The asins shown on the current results page."""
-    start = (page["page"] - 1) * PAGE_SIZE
-    return page["asins"][start : start + PAGE_SIZE]
+    size = page_size(page)
+    start = (page["page"] - 1) * size
+    return page["asins"][start : start + size]
 
 
 def option_elements(product: Product) -> list[tuple[str, str, str]]:
@@ -122,10 +130,13 @@ def clickables(page: dict[str, Any], shop: Shop) -> list[str]:
     return []
 
 
-def do_search(stack: list[dict[str, Any]], query: str, shop: Shop) -> list[dict[str, Any]]:
-    """The stack after searching ``query`` from the search page."""
+def do_search(stack: list[dict[str, Any]], query: str, shop: Shop, size: int = PAGE_SIZE) -> list[dict[str, Any]]:
+    """The stack after searching ``query`` from the search page (``size`` results per page)."""
     asins = shop.engine.search(query, MAX_RESULTS)
-    return [*map(copy_page, stack), {"kind": "results", "query": query, "page": 1, "asins": asins}]
+    page: dict[str, Any] = {"kind": "results", "query": query, "page": 1, "asins": asins}
+    if size != PAGE_SIZE:
+        page["size"] = size
+    return [*map(copy_page, stack), page]
 
 
 def do_click(stack: list[dict[str, Any]], element: str, shop: Shop) -> list[dict[str, Any]]:
@@ -166,6 +177,9 @@ def check_stack(stack: Any, shop: Shop) -> list[dict[str, Any]]:
         if "asin" in page and page["asin"] not in shop.catalog.by_asin:
             raise ValueError(f"unknown asin {page['asin']!r}")
         if page["kind"] == "results":
+            size = page.get("size", PAGE_SIZE)
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"results page size {size!r} must be a positive int")
             if not all(a in shop.catalog.by_asin for a in page["asins"]):
                 raise ValueError("unknown asin in results")
             if not 1 <= int(page["page"]) <= num_pages(page):

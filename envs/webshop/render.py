@@ -14,13 +14,13 @@ from rockroll.envs.webshop.pages import (
     BACK,
     BUY,
     NEXT,
-    PAGE_SIZE,
     PREV,
     SECTIONS,
     clickables,
     item_options,
     num_pages,
     page_asins,
+    page_size,
 )
 from rockroll.envs.webshop.store import Shop
 
@@ -50,7 +50,7 @@ def _results(page: dict[str, Any], shop: Shop) -> list[str]:
     asins = page["asins"]
     if not asins:
         return [f'[Results] No product matches "{page["query"]}". Try other words.', _buttons([BACK])]
-    first = (page["page"] - 1) * PAGE_SIZE + 1
+    first = (page["page"] - 1) * page_size(page) + 1
     shown = page_asins(page)
     nav = [BACK] + ([PREV] if page["page"] > 1 else []) + ([NEXT] if page["page"] < num_pages(page) else [])
     lines = [

@@ -351,3 +351,48 @@ def test_env_on_original_files(tmp_path: Path) -> None:
     env.reset(seed=0)
     assert env.goal.asin in env.shop.catalog.by_asin and "price lower than" in env.goal.instruction
     assert open_shop(1000, 0, str(catalog_path)) is env.shop
+
+
+# ------------------------------------------------------------------ results per page and the score's parts
+def test_results_per_page_shortens_result_pages() -> None:
+    default, short = WebShopEnv(num_products=100), WebShopEnv(num_products=100, results_per_page=3)
+    query = answer("search[shampoo]")
+    for e in (default, short):
+        e.reset(seed=4)
+        e.step(query)
+    assert "size" not in default.page  # the default's pages (and snapshots) are as before
+    page = short.page
+    assert page["size"] == 3 and len(page["asins"]) == len(default.page["asins"])
+    shown = page["asins"][:3]
+    clicks = short.action_candidates()
+    assert [c for c in clicks if c[6:-1] in {a.lower() for a in page["asins"]}] == [
+        f"click[{a.lower()}]" for a in shown
+    ]
+    if len(page["asins"]) > 3:
+        obs, *_ = short.step(answer("click[next >]"))
+        assert f"products 4-{min(6, len(page['asins']))} of {len(page['asins'])}" in obs
+    fork = WebShopEnv(num_products=100, results_per_page=3)
+    fork.set_state(short.get_state())
+    assert fork.page == short.page
+    for bad in (0, 51, 2.5, True, "3"):
+        with pytest.raises(EnvConfigError) as e:
+            WebShopEnv(num_products=100, results_per_page=bad)
+        assert e.value.param == "results_per_page"
+
+
+def test_oracle_with_short_result_pages() -> None:
+    env = envhub.make("WebShop-v0", num_products=100, results_per_page=3)
+    rewards = [run_oracle(env, seed)[0] for seed in range(30)]
+    assert sum(r == 1.0 for r in rewards) >= 28
+
+
+def test_final_info_carries_the_score_parts(env: WebShopEnv) -> None:
+    reward, info, _ = run_oracle(env, 7)
+    parts = info["reward_details"]
+    product, goal = env.product(info["purchased"]), env.goal
+    assert parts == score_purchase(product, env.page["options"], goal).to_dict()
+    assert parts["reward"] == reward and parts["r_type"] == 1.0 and parts["price_ok"] is True
+    assert parts["attr_matches"] == parts["n_attrs"] and parts["option_matches"] == parts["n_options"]
+    env.reset(seed=7)
+    _, _, _, _, info = env.step(answer(f"search[{env.goal.product_type}]"))
+    assert "reward_details" not in info
