@@ -1,0 +1,46 @@
+"""``configs/webshop_multiturn.yaml`` as a user runs it, shrunk to two steps: the WebShop tokenizer is built,
+the run exports the warm start and the final model with their episode settings, and
+``bench/webshop_eval.py`` plays held-out goals with both (success, score, its parts, actions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+ROCKROLL = str(Path(sys.executable).with_name("rockroll"))
+
+
+@pytest.mark.slow
+def test_webshop_config_smoke_run_and_bench(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    env = {**os.environ, "TERM": "dumb"}
+    res = subprocess.run(
+        [
+            ROCKROLL, "train", str(ROOT / "configs" / "webshop_multiturn.yaml"), f"model.path={tmp_path / 'model'}",
+            f"logging.run_dir={runs}", "name=ws", "total_steps=2", "time_budget_s=0", "rollout.group_size=2",
+            "rollout.groups_per_step=2", "rollout.eval_episodes=4", "rollout.eval_every=0",
+            "rollout.select_episodes=0", "sft.steps=2", "sft.num_demos=8", "sft.batch_size=4",
+            "logging.progress=false",
+        ],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    export = runs / "ws" / "export"
+    settings = json.loads((export / "final" / "rockroll_episode.json").read_text())
+    assert settings["history_k"] == 0 and settings["envs"][0]["env_kwargs"]["results_per_page"] == 3
+    bench = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "webshop_eval.py"), str(export / "warmstart"), str(export / "final"),
+         "--episodes", "2"],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    rows = [line for line in bench.stdout.splitlines() if line.startswith("| ") and "export" in line]
+    assert len(rows) == 2 and all(len(r.split("|")) == 14 for r in rows)
