@@ -60,26 +60,41 @@ class LoopThread:
 
 
 def success_metrics(
-    trajs: list[Trajectory], prefix: str, tag: str, difficulty: Callable[[int], int | None]
+    trajs: list[Trajectory],
+    prefix: str,
+    tag: str,
+    difficulty: Callable[[int], int | None],
+    category: Callable[[int], str | None] | None = None,
 ) -> dict[str, float]:
-    """``<prefix>/<tag>/success`` and its split by difficulty, ``success_len<k>`` (with ``n_len<k>`` episodes).
+    """``<prefix>/<tag>/success``, its split by difficulty, ``success_len<k>`` (with ``n_len<k>`` episodes),
+    and by the env's category of the episode (ALFWorld: the task type), ``success_cat_<name>`` (with
+    ``n_cat_<name>``); also the mean final reward (``reward``: WebShop's score) and turns (``turns``).
 
     Masked episodes (infra failures after every retry) are left out of every rate and counted in
     ``<prefix>/<tag>/masked`` (present when any).
     """
     masked = sum(t.masked for t in trajs)
     trajs = [t for t in trajs if not t.masked]
-    out = {f"{prefix}/{tag}/success": sum(t.success for t in trajs) / max(len(trajs), 1)}
+    n = max(len(trajs), 1)
+    out = {
+        f"{prefix}/{tag}/success": sum(t.success for t in trajs) / n,
+        f"{prefix}/{tag}/reward": sum(t.final_reward for t in trajs) / n,
+        f"{prefix}/{tag}/turns": sum(len(t.turns) for t in trajs) / n,
+    }
     if masked:
         out[f"{prefix}/{tag}/masked"] = float(masked)
-    by: dict[int, list[bool]] = {}
-    for t in trajs:
-        k = difficulty(t.seed)
-        if k is not None:
-            by.setdefault(k, []).append(t.success)
-    for k in sorted(by):
-        out[f"{prefix}/{tag}/success_len{k}"] = sum(by[k]) / len(by[k])
-        out[f"{prefix}/{tag}/n_len{k}"] = float(len(by[k]))
+    splits: list[tuple[str, Callable[[int], Any]]] = [("len", difficulty)]
+    if category is not None:
+        splits.append(("cat_", category))
+    for name, of in splits:
+        by: dict[Any, list[bool]] = {}
+        for t in trajs:
+            k = of(t.seed)
+            if k is not None:
+                by.setdefault(k, []).append(t.success)
+        for k in sorted(by):
+            out[f"{prefix}/{tag}/success_{name}{k}"] = sum(by[k]) / len(by[k])
+            out[f"{prefix}/{tag}/n_{name}{k}"] = float(len(by[k]))
     return out
 
 
@@ -205,7 +220,7 @@ class MultiTurnDriver:
         self.tag = self.tags[0]
         self.episode = episode_config(cfg)
         self.sched_cfg = scheduler_config(cfg, self.episode)
-        self._difficulty: dict[tuple[str, int], int | None] = {}
+        self._facts: dict[tuple[str, int], tuple[int | None, str | None]] = {}
         self._forks: dict[str, ForkEstimator] = {}
         self.last_eval: list[Trajectory] = []
         self.loop = LoopThread()
@@ -294,7 +309,15 @@ class MultiTurnDriver:
         out: dict[str, float] = {}
         for e in self.envs:
             mine = [t for t in trajs if t.env_tag == e.tag]
-            out.update(success_metrics(mine, prefix, e.tag, lambda seed, e=e: self.difficulty(seed, e.tag)))
+            out.update(
+                success_metrics(
+                    mine,
+                    prefix,
+                    e.tag,
+                    lambda seed, e=e: self.difficulty(seed, e.tag),
+                    lambda seed, e=e: self.category(seed, e.tag),
+                )
+            )
         if len(self.envs) > 1:
             out[f"{prefix}/success"] = mean_success(out, prefix, self.tags)
         return out
@@ -305,15 +328,28 @@ class MultiTurnDriver:
 
     def difficulty(self, seed: int, tag: str | None = None) -> int | None:
         """The env's own difficulty of the episode on ``seed`` (FrozenLake: the no-slip shortest path), if any."""
+        return self._episode_facts(seed, tag)[0]
+
+    def category(self, seed: int, tag: str | None = None) -> str | None:
+        """The env's own category of the episode on ``seed`` (ALFWorld: its task type), if any."""
+        return self._episode_facts(seed, tag)[1]
+
+    def _episode_facts(self, seed: int, tag: str | None) -> tuple[int | None, str | None]:
         e = next(e for e in self.envs if e.tag == (tag or self.tag))
         key = (e.tag, seed)
-        if key not in self._difficulty:
+        if key not in self._facts:
             env = envhub.make(e.env_id, **e.env_kwargs)
-            env.reset(seed=seed)
-            measure = getattr(env.unwrapped, "difficulty", None)
-            self._difficulty[key] = int(measure()) if callable(measure) else None
-            env.close()
-        return self._difficulty[key]
+            try:
+                env.reset(seed=seed)
+                measure = getattr(env.unwrapped, "difficulty", None)
+                kind = getattr(env.unwrapped, "category", None)
+                self._facts[key] = (
+                    int(measure()) if callable(measure) else None,
+                    str(kind()) if callable(kind) else None,
+                )
+            finally:
+                env.close()
+        return self._facts[key]
 
     def close(self) -> None:
         async def stop() -> None:

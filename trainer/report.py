@@ -57,12 +57,14 @@ def success_table(summary: dict[str, Any], tag: str, refs: dict | None = None, m
     ref_names = list(next(iter(refs.values())).keys()) if refs else []
     end = summary.get("eval_end") or {}
     lengths = sorted(int(k.rsplit("len", 1)[1]) for k in end if k.startswith(f"eval/{tag}/success_len"))
+    kinds = sorted(k.split("success_cat_", 1)[1] for k in end if k.startswith(f"eval/{tag}/success_cat_"))
     header = ["difficulty", "maps"] + [t for _, t in cols] + ref_names
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in ["all", *lengths]:
-        suffix = "success" if row == "all" else f"success_len{row}"
+    rows: list[tuple[Any, str]] = [("all", "")] + [(k, f"len{k}") for k in lengths] + [(k, f"cat_{k}") for k in kinds]
+    for row, split in rows:
+        suffix = "success" if row == "all" else f"success_{split}"
         n = (
-            end.get(f"eval/{tag}/n_len{row}")
+            end.get(f"eval/{tag}/n_{split}")
             if row != "all"
             else sum(end.get(f"eval/{tag}/n_len{k}", 0) for k in lengths) or maps
         )

@@ -124,6 +124,13 @@ class ALFWorldEnv(TextEnv[str]):
     def action_candidates(self) -> list[str]:
         return list(self._admissible)
 
+    def category(self) -> str | None:
+        """The episode's task type by its short name (``pick``, ``look``, ``clean``, ``heat``, ``cool``,
+        ``pick_two``): reports split success by it. None before a reset."""
+        if self.world is None:
+            return None
+        return next((short for short, name in TASK_ALIASES.items() if name == self.world.task.type), self.world.task.type)
+
     def _get_state(self) -> dict[str, Any]:
         return {"world": None if self.world is None else self.world.to_dict(), "obs": self._obs}
 

@@ -270,6 +270,18 @@ def test_task_type_filter_by_name_and_short_name() -> None:
         assert seen == expected
 
 
+def test_category_is_the_short_task_type() -> None:
+    env = envhub.make("ALFWorld-v0")
+    assert env.unwrapped.category() is None
+    shorts = ALFWorldEnv.known_task_types()
+    seen = set()
+    for s in range(60):
+        _, info = env.reset(seed=s)
+        seen.add(env.unwrapped.category())
+        assert shorts[env.unwrapped.category()] == info["task_type"]
+    assert seen == {"pick", "look", "clean", "heat", "cool", "pick_two"}
+
+
 def test_more_rooms_receptacles_and_distractors_make_bigger_homes() -> None:
     small, big = ALFWorldEnv(num_receptacles=5, num_distractors=0), ALFWorldEnv(num_rooms=3, num_distractors=30)
     small.reset(seed=0)
