@@ -25,6 +25,7 @@ from rockroll.envs.webshop.catalog import Goal, Product
 from rockroll.envs.webshop.goals import sample_goal
 from rockroll.envs.webshop.pages import (
     BUY,
+    LABEL_KINDS,
     PAGE_SIZE,
     canonical,
     check_stack,
@@ -63,6 +64,8 @@ class WebShopEnv(TextEnv[Action]):
         goals_path: a goal/attribute file in the original WebShop format (needs ``catalog_path``).
         results_per_page: search results shown per results page (1 to 50; the original shop's 10).
             Fewer make shorter pages (a small model's context) and more ``next >`` clicks.
+        result_labels: ``"asin"`` (the original shop: a result is clicked by its asin) or ``"position"``
+            (``click[result 1]`` for the first result shown, and so on: nothing to copy letter by letter).
         format_penalty: reward for an unparsable or unavailable action.
         render_mode: None or ``"ansi"``.
     """
@@ -93,6 +96,7 @@ class WebShopEnv(TextEnv[Action]):
         catalog_path: str | os.PathLike[str] | None = None,
         goals_path: str | os.PathLike[str] | None = None,
         results_per_page: int = PAGE_SIZE,
+        result_labels: str = "asin",
         format_penalty: float = DEFAULT_FORMAT_PENALTY,
         render_mode: str | None = None,
     ) -> None:
@@ -124,7 +128,13 @@ class WebShopEnv(TextEnv[Action]):
                 env=type(self).__name__,
                 param="results_per_page",
             )
-        self._results_per_page = results_per_page
+        if result_labels not in LABEL_KINDS:
+            raise EnvConfigError(
+                f"result_labels must be one of {LABEL_KINDS}, got {result_labels!r}",
+                env=type(self).__name__,
+                param="result_labels",
+            )
+        self._results_per_page, self._result_labels = results_per_page, result_labels
         for name, value in (("catalog_path", catalog_path), ("goals_path", goals_path)):
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise EnvConfigError(
@@ -210,7 +220,7 @@ class WebShopEnv(TextEnv[Action]):
             info = {"reward_details": score.to_dict(), "purchased": product.asin}
             return StepOutcome(self._render(), score.reward, True, effective=True, success=score.success, info=info)
         if verb == "search":
-            new = do_search(self._stack, arg, self._shop, self._results_per_page)
+            new = do_search(self._stack, arg, self._shop, self._results_per_page, self._result_labels)
         else:
             new = do_click(self._stack, arg, self._shop)
         effective = new != self._stack

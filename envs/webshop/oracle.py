@@ -14,7 +14,17 @@ from typing import Any
 
 from rockroll.envs.webshop.catalog import Goal, Product
 from rockroll.envs.webshop.env import WebShopEnv, goal_query
-from rockroll.envs.webshop.pages import BACK, BUY, NEXT, PREV, item_options, num_pages, option_elements, page_asins
+from rockroll.envs.webshop.pages import (
+    BACK,
+    BUY,
+    NEXT,
+    PREV,
+    item_options,
+    num_pages,
+    option_elements,
+    page_asins,
+    result_labels,
+)
 from rockroll.envs.webshop.reward import score_purchase
 from rockroll.envs.webshop.text import normalize
 
@@ -60,12 +70,12 @@ class WebShopOracle:
             query = goal_query(goal) if self._searches == 1 else web.product(goal.asin).title
             return f"search[{query}]"
         if kind == "results":
-            shown = page_asins(page)
-            if goal.asin in shown and self._searches > 1:
-                return f"click[{goal.asin.lower()}]"
-            for asin in shown:
+            label = dict(zip(page_asins(page), result_labels(page), strict=True))
+            if goal.asin in label and self._searches > 1:
+                return f"click[{label[goal.asin]}]"
+            for asin in label:
                 if self._fits(web.product(asin), goal):
-                    return f"click[{asin.lower()}]"
+                    return f"click[{label[asin]}]"
             if page["page"] < min(num_pages(page), self.max_result_pages):
                 return f"click[{NEXT}]"
             return f"click[{BACK}]"

@@ -5,7 +5,8 @@ The browser state is a stack of page dicts (plain JSON); the current page is the
 * ``{"kind": "search"}``: the search bar (``search[...]`` is accepted only here);
 * ``{"kind": "results", "query": q, "page": n, "asins": [...]}``: ten results per page (or
   ``"size"`` of them when the page carries that key), ``next >`` / ``< prev`` turn pages, an asin
-  opens the item;
+  opens the item (``"labels": "position"``: the results are labelled ``result 1``, ``result 2``, ...
+  on each page instead of by asin);
 * ``{"kind": "item", "asin": a, "options": {name: value}}``: clicking an option value selects
   it; ``description`` / ``features`` / ``reviews`` open a sub-page; ``buy now`` buys;
 * ``{"kind": "section", "asin": a, "section": s}``: a sub-page; ``< prev`` returns to the item;
@@ -33,6 +34,8 @@ __all__ = [
     "SECTIONS",
     "PAGE_SIZE",
     "page_size",
+    "result_labels",
+    "LABEL_KINDS",
     "canonical",
     "search_page",
     "option_elements",
@@ -47,6 +50,8 @@ __all__ = [
 BACK, NEXT, PREV, BUY = "back to search", "next >", "< prev", "buy now"
 SECTIONS = ("description", "features", "reviews")
 PAGE_SIZE = 10
+#: how results are labelled: by their asin (the original shop) or by their position on the page
+LABEL_KINDS = ("asin", "position")
 _RESERVED = frozenset((BACK, NEXT, PREV, BUY, *SECTIONS))
 _KINDS = frozenset(("search", "results", "item", "section", "done"))
 
@@ -78,6 +83,14 @@ def page_asins(page: dict[str, Any]) -> list[str]:
     size = page_size(page)
     start = (page["page"] - 1) * size
     return page["asins"][start : start + size]
+
+
+def result_labels(page: dict[str, Any]) -> list[str]:
+    """The clickable labels of the results shown on ``page``, in the order of :func:`page_asins`."""
+    shown = page_asins(page)
+    if page.get("labels", "asin") == "position":
+        return [f"result {i + 1}" for i in range(len(shown))]
+    return [a.lower() for a in shown]
 
 
 def option_elements(product: Product) -> list[tuple[str, str, str]]:
@@ -122,7 +135,7 @@ def clickables(page: dict[str, Any], shop: Shop) -> list[str]:
             out.append(PREV)
         if page["page"] < num_pages(page):
             out.append(NEXT)
-        return out + [a.lower() for a in page_asins(page)]
+        return out + result_labels(page)
     if kind == "item":
         return [BACK, PREV, *(label for label, _, _ in item_options(shop, page["asin"])), *SECTIONS, BUY]
     if kind == "section":
@@ -130,12 +143,16 @@ def clickables(page: dict[str, Any], shop: Shop) -> list[str]:
     return []
 
 
-def do_search(stack: list[dict[str, Any]], query: str, shop: Shop, size: int = PAGE_SIZE) -> list[dict[str, Any]]:
-    """The stack after searching ``query`` from the search page (``size`` results per page)."""
+def do_search(
+    stack: list[dict[str, Any]], query: str, shop: Shop, size: int = PAGE_SIZE, labels: str = "asin"
+) -> list[dict[str, Any]]:
+    """The stack after searching ``query`` from the search page (``size`` results per page, labelled ``labels``)."""
     asins = shop.engine.search(query, MAX_RESULTS)
     page: dict[str, Any] = {"kind": "results", "query": query, "page": 1, "asins": asins}
     if size != PAGE_SIZE:
         page["size"] = size
+    if labels != "asin":
+        page["labels"] = labels
     return [*map(copy_page, stack), page]
 
 
@@ -151,7 +168,7 @@ def do_click(stack: list[dict[str, Any]], element: str, shop: Shop) -> list[dict
         elif element == PREV:
             page["page"] -= 1
         else:
-            asin = next(a for a in page_asins(page) if a.lower() == element)
+            asin = next(a for a, label in zip(page_asins(page), result_labels(page), strict=True) if label == element)
             stack.append({"kind": "item", "asin": asin, "options": {}})
         return stack
     if element == PREV:
@@ -180,6 +197,8 @@ def check_stack(stack: Any, shop: Shop) -> list[dict[str, Any]]:
             size = page.get("size", PAGE_SIZE)
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 raise ValueError(f"results page size {size!r} must be a positive int")
+            if page.get("labels", "asin") not in LABEL_KINDS:
+                raise ValueError(f"results labels {page['labels']!r} must be one of {LABEL_KINDS}")
             if not all(a in shop.catalog.by_asin for a in page["asins"]):
                 raise ValueError("unknown asin in results")
             if not 1 <= int(page["page"]) <= num_pages(page):

@@ -21,6 +21,7 @@ from rockroll.envs.webshop.pages import (
     num_pages,
     page_asins,
     page_size,
+    result_labels,
 )
 from rockroll.envs.webshop.store import Shop
 
@@ -58,10 +59,10 @@ def _results(page: dict[str, Any], shop: Shop) -> list[str]:
         f"(page {page['page']} of {num_pages(page)})",
         _buttons(nav),
     ]
-    for asin in shown:
+    for asin, label in zip(shown, result_labels(page), strict=True):
         p = shop.catalog.by_asin[asin]
         rating = f" | Rating: {p.rating:.1f}" if p.rating is not None else ""
-        lines.append(f"[{asin.lower()}] {p.title}\n    Price: {_price(p.price)}{rating}")
+        lines.append(f"[{label}] {p.title}\n    Price: {_price(p.price)}{rating}")
     return lines
 
 

@@ -396,3 +396,26 @@ def test_final_info_carries_the_score_parts(env: WebShopEnv) -> None:
     env.reset(seed=7)
     _, _, _, _, info = env.step(answer(f"search[{env.goal.product_type}]"))
     assert "reward_details" not in info
+
+
+def test_results_labelled_by_position() -> None:
+    env = WebShopEnv(num_products=100, results_per_page=3, result_labels="position")
+    plain = WebShopEnv(num_products=100, results_per_page=3)
+    for e in (plain, env):
+        e.reset(seed=4)
+        obs, *_ = e.step(answer("search[shampoo]"))
+    assert env.page["labels"] == "position" and "labels" not in plain.page
+    shown = env.page["asins"][:3]
+    assert env.action_candidates()[-len(shown) :] == [f"click[result {i + 1}]" for i in range(len(shown))]
+    assert "[result 1]" in obs and f"[{shown[0].lower()}]" not in obs
+    _, _, _, _, info = env.step(answer(f"click[{shown[0].lower()}]"))
+    assert not info["action_is_valid"]
+    _, _, _, _, info = env.step(answer("click[result 2]"))
+    assert info["page"] == "item" and env.page["asin"] == shown[1]
+    rewards = [
+        run_oracle(envhub.make("WebShop-v0", num_products=100, result_labels="position"), s)[0] for s in range(20)
+    ]
+    assert sum(r == 1.0 for r in rewards) >= 19
+    with pytest.raises(EnvConfigError) as e:
+        WebShopEnv(num_products=100, result_labels="index")
+    assert e.value.param == "result_labels"

@@ -35,7 +35,7 @@ def test_webshop_config_smoke_run_and_bench(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     export = runs / "ws" / "export"
     settings = json.loads((export / "final" / "rockroll_episode.json").read_text())
-    assert settings["history_k"] == 0 and settings["envs"][0]["env_kwargs"]["results_per_page"] == 3
+    assert settings["history_k"] == 0 and settings["envs"][0]["env_kwargs"]["result_labels"] == "position"
     bench = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "webshop_eval.py"), str(export / "warmstart"), str(export / "final"),
          "--episodes", "2"],
