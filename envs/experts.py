@@ -21,10 +21,11 @@ expert.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Expert", "ExpertFactory", "expert_factory", "expert_for", "has_expert"]
+__all__ = ["Expert", "ExpertFactory", "expert_factory", "expert_for", "has_expert", "load_expert_factory"]
 
 #: the next action for the env's current state (None: no move)
 Expert = Callable[[], "str | None"]
@@ -59,9 +60,26 @@ def expert_factory(env: Any) -> ExpertFactory:
     return spec.load_expert()
 
 
-def expert_for(env: Any) -> Expert:
+def load_expert_factory(target: str) -> ExpertFactory:
+    """The expert factory ``"module:attr"`` names (another demonstrator than the spec's); ``LookupError`` naming
+    what is missing when it cannot be loaded."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise LookupError(f"an expert is named 'module:factory', got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise LookupError(f"cannot load expert {target!r}: {e}") from e
+    found = getattr(module, attr, None)
+    if not callable(found):
+        raise LookupError(f"cannot load expert {target!r}: {module_name} has no callable {attr!r}")
+    return found
+
+
+def expert_for(env: Any, factory: str | None = None) -> Expert:
     """A zero-argument callable giving the expert's next action for ``env``'s current state.
 
+    ``factory``: ``"module:attr"`` of another expert factory than the one the env's spec names.
     Call it after ``reset``: stateful experts start their episode here.
     """
-    return expert_factory(env)(env)
+    return (load_expert_factory(factory) if factory else expert_factory(env))(env)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.config_loader import ConfigModel, OneOf
+from rockroll.envs.experts import load_expert_factory
 from rockroll.sandbox.backends import backend_names
 from rockroll.trainer.algos import KL_ESTIMATORS, LOSS_AGG_MODES, REWARD_NORMS
 from rockroll.trainer.algos.estimators import advantage_estimator_names, get_advantage_estimator
@@ -77,6 +78,19 @@ def default_tag(env_id: str) -> str:
     return env_id.split("-")[0]
 
 
+def _loadable_expert(target: str) -> str:
+    """An expert override must import now (a typo fails at config load, not after the first evaluation)."""
+    if target:
+        try:
+            load_expert_factory(target)
+        except LookupError as e:
+            raise ValueError(str(e)) from e
+    return target
+
+
+ExpertName = Annotated[str, AfterValidator(_loadable_expert)]
+
+
 class EnvShareConfig(ConfigModel):
     """One env of a training mix (``rollout.envs``)."""
 
@@ -84,6 +98,7 @@ class EnvShareConfig(ConfigModel):
     env_kwargs: dict[str, Any] = f({}, "keyword arguments for envhub.make (e.g. {is_slippery: true})")
     ratio: float = f(1.0, "share of each batch's groups, relative to the other entries' (2 and 1: two thirds)", gt=0)
     tag: str = f("", "metric tag: env/<tag>/..., eval/<tag>/... (empty: the env id before its version)")
+    expert: ExpertName = f("", "the warm start's demonstrator, 'module:factory' (empty: the expert the env's spec names)")
 
 
 class RolloutConfig(ConfigModel):
@@ -91,6 +106,11 @@ class RolloutConfig(ConfigModel):
 
     env_id: str = f("FrozenLake-v0", "envhub id of the training env (one env; rollout.envs mixes several)")
     env_kwargs: dict[str, Any] = f({}, "keyword arguments for envhub.make (e.g. {is_slippery: false})")
+    expert: ExpertName = f(
+        "",
+        "multiturn: the warm start's demonstrator, 'module:factory' (e.g. rockroll.envs.alfworld.searcher:expert); "
+        "empty: the expert the env's spec names",
+    )
     envs: list[EnvShareConfig] = f(
         [],
         "several envs mixed by ratio, e.g. [{env_id: FrozenLake-v0, ratio: 2}, {env_id: Sokoban-v0, ratio: 1}] "
@@ -234,7 +254,11 @@ class RolloutConfig(ConfigModel):
         """The envs of the run: ``envs``, or the one env of ``env_id``/``env_kwargs`` (ratio 1, default tag)."""
         if self.envs:
             return list(self.envs)
-        return [EnvShareConfig(env_id=self.env_id, env_kwargs=dict(self.env_kwargs), tag=default_tag(self.env_id))]
+        return [
+            EnvShareConfig(
+                env_id=self.env_id, env_kwargs=dict(self.env_kwargs), tag=default_tag(self.env_id), expert=self.expert
+            )
+        ]
 
     @property
     def mixed(self) -> bool:
@@ -407,7 +431,7 @@ class TrainConfig(ConfigModel):
             raise ValueError(f"adv_estimator {self.algo.adv_estimator} needs rollout.group_size >= 2")
         if self.rollout.mode == "multiturn" and self.sft.steps > 0:
             for env in self.rollout.env_mix():
-                if _expert_of(env.env_id) is None:
+                if not env.expert and _expert_of(env.env_id) is None:
                     raise ValueError(
                         f"sft.steps > 0 needs an expert for {env.env_id} to demonstrate multi-turn play, and it "
                         "has none: register one (envhub.register(..., expert='module:factory')), leave the env out "

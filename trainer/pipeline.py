@@ -209,7 +209,13 @@ def run_training(
                     )
                 elif multiturn:
                     demos = build_turn_demos(
-                        r.env_id, r.env_kwargs, tok, episode_config(cfg), _demo_seeds(cfg), explore=cfg.sft.explore
+                        r.env_id,
+                        r.env_kwargs,
+                        tok,
+                        episode_config(cfg),
+                        _demo_seeds(cfg),
+                        explore=cfg.sft.explore,
+                        expert=r.expert,
                     )
                 else:
                     demos = build_demos(rollout, _demo_seeds(cfg))

@@ -54,6 +54,7 @@ def expert_trajectory(
     seed: int,
     *,
     explore: float = 0.0,
+    expert: str = "",
 ) -> Trajectory:
     """The env's expert playing one episode, rendered turn by turn exactly as the multi-turn rollout
     renders the policy's episodes (the same :class:`PromptBuilder`, history window and chat template).
@@ -63,6 +64,7 @@ def expert_trajectory(
     With ``explore`` > 0 each turn takes, with that chance, an action drawn uniformly from the env's
     ``action_candidates()`` instead (the draw is seeded by ``seed``): a policy imitating such play keeps
     about ``explore / k`` of its mass on each of the ``k`` actions, where RL can find better ones.
+    ``expert``: ``"module:factory"`` of another demonstrator than the env spec's.
     """
     if not 0.0 <= explore <= 1.0:
         raise ValueError(f"explore must be in [0, 1], got {explore}")
@@ -70,7 +72,7 @@ def expert_trajectory(
     env = envhub.make(env_id, **env_kwargs)
     try:
         obs, _ = env.reset(seed=seed)
-        expert = expert_for(env)
+        demonstrator = expert_for(env, expert or None)
         system = env.system_prompt() if episode.system_prompt == "env" else ""
         builder = PromptBuilder(
             tokenizer, system, history=episode.history, last_k=episode.history_k,
@@ -79,7 +81,7 @@ def expert_trajectory(
         traj = Trajectory(f"demo{seed}", f"demo{seed}", env_id, seed)
         prompt = builder.first_prompt(format_observation(obs, episode.observation_format))
         for turn in range(episode.max_turns):
-            action = expert()
+            action = demonstrator()
             if action is None:
                 break
             if explore and rng.random() < explore:
@@ -122,6 +124,7 @@ def build_turn_demos(
     *,
     successful_only: bool = True,
     explore: float = 0.0,
+    expert: str = "",
 ) -> list[TrainSample]:
     """Multi-turn SFT rows from expert episodes on ``seeds`` (loss on the assistant's tokens only).
 
@@ -133,7 +136,7 @@ def build_turn_demos(
     layout = "concat" if episode.history == "full" else "per_turn"
     rows: list[TrainSample] = []
     for seed in seeds:
-        traj = expert_trajectory(env_id, env_kwargs, tokenizer, episode, seed, explore=explore)
+        traj = expert_trajectory(env_id, env_kwargs, tokenizer, episode, seed, explore=explore, expert=expert)
         if traj.turns and (traj.success or not successful_only):
             rows += traj.to_samples(layout)
     if not rows:
@@ -158,7 +161,9 @@ def build_mixed_turn_demos(
         n = slots.count(i)
         metrics[f"sft/{e.tag}/demo_episodes"] = float(n)
         if n:
-            rows += build_turn_demos(e.env_id, e.env_kwargs, tokenizer, episode, list(seeds[:n]), explore=explore)
+            rows += build_turn_demos(
+                e.env_id, e.env_kwargs, tokenizer, episode, list(seeds[:n]), explore=explore, expert=e.expert
+            )
     return rows, metrics
 
 

@@ -50,6 +50,8 @@ def test_overrides_parse_yaml_values(tmp_path: Path) -> None:
         ({"workers": {"num_workers": 2}}, "needs workers.use_ray: true"),
         ({"total_steps": "many"}, "total_steps must be int"),
         ({"model": 3}, "model must be a mapping"),
+        ({"rollout": {"expert": "rockroll.envs.alfworld.searcher:nope"}}, "has no callable 'nope'"),
+        ({"rollout": {"envs": [{"env_id": "ALFWorld-v0", "expert": "no_such_module:x"}]}}, "cannot load expert"),
     ],
 )
 def test_validation_says_what_to_do(data: dict, message: str) -> None:
