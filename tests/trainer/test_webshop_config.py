@@ -12,28 +12,15 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
+from tests.trainer.config_smoke import ROOT, smoke_run
 
-ROOT = Path(__file__).resolve().parents[2]
-ROCKROLL = str(Path(sys.executable).with_name("rockroll"))
+pytest.importorskip("torch")
 
 
 @pytest.mark.slow
 def test_webshop_config_smoke_run_and_bench(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
     env = {**os.environ, "TERM": "dumb"}
-    res = subprocess.run(
-        [
-            ROCKROLL, "train", str(ROOT / "configs" / "webshop_multiturn.yaml"), f"model.path={tmp_path / 'model'}",
-            f"logging.run_dir={runs}", "name=ws", "total_steps=2", "time_budget_s=0", "rollout.group_size=2",
-            "rollout.groups_per_step=2", "rollout.eval_episodes=4", "rollout.eval_every=0",
-            "rollout.select_episodes=0", "sft.steps=2", "sft.num_demos=8", "sft.batch_size=4",
-            "logging.progress=false",
-        ],
-        capture_output=True, text=True, timeout=120, env=env, check=False,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
-    export = runs / "ws" / "export"
+    export = smoke_run("webshop_multiturn.yaml", tmp_path, "ws") / "export"
     settings = json.loads((export / "final" / "rockroll_episode.json").read_text())
     assert settings["history_k"] == 0 and settings["envs"][0]["env_kwargs"]["result_labels"] == "position"
     bench = subprocess.run(
