@@ -2,8 +2,9 @@
 
 Nothing is downloaded: :func:`build_tiny_model` trains a small byte-level BPE tokenizer with the
 ``tokenizers`` library on rockroll's own env text (system prompts, observations, answers of
-FrozenLake and Sokoban by default; ``TinyModelConfig.env_ids`` names others), randomly initialises a Qwen2-shaped causal LM with a seed, and saves both
-to a directory that loads like any Hugging Face checkpoint
+FrozenLake and Sokoban by default; ``TinyModelConfig.env_ids`` names others), randomly initialises
+a Qwen2-shaped causal LM with a seed, and saves both to a directory that loads like any Hugging
+Face checkpoint
 (``AutoModelForCausalLM.from_pretrained(path)``).
 
 The tokenizer is byte-level, so every string (newlines, runs of spaces, ``√``) decodes back
