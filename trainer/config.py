@@ -98,7 +98,9 @@ class EnvShareConfig(ConfigModel):
     env_kwargs: dict[str, Any] = f({}, "keyword arguments for envhub.make (e.g. {is_slippery: true})")
     ratio: float = f(1.0, "share of each batch's groups, relative to the other entries' (2 and 1: two thirds)", gt=0)
     tag: str = f("", "metric tag: env/<tag>/..., eval/<tag>/... (empty: the env id before its version)")
-    expert: ExpertName = f("", "the warm start's demonstrator, 'module:factory' (empty: the expert the env's spec names)")
+    expert: ExpertName = f(
+        "", "the warm start's demonstrator, 'module:factory' (empty: the expert the env's spec names)"
+    )
 
 
 class RolloutConfig(ConfigModel):

@@ -129,7 +129,9 @@ class ALFWorldEnv(TextEnv[str]):
         ``pick_two``): reports split success by it. None before a reset."""
         if self.world is None:
             return None
-        return next((short for short, name in TASK_ALIASES.items() if name == self.world.task.type), self.world.task.type)
+        return next(
+            (short for short, name in TASK_ALIASES.items() if name == self.world.task.type), self.world.task.type
+        )
 
     def _get_state(self) -> dict[str, Any]:
         return {"world": None if self.world is None else self.world.to_dict(), "obs": self._obs}
