@@ -13,7 +13,6 @@ custom envs live in this registry only).
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 import re
 from collections.abc import Callable
@@ -24,6 +23,7 @@ import gymnasium as gym
 
 from rockroll.envhub.errors import RegistrationError, UnknownEnvError
 from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.registries import import_target
 from rockroll.envs.wrappers import MaxSteps
 
 __all__ = [
@@ -101,17 +101,10 @@ def _resolve(env_id: str, what: str, target: str | Callable[..., Any]) -> Callab
     """``target`` itself when callable, else the object its ``"module:attr"`` names (or ``RegistrationError``)."""
     if callable(target):
         return target
-    module_name, _, attr = target.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
+        return import_target(target)
+    except (ImportError, AttributeError) as e:
         raise RegistrationError(f"{env_id}: cannot load {what} {target!r}: {e}") from e
-    found = getattr(module, attr, None)
-    if found is None:
-        close = difflib.get_close_matches(attr, [n for n in dir(module) if not n.startswith("_")], n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(f'{module_name}:{c}' for c in close)}?" if close else ""
-        raise RegistrationError(f"{env_id}: cannot load {what} {target!r}: {module_name} has no {attr!r}{hint}")
-    return found
 
 
 _REGISTRY: dict[str, EnvSpec] = {}

@@ -21,9 +21,10 @@ expert.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
+
+from rockroll.envs.registries import import_target
 
 __all__ = ["Expert", "ExpertFactory", "expert_factory", "expert_for", "has_expert", "load_expert_factory"]
 
@@ -67,10 +68,11 @@ def load_expert_factory(target: str) -> ExpertFactory:
     if not sep or not module_name or not attr:
         raise LookupError(f"an expert is named 'module:factory', got {target!r}")
     try:
-        module = importlib.import_module(module_name)
+        found = import_target(target)
     except ImportError as e:
         raise LookupError(f"cannot load expert {target!r}: {e}") from e
-    found = getattr(module, attr, None)
+    except AttributeError:
+        found = None
     if not callable(found):
         raise LookupError(f"cannot load expert {target!r}: {module_name} has no callable {attr!r}")
     return found

@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar, cast
 from rockroll.envs.errors import RockrollError
 from rockroll.envs.plugins import load_plugins
 
-__all__ = ["Registry", "UnknownNameError", "close_names"]
+__all__ = ["Registry", "UnknownNameError", "close_names", "import_target"]
 
 T = TypeVar("T")
 
@@ -34,6 +34,19 @@ T = TypeVar("T")
 def close_names(name: object, choices: Iterable[object], n: int = 3) -> list[str]:
     """Up to ``n`` of ``choices`` close to ``name`` (best first), as strings: the "did you mean" list."""
     return difflib.get_close_matches(str(name), [str(c) for c in choices], n=n, cutoff=0.5)
+
+
+def import_target(target: str) -> Any:
+    """The object a ``"module:attr"`` string names: the module's ``ImportError`` when it does not import, an
+    ``AttributeError`` naming close attributes when it has no ``attr``."""
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    found = getattr(module, attr, None)
+    if found is None:
+        close = close_names(attr, [n for n in dir(module) if not n.startswith("_")])
+        hint = f"; did you mean {', '.join(f'{module_name}:{c}' for c in close)}?" if close else ""
+        raise AttributeError(f"{module_name} has no {attr!r}{hint}")
+    return found
 
 
 def _restore(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
@@ -153,8 +166,7 @@ class Registry(Generic[T]):
         """
         item = self.entry(name)
         if isinstance(item, str):
-            module, _, attr = item.partition(":")
-            loaded = getattr(importlib.import_module(module), attr)
+            loaded = import_target(item)
             if self._items.get(name) is item:  # not replaced meanwhile
                 self._items[name] = loaded
             return cast(T, loaded)
