@@ -27,7 +27,7 @@ from typing import Any
 from rockroll.envs.alfworld.catalog import LIGHT_HOSTS, OBJECT_TYPES
 from rockroll.envs.alfworld.planner import next_command, world_of
 from rockroll.envs.alfworld.tasks import goal_satisfied
-from rockroll.envs.alfworld.text import _overview_order
+from rockroll.envs.alfworld.text import overview_order
 from rockroll.envs.alfworld.world import World
 
 __all__ = ["Searcher", "expert"]
@@ -89,7 +89,7 @@ class Searcher:
             return f"open {here.name}"
         if want_light and here is not None and here.kind in places and here.name not in self.looked:
             return "look"
-        order = _overview_order(list(world.receptacles.values()))
+        order = overview_order(list(world.receptacles.values()))
         rank = {name: i for i, name in enumerate(order)}
         todo = [
             r

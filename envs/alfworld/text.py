@@ -12,6 +12,7 @@ __all__ = [
     "WELCOME",
     "NOTHING_HAPPENS",
     "list_things",
+    "overview_order",
     "intro",
     "look",
     "inventory",
@@ -41,7 +42,7 @@ def list_things(names: list[str]) -> str:
     return ", ".join(parts[:-1]) + ", and " + parts[-1]
 
 
-def _overview_order(recs: list[Receptacle]) -> list[str]:
+def overview_order(recs: list[Receptacle]) -> list[str]:
     """ALFWorld's listing order: kinds alphabetically, numbers descending."""
 
     def key(r: Receptacle) -> tuple[str, int]:
@@ -62,10 +63,12 @@ def look(world: World) -> str:
         return f"You are facing the {rec.name}. Next to it, you see {list_things(rec.beside)}."
     recs = list(world.receptacles.values())
     if len(world.rooms) == 1:
-        return f"You are in the middle of a room. Looking quickly around you, you see {list_things(_overview_order(recs))}."
+        return (
+            f"You are in the middle of a room. Looking quickly around you, you see {list_things(overview_order(recs))}."
+        )
     parts = []
     for i, room in enumerate(world.rooms):
-        here = _overview_order([r for r in recs if r.room == i])
+        here = overview_order([r for r in recs if r.room == i])
         parts.append(f"In the {_ROOM_NAMES.get(room, room)}, you see {list_things(here)}.")
     return "You are in the middle of a house. Looking quickly around you: " + " ".join(parts)
 
