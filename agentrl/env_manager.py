@@ -41,6 +41,7 @@ import asyncio
 import collections
 import concurrent.futures as cf
 import contextlib
+import logging
 import threading
 import time
 from collections import Counter
@@ -56,6 +57,8 @@ from rockroll.agentrl.errors import InfraFailure, boundary
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.sandbox.retry import Backoff, await_until
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Deadlines", "EnvManager", "EpisodeSpec", "GenerationGate", "RewardFn"]
 
@@ -514,6 +517,14 @@ class EnvManager:
             except InfraFailure as f:
                 self.failures[f.stage] += 1
                 traj.failure = FailureTag("infra", f.stage, f.error, f.message, retries=attempt)
+                log.info(
+                    "episode %s, attempt %d: infra failure in %s: %s: %s",
+                    ep.episode_id,
+                    attempt,
+                    f.stage,
+                    f.error,
+                    f.message[:200],
+                )
                 if f.stage == "reward":  # a broken reward function fails the same way on a replay
                     break
         traj.wall_time_s = time.monotonic() - start

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import hashlib
 import random
 import time
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from rockroll.trainer.report import env_references, run_report
 from rockroll.trainer.selection import BestCheckpoint, select_seeds
 from rockroll.trainer.turns import merge_identical, merge_ok, turn_rows, turn_values
 
-__all__ = ["run_training", "ProgressCallback", "EventCallback"]
+__all__ = ["run_training", "sandbox_manager", "sandbox_manager_name", "ProgressCallback", "EventCallback"]
 
 ProgressCallback = Callable[[int, int, dict[str, float]], None]
 EventCallback = Callable[[str, dict[str, Any]], None]  # progress: sft_step, eval_start, eval_end (trainer/progress.py)
@@ -48,13 +49,30 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def sandbox_manager(cfg: TrainConfig, run_dir: Path) -> SandboxManager:
+    """The run's own sandbox manager (``rollout.sandbox`` backend, SQLite under the run dir).
+
+    Its name carries a digest of the run dir: a manager adopts the sandboxes labelled with its name and
+    removes those it has no record of, so two runs of one config name in different run dirs (a test
+    beside a bench, two users) must not share one, while a resumed run keeps its own.
+    """
+    return SandboxManager(
+        backend=cfg.rollout.sandbox,
+        name=sandbox_manager_name(cfg.name, run_dir),
+        db_url=f"sqlite:///{run_dir.resolve()}/sandboxes.db",
+    )
+
+
+def sandbox_manager_name(name: str, run_dir: Path) -> str:
+    """``train-<run name>-<digest of the run dir>``: the label of run ``name``'s sandboxes in ``run_dir``."""
+    return f"train-{name}-{hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:8]}"
+
+
 def _env_source(cfg: TrainConfig, stack: ExitStack, run_dir: Path) -> EnvSource:
-    """Where envs come from: in-process, or sessions in process/docker sandboxes (own manager, SQLite under the run dir)."""
+    """Where envs come from: in-process, or sessions in process/docker sandboxes of the run's own manager."""
     if cfg.rollout.sandbox == "none":
         return LocalSource()
-    manager = SandboxManager(
-        backend=cfg.rollout.sandbox, name=f"train-{cfg.name}", db_url=f"sqlite:///{run_dir.resolve()}/sandboxes.db"
-    )
+    manager = sandbox_manager(cfg, run_dir)
     stack.callback(manager.close)
     return SandboxSource(manager)
 

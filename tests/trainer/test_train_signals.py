@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rockroll.sandbox.backends import make_backend
+from rockroll.trainer.pipeline import sandbox_manager_name
 
 pytest.importorskip("torch")
 
@@ -61,7 +62,7 @@ def _cleanup(manager: str) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_or_ctrl_c_on_train_leaves_no_sandbox(tiny_model_dir: Path, tmp_path: Path, sig: int) -> None:
     name = f"sig{uuid.uuid4().hex[:6]}"
-    manager = f"train-{name}"
+    manager = sandbox_manager_name(name, tmp_path / name)
     proc = _start(tiny_model_dir, tmp_path, name)
     try:
         assert _wait_for_sandboxes(proc, manager, tmp_path, name)
@@ -78,7 +79,7 @@ def test_sigterm_or_ctrl_c_on_train_leaves_no_sandbox(tiny_model_dir: Path, tmp_
 @pytest.mark.slow
 def test_after_sigkill_the_next_start_of_the_run_reaps_its_sandboxes(tiny_model_dir: Path, tmp_path: Path) -> None:
     name = f"kill{uuid.uuid4().hex[:6]}"
-    manager = f"train-{name}"
+    manager = sandbox_manager_name(name, tmp_path / name)
     proc = _start(tiny_model_dir, tmp_path, name)
     try:
         left = _wait_for_sandboxes(proc, manager, tmp_path, name)

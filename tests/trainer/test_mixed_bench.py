@@ -1,0 +1,97 @@
+"""bench/mixed_run.py: its runs' configs, its sandbox killer (against real process sandboxes), its noise test."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.mixed_run import SandboxKiller, run_config, within_noise
+from rockroll.sandbox.managed import SandboxState
+from rockroll.sandbox.manager import SandboxManager
+from tests.trainer.config_smoke import ROOT, smoke_run
+
+
+def _args(tmp_path: Path) -> argparse.Namespace:
+    return argparse.Namespace(
+        warmstart="runs/tiny-model", steps=5, eval_every=5, eval_episodes=10, run_dir=str(tmp_path)
+    )
+
+
+def test_single_env_runs_keep_the_mixed_runs_budget(tmp_path: Path) -> None:
+    mixed = run_config("mixed", _args(tmp_path))
+    assert [e.tag for e in mixed.rollout.envs] == ["frozenlake", "sokoban"]
+    for tag in ("frozenlake", "sokoban"):
+        single = run_config(tag, _args(tmp_path))
+        assert [e.tag for e in single.rollout.envs] == [tag]
+        assert single.rollout.groups_per_step == mixed.rollout.groups_per_step  # same episodes per step
+        assert single.total_steps == mixed.total_steps == 5
+        assert single.sft.steps == 0 and single.model.path == "runs/tiny-model"  # one shared warm start
+        assert single.algo == mixed.algo and single.optim == mixed.optim
+
+
+def test_killer_kills_process_sandboxes_and_the_manager_replaces_them(tmp_path: Path) -> None:
+    state = tempfile.mkdtemp(prefix="rrk-", dir="/tmp")  # short: a Unix socket path holds 107 bytes
+    manager = SandboxManager(
+        backend="process", name=f"killtest{time.monotonic_ns() % 10**6}", state_dir=state,
+        db_url=f"sqlite:///{tmp_path}/sb.db", monitor_interval_s=0.2,
+    )  # fmt: skip
+    try:
+        sandboxes = [manager.create() for _ in range(2)]
+        generations = {sb.id: sb.generation for sb in sandboxes}
+        killer = SandboxKiller(manager, fraction=1.0, wave_s=0.2)
+        killer.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len({k["sandbox"] for k in killer.kills}) < 2:
+            time.sleep(0.1)
+        killer.stop.set()
+        killer.join(5)
+        assert {k["sandbox"] for k in killer.kills} == set(generations)
+        assert killer.exposures >= 2
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(
+            sb.generation > generations[sb.id] and sb.state == SandboxState.READY for sb in sandboxes
+        ):
+            time.sleep(0.1)
+        assert all(sb.generation > generations[sb.id] for sb in sandboxes)  # restarted after the kill
+        assert all(sb.state == SandboxState.READY for sb in sandboxes)
+    finally:
+        manager.close()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def test_within_noise_uses_binomial_standard_errors() -> None:
+    assert within_noise(0.50, 0.55, 200)  # 0.05 < 2 x 0.05
+    assert not within_noise(0.50, 0.65, 200)
+    assert within_noise(0.0, 0.0, 200)
+    assert not within_noise(0.0, 0.05, 200)
+
+
+@pytest.mark.slow
+def test_mixed_bench_runs_end_to_end_with_sandboxes_killed(tmp_path: Path) -> None:
+    """The shipped mixed config's warm start, then the bench's mixed, faulted and single-env runs (two steps each)."""
+    warm = smoke_run("mixed_frozenlake_sokoban.yaml", tmp_path, "mix") / "export" / "warmstart"
+    out = tmp_path / "mixed.json"
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "mixed_run.py"), "--warmstart", str(warm), "--steps", "2",
+         "--eval-every", "1", "--eval-episodes", "4", "--runs", "mixed,faulted,sokoban", "--parallel", "1",
+         "--wave-s", "0.5", "--kill-fraction", "0.5", "--run-dir", str(tmp_path / "bench"), "--json", str(out)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "TERM": "dumb"}, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert set(data["runs"]) == {"mixed", "faulted", "sokoban"}
+    assert set(data["runs"]["mixed"]["curves"]) == {"frozenlake", "sokoban"}
+    assert set(data["runs"]["sokoban"]["curves"]) == {"sokoban"}
+    assert all(len(pts) == 2 for pts in data["runs"]["mixed"]["curves"].values())  # an evaluation every step
+    assert set(data["mixed_vs_single"]) == {"sokoban"}
+    assert data["faults"]["kills"] >= 1  # sandboxes died under the run, and it still finished and reported
+    assert data["runs"]["faulted"]["steps"] == 2
