@@ -66,6 +66,8 @@ class RemoteSession:
         if self.sandbox.generation != self._generation or self.sandbox.deleted:
             raise SandboxLost(self.sandbox_id, "the sandbox was restarted or deleted")
         with self._lock:
+            if self.closed:  # closed while this call waited for the lock
+                raise SessionNotFound(self.session_id)
             try:
                 return self._client.call(op, session_id=self.session_id, **args)
             except SessionNotFound as e:
@@ -110,18 +112,20 @@ class RemoteSession:
 
     def close(self) -> None:
         """Close the session (idempotent; a lost sandbox is not an error here)."""
-        if self.closed:
-            return
-        try:
-            if self.sandbox.generation == self._generation and not self.sandbox.deleted:
-                with self._lock:
+        # under the lock: a batch another thread sends on this session's connection (``run_batch``)
+        # finishes before the connection closes, never loses it halfway
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                if self.sandbox.generation == self._generation and not self.sandbox.deleted:
                     self._client.call("env.close", session_id=self.session_id)
-        except (SandboxLost, SandboxTimeout):
-            pass
-        finally:
-            self.closed = True
-            self._client.close()
-            self.sandbox.session_closed()
+            except (SandboxLost, SandboxTimeout):
+                pass
+            finally:
+                self.closed = True
+                self._client.close()
+                self.sandbox.session_closed()
 
     def __enter__(self) -> RemoteSession:
         return self
@@ -153,8 +157,10 @@ def run_batch(items: list[tuple[RemoteSession, str, dict[str, Any]]]) -> list[An
         first = items[indices[0]][0]
         wire = [{"session_id": items[i][0].session_id, "op": items[i][1], **items[i][2]} for i in indices]
         try:
-            with first._lock:
+            with first._lock:  # a session closed meanwhile still carries the batch (on a fresh connection)
                 answers = first._client.call("env.batch", items=wire)
+                if first.closed:
+                    first._client.close()
         except SandboxLost as e:
             first.sandbox.report_failure()
             for i in indices:
