@@ -268,6 +268,7 @@ def run_training(
             summary["eval_start"] = m0
             summary["_eval0"] = m0
         t_run = time.perf_counter()
+        ran_before = float(summary.get("rl_time_s", 0.0))  # RL seconds of the run before a resume
         prefetch: cf.Future | None = None
         step = start_step - 1
         for step in range(start_step, cfg.total_steps):
@@ -356,6 +357,9 @@ def run_training(
                 metrics.update(evaluate())
                 if best is not None and driver is not None:
                     metrics.update(best.consider(driver, step, workers.policy_weights()))
+            # seconds of RL so far, evaluations included (a resumed run goes on from its checkpoint's):
+            # the x-axis of success against wall time
+            summary["rl_time_s"] = metrics["time/run_s"] = ran_before + time.perf_counter() - t_run
             logger.log(step, metrics)
             if progress_callback is not None:
                 progress_callback(step, cfg.total_steps, metrics)
@@ -386,7 +390,7 @@ def run_training(
         summary["success_end"] = mean_success(final, "eval", tags)
         summary["eval_end"] = final
         summary["steps"] = step + 1
-        summary["rl_time_s"] = time.perf_counter() - t_run
+        summary["rl_time_s"] = ran_before + time.perf_counter() - t_run
         refs = {
             e.tag: env_references(e.env_id, e.env_kwargs, eval_seeds, r.max_turns) if multiturn else None for e in envs
         }

@@ -4,6 +4,7 @@ on a terminal, and an example in every ``--help``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pty
@@ -90,6 +91,10 @@ def test_existing_run_is_refused_overwritten_and_resumed(tiny_model_dir: Path, t
     assert [ln.split()[1] for ln in resumed.stdout.splitlines() if ln.startswith("step ")] == ["3/3"]
     assert "sft " not in resumed.stdout  # no second warm start
     assert ckpt.latest_step(run) == 2 and _steps(run) == [-1, 0, 1, 2]
+    # RL seconds so far on every step, going on across the resume (success against wall time)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    clock = [r["time/run_s"] for r in records if r["step"] >= 0]
+    assert len(clock) == 3 and all(0 < a < b for a, b in itertools.pairwise(clock))
 
 
 @pytest.mark.slow
