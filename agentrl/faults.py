@@ -137,13 +137,23 @@ class FaultyEnv(gym.Wrapper[str, str, str, str]):
 
 
 def register_fault_env(env_id: str, **kwargs: Any) -> Any:
-    """Register (or replace) ``env_id`` as a :class:`FaultyEnv` with ``kwargs``; return its spec."""
+    """Register (or replace) ``env_id`` as a :class:`FaultyEnv` with ``kwargs``; return its spec.
+
+    The spec names the wrapped env's expert (the same game, only slower or faultier), so a warm start
+    on the fault env imitates it.
+    """
+    inner = kwargs.get("inner", "FrozenLake-v0")
+    try:
+        expert = envhub.spec(inner).expert
+    except Exception:  # noqa: BLE001 - an inner id unknown here (registered in a sandbox only): no expert
+        expert = None
     return envhub.register(
         env_id,
         "rockroll.agentrl.faults:FaultyEnv",
         kwargs=kwargs,
         description="fault-injection wrapper (tests and benches)",
         tags=("test",),
+        expert=expert,
         override=True,
     )
 

@@ -16,11 +16,13 @@ from typing import Any
 
 import pytest
 
+import rockroll.envhub as envhub
 from rockroll.agentrl.config import SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.env_source import LocalSource
 from rockroll.agentrl.faults import register_fault_env
 from rockroll.agentrl.scheduler import RolloutScheduler, ratio_slots
+from rockroll.envs.experts import expert_for
 from rockroll.trainer.config_io import config_from_dict, config_to_dict
 from rockroll.trainer.multiturn import episode_config, scheduler_config
 
@@ -104,9 +106,17 @@ def test_a_bad_mix_is_refused_with_what_to_change(rollout: dict, says: str) -> N
 
 
 def test_a_mix_needs_an_expert_for_every_env_to_warm_start() -> None:
-    register_fault_env("TestNoExpert-v0", inner="FrozenLake-v0")
+    envhub.register("TestNoExpert-v0", "rockroll.envs.frozenlake:FrozenLakeEnv", override=True)  # no expert named
     with pytest.raises(ValueError, match="expert for TestNoExpert-v0"):
         config_from_dict({"rollout": {"envs": [MIX[0], {"env_id": "TestNoExpert-v0"}]}, "sft": {"steps": 5}})
+    # a fault-injection wrapper plays the wrapped game: its spec names the wrapped env's expert
+    register_fault_env("TestSlowSokoban-v0", inner="Sokoban-v0", step_latency={"kind": "constant", "median_s": 0.0})
+    cfg = config_from_dict({"rollout": {"envs": [MIX[0], {"env_id": "TestSlowSokoban-v0"}]}, "sft": {"steps": 5}})
+    assert cfg.sft.steps == 5
+    assert envhub.spec("TestSlowSokoban-v0").expert == envhub.spec("Sokoban-v0").expert
+    env = envhub.make("TestSlowSokoban-v0")
+    env.reset(seed=3)
+    assert expert_for(env)() in ("Up", "Down", "Left", "Right")
 
 
 # ------------------------------------------------------------------ ratio mixing
