@@ -407,6 +407,9 @@ class LoggingConfig(ConfigModel):
 
 class CheckpointConfig(ConfigModel):
     every: int = f(0, "save a checkpoint every N steps (0: only at the end)", ge=0)
+    every_s: float = f(
+        0.0, "also save one when this many seconds of RL (time/run_s) passed since the last (0: off)", ge=0
+    )
     keep: int = f(2, "checkpoints kept (oldest deleted)", ge=1)
 
 

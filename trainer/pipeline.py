@@ -269,6 +269,7 @@ def run_training(
             summary["_eval0"] = m0
         t_run = time.perf_counter()
         ran_before = float(summary.get("rl_time_s", 0.0))  # RL seconds of the run before a resume
+        saved_at = ran_before  # time/run_s of the last checkpoint (checkpoint.every_s)
         prefetch: cf.Future | None = None
         step = start_step - 1
         for step in range(start_step, cfg.total_steps):
@@ -363,7 +364,9 @@ def run_training(
             logger.log(step, metrics)
             if progress_callback is not None:
                 progress_callback(step, cfg.total_steps, metrics)
-            if (cfg.checkpoint.every and (step + 1) % cfg.checkpoint.every == 0) or last or out_of_time:
+            every_s = cfg.checkpoint.every_s and summary["rl_time_s"] - saved_at >= cfg.checkpoint.every_s
+            if (cfg.checkpoint.every and (step + 1) % cfg.checkpoint.every == 0) or every_s or last or out_of_time:
+                saved_at = summary["rl_time_s"]
                 if prefetch is not None:
                     buffer, prefetch = prefetch.result(), None
                 save = {

@@ -1,0 +1,267 @@
+"""End-to-end training speed: held-out success per wall-clock second, synchronous against asynchronous training.
+
+    python bench/train_speed.py --warmstart runs/mix_ws/export/warmstart --minutes 15 --json bench/results/train_speed.json
+
+The task is multi-turn Sokoban 6x6 with one box (``configs/sokoban_multiturn.yaml``; the warm start is any
+export that plays it, e.g. the mixed config's). Each env step in the sandboxes sleeps a long-tailed
+delay first (lognormal, ``--median-s``/``--sigma``, capped at ``--max-s``): the env is registered
+inside the process sandboxes as a fault-injection wrapper of Sokoban (``SlowSokoban-v0``). Two runs
+train from the same warm start for ``--minutes`` each (side by side by default):
+
+* ``sync``: lock-step turns (every live episode's turn in one round), no redundancy, the update after
+  the batch (``async_generation_ratio: 0``);
+* ``async``: episodes play on their own, one extra episode per group and one extra group per step
+  (the first to complete win), the next batch generated while the update runs
+  (``async_generation_ratio: 1``), truncated importance sampling on the stale samples (``tis_cap``).
+
+Both save a checkpoint every ``--ckpt-every-s`` seconds of training (steps estimated from the step
+time so far); afterwards every checkpoint is exported and plays ``--episodes`` held-out rooms greedily
+in-process (no latency: evaluation is not part of the race). Reported: steps, steps per hour, the
+success-against-wall-time curves (``--plot``), and the last line ``speedup: N.NNx``. That is the sync
+run's training time to its final success divided by the async run's time to first reach that
+success, or ``n/a`` when the async run never reaches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = str(ROOT / "configs" / "sokoban_multiturn.yaml")
+ENV_ID = "SlowSokoban-v0"
+INNER = {"dim_room": [6, 6], "num_boxes": 1}
+EVAL_SEED_OFFSET = 1_000_000  # the trainer's default rollout.eval_seed_offset: never trained on
+MODES: dict[str, list[str]] = {
+    "sync": [
+        "rollout.async_generation_ratio=0", "rollout.turn_batching=lockstep", "rollout.group_size_redundancy=0",
+        "rollout.extra_groups=0",
+    ],
+    "async": [
+        "rollout.async_generation_ratio=1", "rollout.turn_batching=episode", "rollout.group_size_redundancy=1",
+        "rollout.extra_groups=1", "algo.tis_cap=2.0",
+    ],
+}  # fmt: skip
+
+
+def latency(args: argparse.Namespace) -> dict[str, Any]:
+    """The per-step delay of the sandboxed env (``Latency`` fields)."""
+    if args.median_s <= 0:
+        return {"kind": "none"}
+    return {"kind": "lognormal", "median_s": args.median_s, "sigma": args.sigma, "max_s": args.max_s}
+
+
+def run_config(mode: str, args: argparse.Namespace) -> Any:
+    """The trainer config of run ``mode``: the Sokoban config on the slowed env, from the warm start."""
+    from rockroll.trainer.config_io import load_config
+
+    overrides = [
+        f"name=speed-{mode}", f"model.path={args.warmstart}", "model.build_tiny=false", "sft.steps=0",
+        f"rollout.env_id={ENV_ID}", f"rollout.env_kwargs={json.dumps({'inner': 'Sokoban-v0', 'inner_kwargs': INNER})}",
+        f"rollout.groups_per_step={args.groups}", "total_steps=1000000", f"time_budget_s={args.minutes * 60}",
+        "rollout.eval_every=0", f"rollout.eval_episodes={args.run_eval_episodes}", "rollout.select_episodes=0",
+        f"checkpoint.every_s={args.ckpt_every_s}", "checkpoint.keep=1000", f"logging.run_dir={args.run_dir}",
+        "logging.progress=false",
+        *MODES[mode],
+    ]  # fmt: skip
+    return load_config(CONFIG, overrides)
+
+
+def child(mode: str, args: argparse.Namespace) -> None:
+    """Train run ``mode`` in this process, its envs in process sandboxes that register the slowed env."""
+    from rockroll.agentrl.env_source import SandboxSource
+    from rockroll.agentrl.faults import register_fault_env
+    from rockroll.sandbox.base import SandboxSpec
+    from rockroll.sandbox.manager import SandboxManager
+    from rockroll.trainer.pipeline import run_training, sandbox_manager_name
+
+    register_fault_env(ENV_ID, inner="Sokoban-v0")  # the host's copy (prompts, difficulty): no delay
+    faults = {ENV_ID: {"inner": "Sokoban-v0", "step_latency": latency(args)}}
+    spec = SandboxSpec(
+        env=(("ROCKROLL_ENV_MODULES", "rockroll.agentrl.fault_envs"), ("ROCKROLL_FAULT_ENVS", json.dumps(faults)))
+    )
+    cfg = run_config(mode, args)
+    run_dir = Path(cfg.logging.run_dir) / cfg.name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    with ExitStack() as stack:
+        manager = SandboxManager(
+            backend="process", name=sandbox_manager_name(cfg.name, run_dir), default_spec=spec,
+            db_url=f"sqlite:///{run_dir.resolve()}/sandboxes.db",
+        )  # fmt: skip
+        stack.callback(manager.close)
+        summary = run_training(cfg, env_source=SandboxSource(manager))
+    (run_dir / "bench.json").write_text(json.dumps({"mode": mode, "steps": summary.get("steps")}, indent=1))
+
+
+def play(model_dir: Path, seeds: list[int], threads: int) -> float:
+    """Held-out success of ``model_dir`` on Sokoban (in-process, no delay), greedy, with the run's episode settings."""
+    from rockroll.agentrl.env_source import LocalSource
+    from rockroll.agentrl.eval import run_eval
+    from rockroll.agentrl.eval_config import EPISODE_FILE
+
+    settings = json.loads((model_dir / EPISODE_FILE).read_text())
+    settings.pop("envs", None)
+    config = {
+        "name": str(model_dir),
+        "engine": {"kind": "hf", "args": {"model_path": str(model_dir), "device": "cpu", "num_threads": threads}},
+        "envs": [{"env": "Sokoban-v0", "seeds": seeds, "episodes": len(seeds), "kwargs": INNER}],
+        "episode": {**settings, "temperature": 0.0},
+        "concurrency": 64,
+    }
+    report = run_eval(config, source=LocalSource(), progress=False)
+    played = [e for e in report.episodes if not e["masked"]]
+    return sum(e["success"] for e in played) / max(len(played), 1)
+
+
+def curve(run_dir: Path, seeds: list[int], threads: int) -> list[dict[str, float]]:
+    """Every kept checkpoint of the run: its step, its training seconds (``time/run_s``) and held-out success."""
+    from rockroll.trainer import checkpoint as ckpt
+    from rockroll.trainer.config_io import load_config
+    from rockroll.trainer.export import export_run
+    from rockroll.trainer.multiturn import write_episode
+
+    cfg = load_config(run_dir / "config.yaml")
+
+    clock = {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if "time/run_s" in rec:
+            clock[int(rec["step"])] = float(rec["time/run_s"])
+    points = []
+    for step in sorted(ckpt.list_checkpoints(run_dir)):
+        out = write_episode(export_run(run_dir, step, run_dir / "export" / f"step-{step}"), cfg)  # + prompt settings
+        points.append({"step": step, "seconds": clock[step], "success": play(out, seeds, threads)})
+        shutil.rmtree(out, ignore_errors=True)
+    return points
+
+
+def time_to(points: list[dict[str, float]], target: float) -> float | None:
+    """Training seconds at the first checkpoint whose success reaches ``target`` (None: never)."""
+    return next((p["seconds"] for p in points if p["success"] >= target), None)
+
+
+def plot(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for mode, pts in curves.items():
+        ax.plot([p["seconds"] / 60 for p in pts], [p["success"] for p in pts], marker="o", label=mode)
+    ax.set_xlabel("training wall time (min)")
+    ax.set_ylabel("held-out success (Sokoban 6x6)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def report(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
+    seeds = list(range(EVAL_SEED_OFFSET, EVAL_SEED_OFFSET + args.episodes))
+    warm = play(Path(args.warmstart), seeds, args.threads)
+    res: dict[str, Any] = {"task": "Sokoban 6x6, one box, multi-turn", "latency": latency(args), "warm_start": warm}
+    curves: dict[str, list[dict[str, float]]] = {}
+    for mode in modes:
+        run_dir = Path(args.run_dir) / f"speed-{mode}"
+        pts = [{"step": -1, "seconds": 0.0, "success": warm}, *curve(run_dir, seeds, args.threads)]
+        curves[mode] = pts
+        steps = json.loads((run_dir / "bench.json").read_text())["steps"]
+        hours = pts[-1]["seconds"] / 3600
+        res[mode] = {"steps": steps, "steps_per_hour": steps / hours if hours else 0.0, "curve": pts}
+        print(f"{mode:<6} {steps:>5} steps in {pts[-1]['seconds'] / 60:5.1f} min ({res[mode]['steps_per_hour']:7.0f}/h); "
+              f"held-out success {warm:.3f} -> {pts[-1]['success']:.3f}")  # fmt: skip
+    if args.plot:
+        plot(curves, Path(args.plot))
+    speedup: float | None = None
+    if "sync" in curves and "async" in curves:
+        target, t_sync = curves["sync"][-1]["success"], curves["sync"][-1]["seconds"]
+        t_async = time_to(curves["async"][1:], target)
+        if target <= warm:  # sync never got past the warm start: nothing to race for
+            t_async = None
+        speedup = t_sync / t_async if t_async else None
+        res.update(target=target, sync_s=t_sync, async_s_to_target=t_async, speedup=speedup)
+        print(f"async reaches sync's final {target:.3f} after {'never' if t_async is None else f'{t_async:.0f} s'}; "
+              f"sync took {t_sync:.0f} s; final async {curves['async'][-1]['success']:.3f}")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+    print(f"speedup: {speedup:.2f}x" if speedup else "speedup: n/a")
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--warmstart", default="runs/mix_ws/export/warmstart", help="an export that plays Sokoban 6x6")
+    ap.add_argument("--minutes", type=float, default=15.0, help="training wall time of each run")
+    ap.add_argument("--modes", default="sync,async", help="comma-separated subset of sync,async")
+    ap.add_argument("--parallel", type=int, default=2, help="runs at once")
+    ap.add_argument("--groups", type=int, default=8, help="groups of 8 episodes per step")
+    ap.add_argument("--median-s", type=float, default=0.05, help="median env step delay (0: no delay)")
+    ap.add_argument("--sigma", type=float, default=1.2, help="lognormal shape of the delay")
+    ap.add_argument("--max-s", type=float, default=5.0, help="longest delay")
+    ap.add_argument("--ckpt-every-s", type=float, default=120.0, help="training seconds between kept checkpoints")
+    ap.add_argument("--episodes", type=int, default=300, help="held-out rooms per checkpoint")
+    ap.add_argument("--run-eval-episodes", type=int, default=8, help="the runs' own start/end evaluation (slow envs)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads of the offline evaluation")
+    ap.add_argument("--run-dir", default="runs")
+    ap.add_argument("--plot", help="write the success-against-wall-time plot here (PNG)")
+    ap.add_argument("--report-only", action="store_true", help="only evaluate the runs already in --run-dir")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: train this run in this process
+    args = ap.parse_args()
+    if args.one:
+        child(args.one, args)
+        return
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - set(MODES):
+        ap.error("--modes must be a subset of sync,async")
+    if not args.report_only:
+        Path(args.run_dir).mkdir(parents=True, exist_ok=True)
+        keys = (
+            "warmstart",
+            "minutes",
+            "groups",
+            "median_s",
+            "sigma",
+            "max_s",
+            "ckpt_every_s",
+            "run_eval_episodes",
+            "run_dir",
+        )
+        argv = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in keys]
+        pending, live = list(modes), []
+        while pending or live:
+            while pending and len(live) < args.parallel:
+                mode = pending.pop(0)
+                log = open(Path(args.run_dir) / f"speed-{mode}.log", "wb")  # noqa: SIM115 - closed when it ends
+                live.append(
+                    (
+                        mode,
+                        subprocess.Popen(
+                            [sys.executable, __file__, *argv, "--one", mode], stdout=log, stderr=subprocess.STDOUT
+                        ),
+                        log,
+                    )
+                )
+            time.sleep(2)
+            for item in list(live):
+                if item[1].poll() is not None:
+                    live.remove(item)
+                    item[2].close()
+                    if item[1].returncode != 0:
+                        sys.exit(
+                            f"run {item[0]} failed (exit {item[1].returncode}): see {Path(args.run_dir) / f'speed-{item[0]}.log'}"
+                        )
+    report(args, modes)
+
+
+if __name__ == "__main__":
+    main()
