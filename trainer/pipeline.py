@@ -114,6 +114,11 @@ def _rollout(cfg: TrainConfig, rollout: Any, engine: Any, step: int) -> list[Any
     return asyncio.run(coro)
 
 
+def _nbytes(weights: dict[str, Any]) -> int:
+    """Bytes of a weight sync: the tensors handed to the engine (their in-memory size)."""
+    return sum(t.numel() * t.element_size() for t in weights.values() if hasattr(t, "element_size"))
+
+
 def _truncated(traj: Any) -> bool:
     """Whether any response of the episode was cut at the token cap."""
     return any(t.finish_reason == "length" for t in traj.turns)
@@ -336,11 +341,13 @@ def run_training(
                 t3 = time.perf_counter()
                 # 5. weight sync
                 version += 1
-                (driver or engine).update_weights(workers.policy_weights(), version)
+                weights = workers.policy_weights()
+                (driver or engine).update_weights(weights, version)
                 t4 = time.perf_counter()
                 tokens = float(batch.attention_mask.sum())
+                metrics["system/sync_bytes"] = float(_nbytes(weights))
             else:  # no episode of the batch carries a learning signal: no update, but the step counts
-                metrics = {**(rows.metrics if rows else {}), "actor/updates": 0.0}
+                metrics = {**(rows.metrics if rows else {}), "actor/updates": 0.0, "system/sync_bytes": 0.0}
                 t2 = t3 = t4 = time.perf_counter()
                 tokens = 0.0
             # 6. metrics, evaluation, checkpoint

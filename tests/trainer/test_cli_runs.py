@@ -95,6 +95,8 @@ def test_existing_run_is_refused_overwritten_and_resumed(tiny_model_dir: Path, t
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     clock = [r["time/run_s"] for r in records if r["step"] >= 0]
     assert len(clock) == 3 and all(0 < a < b for a, b in itertools.pairwise(clock))
+    # the weight sync's size beside its time (a step with no update syncs nothing)
+    assert all(r["system/sync_bytes"] > 1000 or r["actor/updates"] == 0 for r in records if r["step"] >= 0)
 
 
 @pytest.mark.slow
