@@ -465,6 +465,9 @@ class EnvManager:
         self.pending_opens: set[cf.Future[Any]] = set()
         #: infra failures seen so far, by stage (retried ones and those of later-cancelled episodes too)
         self.failures: Counter[str] = Counter()
+        #: seconds spent waiting on the engine and on env steps: summed over episodes when they play on
+        #: their own, round wall time in lock-step (so their ratio is the split of rollout time)
+        self.busy: Counter[str] = Counter()
         self.deadlines = Deadlines()
         self._calls = _EnvCalls(source, self.executor)
         self._tokenizer: _MemoTokenizer | None = None
@@ -623,14 +626,18 @@ class EnvManager:
         for turn_index in range(cfg.max_turns):
             state_key = builder.pending_obs
             request = self._request(ep, prompt, turn_index)
+            t0 = time.monotonic()
             async with self.gate.slot() if self.gate is not None else contextlib.nullcontext():
                 result = await self._bounded(
                     "generation", self.engine.generate(request), self._left(deadline, cfg.generation_timeout_s)
                 )
             text = builder.add_response(result.token_ids)
+            t1 = time.monotonic()
             step = await self._bounded(
                 "env_step", self._calls.call(env, ep.env_id, "step", text), self._left(deadline, cfg.step_timeout_s)
             )
+            self.busy["generation"] += t1 - t0
+            self.busy["env"] += time.monotonic() - t1
             invalid_run, done = self._record(traj, prompt, result, text, step, state_key, invalid_run)
             if done:
                 return

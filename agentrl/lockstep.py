@@ -128,6 +128,7 @@ class LockstepEnvManager(EnvManager):
         timeout = min(cfg.generation_timeout_s, max(w.deadline for w in batch) - now)
         async with self.gate.slot() if self.gate is not None else contextlib.nullcontext():
             answers = await self._generate(requests, timeout)
+        self.busy["generation"] += time.monotonic() - now
         for w, answer in zip(batch, answers, strict=True):
             if isinstance(answer, BaseException):
                 _fail(w, answer)
@@ -141,7 +142,9 @@ class LockstepEnvManager(EnvManager):
         # made in one event-loop iteration: the manager batches them per sandbox (one job per batch key)
         calls = [self._calls.call(w.env, w.ep.env_id, "step", t) for w, t in zip(batch, texts, strict=True)]
         step_timeout = min(cfg.step_timeout_s, max(w.deadline for w in batch) - time.monotonic())
+        t_env = time.monotonic()
         await asyncio.wait(calls, timeout=max(step_timeout, 0.0))
+        self.busy["env"] += time.monotonic() - t_env
         for w, result, text, call in zip(batch, results, texts, calls, strict=True):
             if w.done.done():  # cancelled meanwhile
                 call.cancel()

@@ -197,6 +197,7 @@ class RolloutScheduler:
         finished: asyncio.Queue[asyncio.Task[Trajectory]] = asyncio.Queue()
         started = time.monotonic()
         failures_before = self.manager.failures.copy()
+        busy_before = self.manager.busy.copy()
 
         async def episode(spec: EpisodeSpec) -> Trajectory:
             if sem is None:
@@ -283,6 +284,9 @@ class RolloutScheduler:
         delivered = [t for g in groups for t in g]
         stats.update({f"infra_failures/{k}": v for k, v in (self.manager.failures - failures_before).items()})
         metrics: dict[str, float] = {f"rollout/{k}": float(v) for k, v in stats.items()}
+        busy = self.manager.busy - busy_before
+        if busy["generation"] + busy["env"] > 0:  # how the rollout's time splits between the engine and the envs
+            metrics["rollout/generation_share"] = busy["generation"] / (busy["generation"] + busy["env"])
         metrics.update(
             {
                 "rollout/groups_delivered": float(len(groups)),

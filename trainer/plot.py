@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["plot_run"]
+__all__ = ["plot_run", "step_time_split", "STAGES"]
 
 
 def plot_run(run: str | Path, out_dir: str | Path | None = None, keys: list[str] | None = None) -> list[Path]:
@@ -49,4 +49,44 @@ def plot_run(run: str | Path, out_dir: str | Path | None = None, keys: list[str]
         fig.savefig(path, dpi=80)
         plt.close(fig)
         paths.append(path)
+    if not keys and any("time/step" in r for r in records):
+        paths.append(_step_time_bars(records, out, plt))
     return paths
+
+
+STAGES = ("generation", "env", "logprobs", "train", "sync")
+
+
+def step_time_split(rec: dict[str, float]) -> dict[str, float]:
+    """Where one step's seconds went: the rollout wait split into generation and env by
+    ``rollout/generation_share`` (all generation when the share is unknown), then logprobs, update, weight sync."""
+    rollout = float(rec.get("time/rollout", 0.0))
+    share = float(rec.get("rollout/generation_share", 1.0))
+    return {
+        "generation": rollout * share,
+        "env": rollout * (1.0 - share),
+        "logprobs": float(rec.get("time/logprobs", 0.0)),
+        "train": float(rec.get("time/train", 0.0)),
+        "sync": float(rec.get("time/sync", 0.0)),
+    }
+
+
+def _step_time_bars(records: list[dict], out: Path, plt: object) -> Path:
+    """``step_time.png``: one stacked bar per step (generation, env, logprobs, update, weight sync)."""
+    rows = [r for r in records if "time/step" in r]
+    steps = [r["step"] for r in rows]
+    splits = [step_time_split(r) for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 3.5))  # type: ignore[attr-defined]
+    bottom = [0.0] * len(rows)
+    for stage in STAGES:
+        heights = [s[stage] for s in splits]
+        ax.bar(steps, heights, bottom=bottom, width=1.0, label=stage)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_xlabel("step")
+    ax.set_ylabel("seconds")
+    ax.legend(fontsize=8, ncol=len(STAGES))
+    fig.tight_layout()
+    path = out / "step_time.png"
+    fig.savefig(path, dpi=80)
+    plt.close(fig)  # type: ignore[attr-defined]
+    return path

@@ -72,7 +72,7 @@ def test_pipeline_smoke_metrics_checkpoint_plot(tiny_model_dir: Path, tmp_path: 
     assert changed
     assert list((tmp_path / "smoke" / "tb").glob("events.*"))
     pngs = plot_run(tmp_path / "smoke")
-    assert {p.name for p in pngs} >= {"actor.png", "env.png", "time.png"}
+    assert {p.name for p in pngs} >= {"actor.png", "env.png", "time.png", "step_time.png"}
     assert all(p.stat().st_size > 1000 for p in pngs)
 
 
@@ -143,3 +143,12 @@ def test_multiturn_mode_through_agentrl_scheduler(tiny_model_dir: Path, tmp_path
     assert [r["step"] for r in records] == [0, 1] and summary["steps"] == 2
     assert records[1]["system/weight_version"] == 2.0 and "env/FrozenLake/success" in records[1]
     assert records[0]["env/FrozenLake/turns"] > 1  # several turns per episode (scheduler metrics share the tag)
+
+
+def test_step_time_split_divides_the_rollout_by_the_generation_share() -> None:
+    from rockroll.trainer.plot import step_time_split
+
+    rec = {"time/rollout": 10.0, "rollout/generation_share": 0.25, "time/logprobs": 1.0, "time/train": 2.0,
+           "time/sync": 0.5}  # fmt: skip
+    assert step_time_split(rec) == {"generation": 2.5, "env": 7.5, "logprobs": 1.0, "train": 2.0, "sync": 0.5}
+    assert step_time_split({"time/rollout": 4.0})["generation"] == 4.0  # no share known: all of it
