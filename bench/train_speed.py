@@ -14,12 +14,15 @@ train from the same warm start for ``--minutes`` each (side by side by default):
   (the first to complete win), the next batch generated while the update runs
   (``async_generation_ratio: 1``), truncated importance sampling on the stale samples (``tis_cap``).
 
-Both save a checkpoint every ``--ckpt-every-s`` seconds of training (steps estimated from the step
-time so far); afterwards every checkpoint is exported and plays ``--episodes`` held-out rooms greedily
-in-process (no latency: evaluation is not part of the race). Reported: steps, steps per hour, the
-success-against-wall-time curves (``--plot``), and the last line ``speedup: N.NNx``. That is the sync
-run's training time to its final success divided by the async run's time to first reach that
-success, or ``n/a`` when the async run never reaches it.
+Both save a checkpoint every ``--ckpt-every-s`` seconds of training (``checkpoint.every_s``); afterwards
+every checkpoint is exported and plays ``--episodes`` held-out rooms greedily in-process (no delay:
+evaluation is not part of the race). Reported: steps, steps per hour, the success-against-wall-time
+curves (``--plot``), and the last line ``speedup: N.NNx``. The target is the sync run's final success.
+The speed-up is the sync run's training time to first reach it, divided by the async run's. It is
+``n/a`` when the async run never reaches the target, or when the sync run ended no better than the
+warm start. Also reported: the sync run's whole time over the async run's time to the target
+(``speedup_to_end``), and the ratio of steps per hour. Time to a target is read at checkpoints, so
+its resolution is ``--ckpt-every-s``.
 """
 
 from __future__ import annotations
@@ -148,6 +151,20 @@ def time_to(points: list[dict[str, float]], target: float) -> float | None:
     return next((p["seconds"] for p in points if p["success"] >= target), None)
 
 
+def race(curves: dict[str, list[dict[str, float]]], warm: float) -> dict[str, Any]:
+    """The sync run's final success as the target; each run's training time to first reach it, and the ratios."""
+    target, t_end = curves["sync"][-1]["success"], curves["sync"][-1]["seconds"]
+    t_sync = time_to(curves["sync"][1:], target)
+    t_async = time_to(curves["async"][1:], target)
+    if target <= warm:  # sync never got past the warm start: nothing to race for
+        t_async = None
+    return {
+        "target": target, "sync_s": t_end, "sync_s_to_target": t_sync, "async_s_to_target": t_async,
+        "speedup": t_sync / t_async if t_async and t_sync else None,
+        "speedup_to_end": t_end / t_async if t_async else None,
+    }  # fmt: skip
+
+
 def plot(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
     import matplotlib
 
@@ -183,14 +200,13 @@ def report(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
         plot(curves, Path(args.plot))
     speedup: float | None = None
     if "sync" in curves and "async" in curves:
-        target, t_sync = curves["sync"][-1]["success"], curves["sync"][-1]["seconds"]
-        t_async = time_to(curves["async"][1:], target)
-        if target <= warm:  # sync never got past the warm start: nothing to race for
-            t_async = None
-        speedup = t_sync / t_async if t_async else None
-        res.update(target=target, sync_s=t_sync, async_s_to_target=t_async, speedup=speedup)
-        print(f"async reaches sync's final {target:.3f} after {'never' if t_async is None else f'{t_async:.0f} s'}; "
-              f"sync took {t_sync:.0f} s; final async {curves['async'][-1]['success']:.3f}")  # fmt: skip
+        res.update(race(curves, warm))
+        speedup = res["speedup"]
+        res["steps_per_hour_ratio"] = res["async"]["steps_per_hour"] / max(res["sync"]["steps_per_hour"], 1e-9)
+        t_async = res["async_s_to_target"]
+        print(f"target (sync's final) {res['target']:.3f}: sync first at {res['sync_s_to_target']:.0f} s "
+              f"(ran {res['sync_s']:.0f} s), async at {'never' if t_async is None else f'{t_async:.0f} s'}; "
+              f"final async {curves['async'][-1]['success']:.3f}; steps per hour x{res['steps_per_hour_ratio']:.2f}")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
     print(f"speedup: {speedup:.2f}x" if speedup else "speedup: n/a")

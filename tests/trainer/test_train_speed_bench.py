@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.train_speed import time_to
+from bench.train_speed import race, time_to
 from tests.trainer.config_smoke import ROOT, smoke_run
 
 pytest.importorskip("torch")
@@ -22,6 +22,19 @@ def test_time_to_is_the_first_checkpoint_reaching_the_target() -> None:
     assert time_to(pts, 0.25) == 20.0
     assert time_to(pts, 0.1) == 10.0
     assert time_to(pts, 0.5) is None
+
+
+def test_race_times_both_runs_to_the_sync_runs_final_success() -> None:
+    def pts(*xs: tuple[float, float]) -> list[dict[str, float]]:
+        return [{"seconds": 0.0, "success": 0.1}] + [{"seconds": t, "success": v} for t, v in xs]
+
+    sync = pts((100, 0.2), (200, 0.25), (300, 0.22), (400, 0.25))
+    r = race({"sync": sync, "async": pts((50, 0.15), (100, 0.26))}, warm=0.1)
+    assert r["target"] == 0.25 and r["sync_s_to_target"] == 200 and r["async_s_to_target"] == 100
+    assert r["speedup"] == 2.0 and r["speedup_to_end"] == 4.0
+    assert race({"sync": sync, "async": pts((100, 0.2))}, warm=0.1)["speedup"] is None  # never reached
+    flat = pts((100, 0.1))
+    assert race({"sync": flat, "async": pts((10, 0.3))}, warm=0.1)["speedup"] is None  # sync never improved
 
 
 @pytest.mark.slow
