@@ -286,7 +286,7 @@ class RolloutScheduler:
         metrics: dict[str, float] = {f"rollout/{k}": float(v) for k, v in stats.items()}
         busy = self.manager.busy - busy_before
         if busy["generation"] + busy["env"] > 0:  # how the rollout's time splits between the engine and the envs
-            metrics["rollout/generation_share"] = busy["generation"] / (busy["generation"] + busy["env"])
+            metrics["time/generation_share"] = busy["generation"] / (busy["generation"] + busy["env"])
         metrics.update(
             {
                 "rollout/groups_delivered": float(len(groups)),

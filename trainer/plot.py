@@ -59,9 +59,9 @@ STAGES = ("generation", "env", "logprobs", "train", "sync")
 
 def step_time_split(rec: dict[str, float]) -> dict[str, float]:
     """Where one step's seconds went: the rollout wait split into generation and env by
-    ``rollout/generation_share`` (all generation when the share is unknown), then logprobs, update, weight sync."""
+    ``time/generation_share`` (all generation when the share is unknown), then logprobs, update, weight sync."""
     rollout = float(rec.get("time/rollout", 0.0))
-    share = float(rec.get("rollout/generation_share", 1.0))
+    share = float(rec.get("time/generation_share", 1.0))
     return {
         "generation": rollout * share,
         "env": rollout * (1.0 - share),

@@ -56,7 +56,7 @@ def test_rounds_play_the_same_episodes_as_the_per_episode_path(hf_engine: Any) -
     assert turns > 16 and manager.round_turns == turns
     assert manager.rounds <= 2 * EPISODE["max_turns"]  # a round carries every live episode's turn
     for batch in (per_episode, rounds):  # the rollout's time split between the engine and the envs
-        assert 0.0 < batch.metrics["rollout/generation_share"] < 1.0
+        assert 0.0 < batch.metrics["time/generation_share"] < 1.0
     for t in rounds.trajectories:
         check_trajectory(t, hf_engine.tokenizer, "last_k")
     for a, b in zip(rounds.trajectories, per_episode.trajectories, strict=True):

@@ -148,7 +148,7 @@ def test_multiturn_mode_through_agentrl_scheduler(tiny_model_dir: Path, tmp_path
 def test_step_time_split_divides_the_rollout_by_the_generation_share() -> None:
     from rockroll.trainer.plot import step_time_split
 
-    rec = {"time/rollout": 10.0, "rollout/generation_share": 0.25, "time/logprobs": 1.0, "time/train": 2.0,
+    rec = {"time/rollout": 10.0, "time/generation_share": 0.25, "time/logprobs": 1.0, "time/train": 2.0,
            "time/sync": 0.5}  # fmt: skip
     assert step_time_split(rec) == {"generation": 2.5, "env": 7.5, "logprobs": 1.0, "train": 2.0, "sync": 0.5}
     assert step_time_split({"time/rollout": 4.0})["generation"] == 4.0  # no share known: all of it
