@@ -30,13 +30,16 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from subruns import run_children  # noqa: E402
 
 CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "mixed_frozenlake_sokoban.yaml")
 RUNS = ("mixed", "frozenlake", "sokoban", "faulted")
@@ -249,22 +252,7 @@ def main() -> None:
             for k, v in vars(args).items()
             if k not in ("runs", "one", "json", "report_only")
         ]
-        pending = list(names)
-        Path(args.run_dir).mkdir(parents=True, exist_ok=True)
-        live: list[tuple[str, subprocess.Popen[bytes], Any]] = []
-        while pending or live:
-            while pending and len(live) < args.parallel:
-                name = pending.pop(0)
-                log = open(Path(args.run_dir) / f"mixrun-{name}.log", "wb")  # noqa: SIM115 - closed when it ends
-                cmd = [sys.executable, __file__, *argv, "--one", name]
-                live.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
-                print(f"started {name}", flush=True)
-            time.sleep(2)
-            for item in list(live):
-                if item[1].poll() is not None:
-                    live.remove(item)
-                    item[2].close()
-                    print(f"{item[0]} ended (exit {item[1].returncode})", flush=True)
+        run_children(__file__, argv, names, Path(args.run_dir), "mixrun-", args.parallel)
     res = report(args)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))

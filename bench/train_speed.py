@@ -30,12 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
-import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from subruns import run_children  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "configs" / "sokoban_multiturn.yaml")
@@ -253,29 +255,10 @@ def main() -> None:
             "run_dir",
         )
         argv = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in keys]
-        pending, live = list(modes), []
-        while pending or live:
-            while pending and len(live) < args.parallel:
-                mode = pending.pop(0)
-                log = open(Path(args.run_dir) / f"speed-{mode}.log", "wb")  # noqa: SIM115 - closed when it ends
-                live.append(
-                    (
-                        mode,
-                        subprocess.Popen(
-                            [sys.executable, __file__, *argv, "--one", mode], stdout=log, stderr=subprocess.STDOUT
-                        ),
-                        log,
-                    )
-                )
-            time.sleep(2)
-            for item in list(live):
-                if item[1].poll() is not None:
-                    live.remove(item)
-                    item[2].close()
-                    if item[1].returncode != 0:
-                        sys.exit(
-                            f"run {item[0]} failed (exit {item[1].returncode}): see {Path(args.run_dir) / f'speed-{item[0]}.log'}"
-                        )
+        codes = run_children(__file__, argv, modes, Path(args.run_dir), "speed-", args.parallel)
+        failed = [m for m, code in codes.items() if code != 0]
+        if failed:
+            sys.exit(f"run {failed[0]} failed: see {Path(args.run_dir) / f'speed-{failed[0]}.log'}")
     report(args, modes)
 
 
