@@ -131,8 +131,8 @@ def child(name: str, args: argparse.Namespace) -> None:
     (run_dir / "bench.json").write_text(json.dumps(out, indent=1))
 
 
-def curves(run_dir: Path, tags: list[str]) -> dict[str, list[tuple[int, float]]]:
-    """Held-out success per env at every evaluation of the run (step -1: the warm start)."""
+def curves(run_dir: Path, tags: list[str]) -> tuple[dict[str, list[tuple[int, float]]], dict[str, float]]:
+    """Held-out success per env at every evaluation of the run, and the run's masked, retried and delivered episodes."""
     out: dict[str, list[tuple[int, float]]] = {t: [] for t in tags}
     masked = retries = delivered = 0.0
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
@@ -143,8 +143,7 @@ def curves(run_dir: Path, tags: list[str]) -> dict[str, list[tuple[int, float]]]
         for t in tags:
             if f"eval/{t}/success" in rec:
                 out[t].append((int(rec["step"]), float(rec[f"eval/{t}/success"])))
-    out["_rollout"] = [(0, masked), (1, retries), (2, delivered)]  # type: ignore[list-item]
-    return out
+    return out, {"masked": masked, "retries": retries, "delivered": delivered}
 
 
 def within_noise(a: float, b: float, n: int, z: float = 2.0) -> bool:
@@ -169,9 +168,8 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
         if not (run_dir / "bench.json").exists():
             continue
         b = json.loads((run_dir / "bench.json").read_text())
-        c = curves(run_dir, tags if name in ("mixed", "faulted") else [name])
-        masked, retries, delivered = (v for _, v in c.pop("_rollout"))  # type: ignore[misc]
-        b.update(curves=c, masked=masked, retries=retries, delivered=delivered)
+        c, counts = curves(run_dir, tags if name in ("mixed", "faulted") else [name])
+        b.update(curves=c, **counts)
         b["final"] = {t: b["eval_end"].get(f"eval/{t}/success") for t in c}
         b["start"] = {t: b["eval_start"].get(f"eval/{t}/success") for t in c}
         res["runs"][name] = b
