@@ -104,11 +104,11 @@ class ChaosResult:
         return sum(f.get("recovered_s") is None for f in self.faults if "error" not in f)
 
 
-def inject(manager: Any, sb: Any, kind: str) -> None:
-    """Apply fault ``kind`` to sandbox ``sb`` (Docker backend)."""
-    container = manager.backend._container(sb.handle)
+def inject(manager: Any, handle: Any, kind: str) -> bool:
+    """Apply fault ``kind`` to the container of ``handle`` (Docker backend); False if there was none to fault."""
+    container = manager.backend._container(handle)
     if container is None:
-        return
+        return False
     if kind == "kill":
         container.kill()
     elif kind == "pause":
@@ -123,11 +123,31 @@ def inject(manager: Any, sb: Any, kind: str) -> None:
     elif kind == "server":
         top = container.top(ps_args="-eo pid,args")
         pid_col = top["Titles"].index("PID")
-        for proc in top["Processes"]:
-            if "rockroll.sandbox.server" in " ".join(proc[pid_col + 1 :]):
-                os.kill(int(proc[pid_col]), signal.SIGKILL)
+        pids = [int(p[pid_col]) for p in top["Processes"] if "rockroll.sandbox.server" in " ".join(p[pid_col + 1 :])]
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return bool(pids)
     else:
         raise ValueError(f"unknown fault {kind!r}, expected one of {FAULTS}")
+    return True
+
+
+def target(sb: Any) -> tuple[int, Any] | None:
+    """``sb``'s generation and handle if it is ready now, read together under its lock (None if not).
+
+    A sandbox being replaced holds its lock while it boots, so a busy lock means "not ready". Reading
+    the generation and the handle apart would let a replacement slip in between: the fault would then
+    hit a container the manager is already throwing away, and the watch would wait for a generation
+    that never comes.
+    """
+    if not sb.lock.acquire(blocking=False):
+        return None
+    try:
+        if sb.deleted or sb.state != SandboxState.READY or sb.handle is None:
+            return None
+        return sb.generation, sb.handle
+    finally:
+        sb.lock.release()
 
 
 def _watch(manager: Any, sb: Any, generation: int, record: dict[str, Any], t0: float, limit_s: float) -> None:
@@ -141,6 +161,7 @@ def _watch(manager: Any, sb: Any, generation: int, record: dict[str, Any], t0: f
             record["recovered_at"] = time.monotonic() - t0
             return
         time.sleep(0.01)
+    record["left_as"] = f"{sb.state.value} at generation {sb.generation}, deleted={sb.deleted}"
 
 
 class Killer(threading.Thread):
@@ -169,16 +190,22 @@ class Killer(threading.Thread):
                 if not ready:
                     continue
                 sb = self.rng.choice(ready)
-                hit.add(sb.id)
+                picked = target(sb)
+                if picked is None:  # replaced since the listing
+                    continue
+                gen, handle = picked
                 kind = self.kinds[len(self.faults) % len(self.kinds)]
-                record: dict[str, Any] = {"at": time.monotonic() - self.t0, "kind": kind, "sandbox": sb.id}
-                gen = sb.generation
+                record: dict[str, Any] = {
+                    "at": time.monotonic() - self.t0, "kind": kind, "sandbox": sb.id, "generation": gen,
+                }  # fmt: skip
                 try:
-                    inject(self.manager, sb, kind)
+                    if not inject(self.manager, handle, kind):
+                        continue  # its container was gone already: nothing was faulted
                 except Exception as e:  # noqa: BLE001 - a fault that could not be applied is reported
                     record["error"] = f"{type(e).__name__}: {e}"
                     self.faults.append(record)
                     continue
+                hit.add(sb.id)
                 self.faults.append(record)
                 w = threading.Thread(target=_watch, args=(self.manager, sb, gen, record, self.t0, 60.0), daemon=True)
                 w.start()
@@ -303,6 +330,10 @@ def render(res: ChaosResult) -> str:
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     top = sorted(res.masked_reasons.items(), key=lambda kv: -kv[1])[:5]
     lines += [f"\nmasked: {n} x `{reason}`" for reason, n in top]
+    lost = [f for f in applied if f.get("recovered_s") is None]
+    lines += [
+        f"\nnever recovered: {f['kind']} on {f['sandbox']} at {f['at']:.1f} s, left {f.get('left_as')}" for f in lost
+    ]
     return "\n".join(lines)
 
 

@@ -226,7 +226,11 @@ class SandboxManager:
                 raise SandboxNotFound(sb.id)
             log.info("replacing sandbox %s (%s)", sb.id, reason)
             if sb.handle is not None:
-                self.backend.stop(sb.handle)
+                try:
+                    self.backend.stop(sb.handle)
+                except Exception as e:  # noqa: BLE001 - e.g. the daemon refusing to remove a frozen container
+                    sb.state = SandboxState.UNHEALTHY  # the monitor probes it again and retries the replacement
+                    raise SandboxError(f"cannot stop sandbox {sb.id}'s old server: {type(e).__name__}: {e}") from e
             sb.handle = None
             sb.restarts += 1
             sb.state = SandboxState.RESTARTING

@@ -84,6 +84,26 @@ def test_hung_sandbox_is_replaced_after_failed_probes(make_manager: Any) -> None
     assert sb.failures == 0 and sb.restarts == 1
 
 
+def test_a_replacement_whose_stop_fails_is_retried(make_manager: Any, monkeypatch: Any) -> None:
+    """A backend error while stopping the old server must not leave the sandbox stuck restarting."""
+    m = make_manager(failure_threshold=2, probe_timeout_s=0.3)
+    sb = m.create()
+    real_stop, calls = m.backend.stop, []
+
+    def flaky_stop(handle: Any) -> None:
+        calls.append(handle.ref)
+        if len(calls) == 1:
+            raise RuntimeError("the daemon refused to remove the container")
+        real_stop(handle)
+
+    monkeypatch.setattr(m.backend, "stop", flaky_stop)
+    os.killpg(int(sb.handle.ref), signal.SIGKILL)
+    assert m.wait_until(lambda: sb.state == "ready" and sb.generation >= 2, 20), (sb.state, sb.generation)
+    assert len(calls) >= 2 and calls[0] == calls[1]  # the same old server, stopped on the second try
+    with m.open_session("FrozenLake-v0") as s:
+        s.reset(seed=1)
+
+
 def test_manager_restart_adopts_removes_and_restores(make_manager: Any) -> None:
     m1 = make_manager()
     kept = m1.create()
