@@ -286,8 +286,9 @@ def run_chaos(cfg: ChaosConfig) -> ChaosResult:
         batch = asyncio.run(rollout())
         res.rollout_s = time.monotonic() - t0
         killer.stop.set()
+        killer.join(timeout=30)  # a fault it is applying now still gets its watcher, and that watcher is joined
         for w in killer.watchers:
-            w.join(timeout=60)
+            w.join(timeout=65)
         m = batch.metrics
         res.groups_completed = int(m["rollout/groups_delivered"])
         res.episodes_delivered = int(m["rollout/episodes_delivered"])
