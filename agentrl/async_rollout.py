@@ -135,4 +135,5 @@ class AsyncRollout:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        await self.scheduler.drop_tail()
         await self.scheduler.manager.drain()

@@ -113,6 +113,15 @@ class SchedulerConfig(ConfigModel):
     max_concurrent_episodes: int | None = Field(
         None, ge=1, description="episodes running at once (null: all of a batch)"
     )
+    tail: Literal["cancel", "carry"] = Field(
+        "cancel",
+        description="the groups still running when a batch has its num_env_groups: cancel them, or carry them "
+        "into the next batch, where they keep playing and take the place of new groups (tail batching: no "
+        "batch waits for the long tail and no episode is thrown away; needs async_generation_ratio >= 1)",
+    )
+    max_carry_batches: int = Field(
+        1, ge=1, description="batches a carried group may run on before it is cancelled (bounds staleness)"
+    )
     async_generation_ratio: int = Field(
         0,
         ge=0,
@@ -144,6 +153,11 @@ class SchedulerConfig(ConfigModel):
                 raise ValueError(f"env_ratios needs one ratio per env_ids entry ({n}), got {len(self.env_ratios)}")
             if any(not r > 0 for r in self.env_ratios):
                 raise ValueError(f"env_ratios must all be > 0 (leave an env out instead), got {self.env_ratios}")
+        if self.tail == "carry" and self.async_generation_ratio < 1:
+            raise ValueError(
+                "tail: carry needs async_generation_ratio >= 1 (a carried group has turns from older weights, "
+                "which an on-policy run drops as stale)"
+            )
         if self.max_group_launches is not None and self.max_group_launches < self.num_env_groups:
             raise ValueError("max_group_launches must be >= num_env_groups or null (4x the groups)")
         return self

@@ -14,9 +14,17 @@ the rest are cancelled. Cancelled episodes give their envs (sandbox sessions) ba
 more masked (infra-failed) episodes than its redundancy can absorb is dropped and replaced by a
 fresh group, up to ``max_group_launches`` groups per batch.
 
+Tail batching (``tail: carry``): the groups still running when a batch has its ``num_env_groups``
+are not cancelled but carried into the next batch. They keep playing meanwhile (also while the
+trainer updates) and take the place of that many new groups, so a batch never waits for its long
+tail and no started episode is thrown away. A carried group that is still running after
+``max_carry_batches`` more batches is cancelled; a group that completes beyond its env's quota
+(ratio mode) is banked for the next batch. Carried turns come from older weights: the async
+rollout's staleness bound and the trainer's off-policy correction (``tis_cap``) apply to them.
+
 Env mixing: without ``env_ratios`` the groups cycle through ``env_ids``. With ratios (ROLL's tag
 ratios) every env entry gets a quota of the batch's groups from one deterministic stream of group
-slots (:func:`ratio_slots`: slot ``m`` of the run goes to the env furthest behind its share), so a
+slots (:func:`~rockroll.agentrl.env_mix.ratio_slots`: slot ``m`` of the run goes to the env furthest behind its share), so a
 batch's mix depends on its index only and every env stays within one group of its exact share over
 the run. Extra groups follow the stream past the batch; a failed group is replaced by one of the
 same env, a complete group beyond its env's quota is cancelled: fast or failing envs never shift the
@@ -27,11 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Literal
 
 import numpy as np
@@ -39,6 +46,7 @@ import numpy as np
 from rockroll.agentrl.config import SchedulerConfig
 from rockroll.agentrl.engines.base import LLMEngine
 from rockroll.agentrl.env_manager import EpisodeSpec, GenerationGate, RewardFn
+from rockroll.agentrl.env_mix import RatioStream, ratio_slots
 from rockroll.agentrl.env_source import EnvSource
 from rockroll.agentrl.lockstep import make_env_manager
 from rockroll.agentrl.trajectory import TrainSample, Trajectory
@@ -88,6 +96,8 @@ class _Group:
     size: int
     launched: int = 0  # launch order within the batch
     entry: int = 0  # index into the config's env_ids
+    batch: int = 0  # the batch that launched it
+    carried: int = 0  # batches it has been carried into
     tasks: set[asyncio.Task[Trajectory]] = field(default_factory=set)
     done: list[Trajectory] = field(default_factory=list)
     masked: list[Trajectory] = field(default_factory=list)
@@ -96,48 +106,6 @@ class _Group:
 def sample_seed(seed: int, batch: int, group: int, episode: int) -> int:
     """The sampling seed of one episode (its turns derive theirs from it): the same run, the same tokens."""
     return int(np.random.SeedSequence([seed, batch, group, episode]).generate_state(2, np.uint64)[0] >> 2)
-
-
-class _RatioStream:
-    """:func:`ratio_slots` with its position kept (a run reads its batches in order)."""
-
-    def __init__(self, ratios: Sequence[float]) -> None:
-        self.weights = [Fraction(r).limit_denominator(10**6) for r in ratios]
-        self.total = sum(self.weights)
-        self.counts = [0] * len(self.weights)
-        self.pos = 0
-
-    def _next(self) -> int:
-        m = self.pos + 1
-        best = max(range(len(self.weights)), key=lambda i: (m * self.weights[i] / self.total - self.counts[i], -i))
-        self.counts[best] += 1
-        self.pos = m
-        return best
-
-    def slots(self, start: int, count: int) -> list[int]:
-        if start < self.pos:
-            self.counts, self.pos = [0] * len(self.weights), 0
-        while self.pos < start:
-            self._next()
-        return [self._next() for _ in range(count)]
-
-    def peek(self, count: int) -> list[int]:
-        """The next ``count`` slots, the position left where it is."""
-        counts, pos = list(self.counts), self.pos
-        out = [self._next() for _ in range(count)]
-        self.counts, self.pos = counts, pos
-        return out
-
-
-def ratio_slots(ratios: Sequence[float], start: int, count: int) -> list[int]:
-    """Env entry of each group slot ``start .. start + count - 1`` of a run mixing envs by ``ratios``.
-
-    Slot ``m`` goes to the entry furthest behind its share of ``m + 1`` slots (ties: the first
-    entry). Deterministic, and every prefix of the stream holds each entry within one slot of its
-    exact share: ratios [2, 1] give batches of 12 groups exactly 8 + 4, of 16 alternately 11 + 5 and
-    10 + 6.
-    """
-    return _RatioStream(ratios).slots(start, count)
 
 
 def _episode_index(traj: Trajectory) -> int:
@@ -181,7 +149,10 @@ class RolloutScheduler:
             engine, source, config.episode, threads=threads, reward_fn=reward_fn, gate=self.gate
         )
         self.batches = config.first_batch
-        self._stream = _RatioStream(config.env_ratios) if config.env_ratios else None
+        self._stream = RatioStream(config.env_ratios) if config.env_ratios else None
+        self._finished: asyncio.Queue[asyncio.Task[Trajectory]] | None = None  # one for the scheduler's life
+        self._carry: dict[asyncio.Task[Trajectory], _Group] = {}  # running episodes of carried groups
+        self._banked: list[_Group] = []  # complete groups beyond their env's quota, for the next batch
 
     async def run_batch(self) -> RolloutBatch:
         """Play one batch; raises only :class:`~rockroll.agentrl.errors.FatalRolloutError` (bad config)."""
@@ -194,7 +165,10 @@ class RolloutScheduler:
         complete: list[_Group] = []
         stats: Counter[str] = Counter()
         masked: list[Trajectory] = []
-        finished: asyncio.Queue[asyncio.Task[Trajectory]] = asyncio.Queue()
+        if self._finished is None:
+            self._finished = asyncio.Queue()
+        finished = self._finished  # tasks carried from the last batch report here too
+        carry = cfg.tail == "carry"
         started = time.monotonic()
         failures_before = self.manager.failures.copy()
         busy_before = self.manager.busy.copy()
@@ -214,12 +188,14 @@ class RolloutScheduler:
             first = [n % len(cfg.env_ids) for n in range(cfg.num_env_groups + cfg.extra_groups)]
             quota = None
         delivered_by: Counter[int] = Counter()
+        complete_at: list[float] = []
 
         def launch(entry: int | None = None) -> None:
             n = stats["groups_launched"]
             entry = n % len(cfg.env_ids) if entry is None else entry
             env_id = cfg.env_ids[entry]
-            g = _Group(f"b{index}-g{n}", env_id, int(rng.integers(0, cfg.max_env_seed)), cfg.group_size, n, entry)
+            seed = int(rng.integers(0, cfg.max_env_seed))
+            g = _Group(f"b{index}-g{n}", env_id, seed, cfg.group_size, n, entry, batch=index)
             tag, kwargs = cfg.tag(entry), cfg.kwargs(entry)
             for i in range(cfg.group_size + cfg.group_size_redundancy):
                 spec = EpisodeSpec(env_id, g.seed, g.gid, f"{g.gid}/{i}", dict(kwargs), tag)
@@ -239,8 +215,26 @@ class RolloutScheduler:
             stats["episodes_cancelled"] += len(tasks)
             return tasks
 
+        def accept(g: _Group) -> bool:
+            """Deliver complete group ``g`` if its env's quota allows (carry mode: else bank it)."""
+            if quota is not None and delivered_by[g.entry] >= quota[g.entry]:
+                if carry and g.carried < cfg.max_carry_batches:
+                    self._banked.append(g)
+                return False
+            complete.append(g)
+            complete_at.append(time.monotonic() - started)
+            delivered_by[g.entry] += 1
+            stats["carried_delivered"] += g.batch != index
+            return True
+
         cancelled: list[asyncio.Task[Trajectory]] = []
+        settled = False
         try:
+            for g in self._take_tail(pending, cancelled, stats):
+                if g.entry in first:
+                    first.remove(g.entry)  # a carried group takes the place of a new one of its env
+                if len(g.done) == g.size:  # banked: complete already
+                    accept(g)
             for entry in first:
                 launch(entry)
             while len(complete) < cfg.num_env_groups and pending:
@@ -257,11 +251,9 @@ class RolloutScheduler:
                     g.done.append(traj)
                 if len(g.done) == g.size and len(complete) < cfg.num_env_groups:
                     cancelled += cancel(g)
-                    if quota is not None and delivered_by[g.entry] >= quota[g.entry]:
-                        continue  # beyond its env's quota: surplus, like a straggler
-                    complete.append(g)
-                    delivered_by[g.entry] += 1
-                    if quota is not None and delivered_by[g.entry] >= quota[g.entry]:
+                    if not accept(g):
+                        continue  # beyond its env's quota: surplus, like a straggler (carry mode: banked)
+                    if not carry and quota is not None and delivered_by[g.entry] >= quota[g.entry]:
                         for other in {id(o): o for o in pending.values() if o.entry == g.entry}.values():
                             cancelled += cancel(other)  # the env's quota is met: its other groups are surplus
                 elif len(g.masked) > cfg.group_size_redundancy and len(g.done) < g.size:
@@ -270,16 +262,21 @@ class RolloutScheduler:
                     wanted = quota is None or delivered_by[g.entry] < quota[g.entry]
                     if wanted and stats["groups_launched"] < cfg.group_launch_limit:
                         launch(None if quota is None else g.entry)  # ratio mode: the same env, the mix holds
+            settled = True
         finally:
-            for g in {id(g): g for g in pending.values()}.values():
-                cancelled += cancel(g)
+            if carry and settled:  # the long tail plays on into the next batch
+                self._carry = dict(pending)
+                stats["groups_carried_out"] += len({id(g) for g in pending.values()})
+            else:
+                for g in {id(g): g for g in pending.values()}.values():
+                    cancelled += cancel(g)
             if cancelled:
                 await asyncio.gather(*cancelled, return_exceptions=True)
         if len(complete) < cfg.num_env_groups:
             log.warning("batch %d: only %d of %d groups completed", index, len(complete), cfg.num_env_groups)
         elapsed = time.monotonic() - started
         # launch order, not finishing order: in lock-step mode the same seed gives the same batch
-        ordered = sorted(complete[: cfg.num_env_groups], key=lambda g: g.launched)
+        ordered = sorted(complete[: cfg.num_env_groups], key=lambda g: (g.batch, g.launched))
         groups = [sorted(g.done, key=_episode_index)[: g.size] for g in ordered]
         delivered = [t for g in groups for t in g]
         stats.update({f"infra_failures/{k}": v for k, v in (self.manager.failures - failures_before).items()})
@@ -298,6 +295,9 @@ class RolloutScheduler:
                 "time/rollout_s": elapsed,
             }
         )
+        if complete_at and elapsed > 0:  # the long tail: the wait for the last fifth of the groups
+            k = max(0, math.ceil(0.8 * cfg.num_env_groups) - 1)
+            metrics["time/tail_share"] = (elapsed - complete_at[min(k, len(complete_at) - 1)]) / elapsed
         metrics.update(episode_metrics(delivered))
         if len(cfg.env_ids) > 1:
             for entry in range(len(cfg.env_ids)):
@@ -305,8 +305,44 @@ class RolloutScheduler:
         layout: Literal["concat", "per_turn"] = "concat" if cfg.episode.history == "full" else "per_turn"
         return RolloutBatch(groups, masked, metrics, index, layout)
 
+    def _take_tail(
+        self,
+        pending: dict[asyncio.Task[Trajectory], _Group],
+        cancelled: list[asyncio.Task[Trajectory]],
+        stats: Counter[str],
+    ) -> list[_Group]:
+        """Move the last batch's carried and banked groups into this one (those carried too long are cancelled)."""
+        carry, self._carry = self._carry, {}
+        banked, self._banked = self._banked, []
+        groups = list({id(g): g for g in carry.values()}.values())
+        taken: list[_Group] = []
+        for g in groups + banked:
+            g.carried += 1
+            if g.carried > self.config.max_carry_batches:
+                stats["groups_carry_expired"] += 1
+                for t in [t for t, o in carry.items() if o is g]:
+                    t.cancel()
+                    cancelled.append(t)
+                    stats["episodes_cancelled"] += 1
+                continue
+            taken.append(g)
+        stats["groups_carried_in"] += len(taken)
+        for t, g in carry.items():
+            if any(g is k for k in taken):
+                pending[t] = g
+        return taken
+
+    async def drop_tail(self) -> None:
+        """Cancel the carried groups' episodes (their envs are given back) and forget banked groups."""
+        carry, self._carry, self._banked = self._carry, {}, []
+        for t in carry:
+            t.cancel()
+        if carry:
+            await asyncio.gather(*carry, return_exceptions=True)
+
     async def close(self, timeout_s: float = 30.0) -> bool:
         """Wait for every env to be given back, then stop the thread pool; False if some hung."""
+        await self.drop_tail()
         ok = await self.manager.drain(timeout_s)
         if ok:
             await asyncio.to_thread(self.manager.shutdown)
