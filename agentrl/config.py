@@ -122,6 +122,16 @@ class SchedulerConfig(ConfigModel):
     max_carry_batches: int = Field(
         1, ge=1, description="batches a carried group may run on before it is cancelled (bounds staleness)"
     )
+    hedge_quantile: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="hedge an episode whose env call has run longer than this quantile of its env's recent calls: "
+        "a copy starts on another sandbox and the first result wins (null: no hedging; episode mode only)",
+    )
+    hedge_min_s: float = Field(1.0, ge=0, description="a call is stalled only after at least this many seconds")
+    hedge_max_share: float = Field(0.1, gt=0, le=1, description="most episodes of a batch that may be hedged")
+    hedge_min_samples: int = Field(20, ge=1, description="env calls timed before an env's quantile is trusted")
     async_generation_ratio: int = Field(
         0,
         ge=0,
@@ -153,6 +163,8 @@ class SchedulerConfig(ConfigModel):
                 raise ValueError(f"env_ratios needs one ratio per env_ids entry ({n}), got {len(self.env_ratios)}")
             if any(not r > 0 for r in self.env_ratios):
                 raise ValueError(f"env_ratios must all be > 0 (leave an env out instead), got {self.env_ratios}")
+        if self.hedge_quantile is not None and self.episode.lockstep:
+            raise ValueError("hedging (hedge_quantile) needs episode mode: set episode.lockstep false or hedge null")
         if self.tail == "carry" and self.async_generation_ratio < 1:
             raise ValueError(
                 "tail: carry needs async_generation_ratio >= 1 (a carried group has turns from older weights, "

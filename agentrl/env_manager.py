@@ -54,6 +54,7 @@ from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 from rockroll.agentrl.env_source import EnvCall, EnvSource
 from rockroll.agentrl.errors import InfraFailure, boundary
+from rockroll.agentrl.hedging import AttemptKey, CallWatch
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.sandbox.retry import Backoff, await_until
@@ -77,6 +78,13 @@ class EpisodeSpec:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     env_tag: str = ""
     sample_seed: int | None = None  # set: turn k samples with seed (sample_seed + k), whatever else is batched
+    deadline: float | None = None  # monotonic end of the whole episode, queueing included (None: from its start)
+    hedge: bool = False  # the hedged copy of a stalled episode
+    avoid: tuple[str, ...] = ()  # places (sandbox ids) its env must not be opened on
+
+    @property
+    def attempt_key(self) -> AttemptKey:
+        return (self.episode_id, self.hedge)
 
 
 class GenerationGate:
@@ -469,6 +477,7 @@ class EnvManager:
         #: their own, round wall time in lock-step (so their ratio is the split of rollout time)
         self.busy: Counter[str] = Counter()
         self.deadlines = Deadlines()
+        self.watch = CallWatch()  # running env calls and their places, for hedging
         self._calls = _EnvCalls(source, self.executor)
         self._tokenizer: _MemoTokenizer | None = None
 
@@ -510,6 +519,8 @@ class EnvManager:
         cfg = self.config
         start = time.monotonic()
         deadline = start + cfg.episode_timeout_s
+        if ep.deadline is not None:  # set at launch: the time queued for a slot counts
+            deadline = min(deadline, ep.deadline)
         # a fresh env per attempt: a step is never replayed on the env that failed
         async for attempt in Backoff(attempts=cfg.max_retries + 1, deadline=deadline):
             traj = Trajectory(ep.episode_id, ep.group_id, ep.env_id, ep.seed, env_tag=ep.env_tag)
@@ -555,7 +566,10 @@ class EnvManager:
         return self._tokenizer
 
     async def _open(self, ep: EpisodeSpec, deadline: float) -> TextEnvProtocol:
-        fut = self.open_executor.submit(self.source.open, ep.env_id, ep.env_kwargs)
+        if ep.avoid:  # a hedged copy: away from the stalled one's place
+            fut = self.open_executor.submit(self.source.open, ep.env_id, ep.env_kwargs, avoid=ep.avoid)
+        else:
+            fut = self.open_executor.submit(self.source.open, ep.env_id, ep.env_kwargs)
         self.pending_opens.add(fut)
         ticket = _OpenTicket()
 
@@ -581,12 +595,14 @@ class EnvManager:
         cfg = self.config
         env = await self._open(ep, deadline)
         clean = False  # no infra failure, no cancellation, no env call left running: the env may be reused
+        self.watch.where[ep.attempt_key] = self.source.location(env) if hasattr(self.source, "location") else None
         try:
-            obs, _info = await self._bounded(
-                "env_reset",
-                self._calls.call(env, ep.env_id, "reset", ep.seed),
-                self._left(deadline, cfg.step_timeout_s),
-            )
+            with self.watch.call(ep.attempt_key, ep.env_id):
+                obs, _info = await self._bounded(
+                    "env_reset",
+                    self._calls.call(env, ep.env_id, "reset", ep.seed),
+                    self._left(deadline, cfg.step_timeout_s),
+                )
             system = await boundary("env_reset", _call(env.system_prompt), None)  # cached by every source
             system = system if cfg.system_prompt == "env" else ""
             obs = format_observation(obs, cfg.observation_format)
@@ -606,6 +622,7 @@ class EnvManager:
                 traj.truncated = True
             clean = True
         finally:
+            self.watch.forget(ep.attempt_key)
             self._release(env, reusable=clean)
         try:
             traj.final_reward = float(self.reward_fn(traj))
@@ -633,9 +650,10 @@ class EnvManager:
                 )
             text = builder.add_response(result.token_ids)
             t1 = time.monotonic()
-            step = await self._bounded(
-                "env_step", self._calls.call(env, ep.env_id, "step", text), self._left(deadline, cfg.step_timeout_s)
-            )
+            with self.watch.call(ep.attempt_key, ep.env_id):
+                step = await self._bounded(
+                    "env_step", self._calls.call(env, ep.env_id, "step", text), self._left(deadline, cfg.step_timeout_s)
+                )
             self.busy["generation"] += t1 - t0
             self.busy["env"] += time.monotonic() - t1
             invalid_run, done = self._record(traj, prompt, result, text, step, state_key, invalid_run)

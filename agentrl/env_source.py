@@ -40,7 +40,7 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
@@ -96,13 +96,26 @@ class EnvSource:
     def _open(self, env_id: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
         raise NotImplementedError
 
-    def open(self, env_id: str, kwargs: dict[str, Any] | None = None) -> TextEnvProtocol:
-        """A fresh env for one episode attempt (blocking)."""
-        env = self._open(env_id, dict(kwargs or {}))
+    def open(
+        self, env_id: str, kwargs: dict[str, Any] | None = None, *, avoid: Collection[str] = ()
+    ) -> TextEnvProtocol:
+        """A fresh env for one episode attempt (blocking); a source that places envs (:meth:`location`)
+        puts it on none of the places in ``avoid``."""
+        env = (
+            self._open_avoiding(env_id, dict(kwargs or {}), avoid) if avoid else self._open(env_id, dict(kwargs or {}))
+        )
         with self._lock:
             self.open_count += 1
             self.opened += 1
         return env
+
+    def _open_avoiding(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str]) -> TextEnvProtocol:
+        """:meth:`_open` away from ``avoid`` (sources without places: ignored)."""
+        return self._open(env_id, kwargs)
+
+    def location(self, env: TextEnvProtocol) -> str | None:
+        """Where ``env`` runs (a sandbox id), for hedging elsewhere; None: the source does not place envs."""
+        return None
 
     def close(self, env: TextEnvProtocol) -> None:
         """Give the env back (blocking, never raises)."""
@@ -224,6 +237,20 @@ class SandboxSource(EnvSource):
         )
         self._opened[id(session)] = (key, session.sandbox.generation)
         return session
+
+    def _open_avoiding(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str]) -> TextEnvProtocol:
+        """A new session on a sandbox not in ``avoid`` (kept sessions are not reused: they may sit there)."""
+        session = retry_call(
+            lambda: self.manager.open_session(env_id, spec=self.spec, avoid=avoid, **kwargs),
+            retry_on=CapacityError,
+            timeout_s=self.capacity_wait_s,
+            max_delay_s=POLL_MAX_DELAY_S,
+        )
+        self._opened[id(session)] = (self._key(env_id, kwargs), session.sandbox.generation)
+        return session
+
+    def location(self, env: TextEnvProtocol) -> str | None:
+        return env.sandbox_id if isinstance(env, RemoteSession) else None
 
     def _alive(self, session: RemoteSession) -> bool:
         sb = session.sandbox

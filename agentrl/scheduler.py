@@ -29,6 +29,10 @@ batch's mix depends on its index only and every env stays within one group of it
 the run. Extra groups follow the stream past the batch; a failed group is replaced by one of the
 same env, a complete group beyond its env's quota is cancelled: fast or failing envs never shift the
 mix. Metrics are per env tag (``env/<tag>/...``).
+
+Deadlines and hedging: an episode's deadline (``episode_timeout_s``) runs from its launch, so time
+queued for a slot counts. With ``hedge_quantile`` set, an episode whose env call stalls gets a copy
+on another sandbox and the first result wins (:mod:`rockroll.agentrl.hedging`).
 """
 
 from __future__ import annotations
@@ -48,12 +52,15 @@ from rockroll.agentrl.engines.base import LLMEngine
 from rockroll.agentrl.env_manager import EpisodeSpec, GenerationGate, RewardFn
 from rockroll.agentrl.env_mix import RatioStream, ratio_slots
 from rockroll.agentrl.env_source import EnvSource
+from rockroll.agentrl.hedging import Hedger
 from rockroll.agentrl.lockstep import make_env_manager
 from rockroll.agentrl.trajectory import TrainSample, Trajectory
 
 __all__ = ["RolloutScheduler", "RolloutBatch", "episode_metrics", "ratio_slots"]
 
 log = logging.getLogger(__name__)
+
+HEDGE_POLL_S = 0.05  # how often running episodes are checked for stalls
 
 
 @dataclass
@@ -153,6 +160,8 @@ class RolloutScheduler:
         self._finished: asyncio.Queue[asyncio.Task[Trajectory]] | None = None  # one for the scheduler's life
         self._carry: dict[asyncio.Task[Trajectory], _Group] = {}  # running episodes of carried groups
         self._banked: list[_Group] = []  # complete groups beyond their env's quota, for the next batch
+        watch = getattr(self.manager, "watch", None)
+        self.hedger = Hedger(config, watch) if watch is not None and config.hedge_quantile is not None else None
 
     async def run_batch(self) -> RolloutBatch:
         """Play one batch; raises only :class:`~rockroll.agentrl.errors.FatalRolloutError` (bad config)."""
@@ -200,10 +209,13 @@ class RolloutScheduler:
             for i in range(cfg.group_size + cfg.group_size_redundancy):
                 spec = EpisodeSpec(env_id, g.seed, g.gid, f"{g.gid}/{i}", dict(kwargs), tag)
                 spec.sample_seed = sample_seed(cfg.seed, index, n, i)
+                spec.deadline = time.monotonic() + cfg.episode.episode_timeout_s  # queueing for a slot counts
                 task = asyncio.create_task(episode(spec), name=spec.episode_id)
                 task.add_done_callback(finished.put_nowait)
                 g.tasks.add(task)
                 pending[task] = g
+                if self.hedger is not None:
+                    self.hedger.track(task, spec)
             stats["groups_launched"] += 1
             stats["episodes_started"] += len(g.tasks)
 
@@ -212,8 +224,25 @@ class RolloutScheduler:
             for t in tasks:
                 pending.pop(t)
                 t.cancel()
+                if self.hedger is not None:
+                    self.hedger.forget(t)
             stats["episodes_cancelled"] += len(tasks)
             return tasks
+
+        async def hedge_stalled(hedger: Hedger) -> None:
+            """Start a copy of each stalled episode (within the budget); see :mod:`rockroll.agentrl.hedging`."""
+            while True:
+                await asyncio.sleep(HEDGE_POLL_S)
+                for task, spec in hedger.due(pending, time.monotonic()):
+                    if stats["hedges"] >= hedger.budget(stats["episodes_started"]):
+                        break
+                    g = pending[task]
+                    copy = asyncio.create_task(episode(spec), name=f"{spec.episode_id}/hedge")
+                    copy.add_done_callback(finished.put_nowait)
+                    g.tasks.add(copy)
+                    pending[copy] = g
+                    hedger.pair(task, copy, spec)
+                    stats["hedges"] += 1
 
         def accept(g: _Group) -> bool:
             """Deliver complete group ``g`` if its env's quota allows (carry mode: else bank it)."""
@@ -229,6 +258,7 @@ class RolloutScheduler:
 
         cancelled: list[asyncio.Task[Trajectory]] = []
         settled = False
+        watcher = asyncio.create_task(hedge_stalled(self.hedger)) if self.hedger is not None else None
         try:
             for g in self._take_tail(pending, cancelled, stats):
                 if g.entry in first:
@@ -244,6 +274,17 @@ class RolloutScheduler:
                     continue
                 traj = task.result()  # only FatalRolloutError propagates
                 stats["infra_retries"] += traj.infra_retries
+                if self.hedger is not None:
+                    counts, loser = self.hedger.settle(task, traj, pending)
+                    if not counts:  # a masked copy of a hedged pair: the other plays on
+                        stats["hedge_copies_masked"] += 1
+                        continue
+                    if loser is not None:
+                        pending.pop(loser)
+                        loser.cancel()
+                        cancelled.append(loser)
+                        stats["episodes_cancelled"] += 1
+                        stats["hedge_wins"] += "/hedge" in task.get_name()
                 if traj.masked:
                     g.masked.append(traj)
                     masked.append(traj)
@@ -264,6 +305,9 @@ class RolloutScheduler:
                         launch(None if quota is None else g.entry)  # ratio mode: the same env, the mix holds
             settled = True
         finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
             if carry and settled:  # the long tail plays on into the next batch
                 self._carry = dict(pending)
                 stats["groups_carried_out"] += len({id(g) for g in pending.values()})

@@ -28,6 +28,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -281,8 +282,11 @@ class SandboxManager:
         self._wake.set()
 
     # --------------------------------------------------------- sessions
-    def open_session(self, env_id: str, *, spec: SandboxSpec | None = None, **kwargs: Any) -> RemoteSession:
-        """An env session on the least-loaded healthy sandbox of ``spec`` (see module docstring)."""
+    def open_session(
+        self, env_id: str, *, spec: SandboxSpec | None = None, avoid: Collection[str] = (), **kwargs: Any
+    ) -> RemoteSession:
+        """An env session on the least-loaded healthy sandbox of ``spec`` (see module docstring), on none
+        of the sandboxes in ``avoid`` (a hedged episode's copy stays off the sandbox that stalls)."""
         spec = spec or self.config.default_spec
         full = lost = 0
         last: SandboxError | None = None
@@ -291,7 +295,10 @@ class SandboxManager:
                 candidates = [
                     sb
                     for sb in self.members(spec.name)
-                    if sb.state == SandboxState.READY and not sb.leased and sb.sessions < sb.spec.max_sessions
+                    if sb.state == SandboxState.READY
+                    and not sb.leased
+                    and sb.sessions < sb.spec.max_sessions
+                    and sb.id not in avoid
                 ]
                 best = min(candidates, key=lambda s: (s.load, s.last_used), default=None)
                 if best is not None:

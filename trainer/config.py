@@ -190,6 +190,19 @@ class RolloutConfig(ConfigModel):
     max_concurrent_episodes: int | None = f(
         None, "episodes running at once (null: all of a step; plan mode: env threads, null: 8)", ge=1
     )
+    tail: Literal["cancel", "carry"] = f(
+        "cancel",
+        "multiturn: a step's still-running groups are cancelled, or carried into the next step (tail batching)",
+    )
+    max_carry_batches: int = f(
+        1, "multiturn, tail carry: steps a carried group may run on before it is cancelled", ge=1
+    )
+    hedge_quantile: float | None = f(
+        None,
+        "multiturn: copy an episode whose env call runs past this quantile onto another sandbox (null: off)",
+        gt=0,
+        lt=1,
+    )
     episode_timeout_s: float = f(
         240.0,
         "deadline of one episode, sandbox start and retries included; past it the episode is masked. A step "
