@@ -12,11 +12,13 @@ train from the same warm start for ``--minutes`` each (side by side by default):
   the batch (``async_generation_ratio: 0``);
 * ``async``: episodes play on their own, one extra episode per group and one extra group per step
   (the first to complete win), the next batch generated while the update runs
-  (``async_generation_ratio: 1``), truncated importance sampling on the stale samples (``tis_cap``).
+  (``async_generation_ratio: 1``), the groups still running when a step has its groups carried into
+  the next step (``tail: carry``), truncated importance sampling on the stale samples (``tis_cap``).
 
 Both save a checkpoint every ``--ckpt-every-s`` seconds of training (``checkpoint.every_s``); afterwards
-every checkpoint is exported and plays ``--episodes`` held-out rooms greedily in-process (no delay:
-evaluation is not part of the race). Reported: steps, steps per hour, the success-against-wall-time
+checkpoints are exported and play ``--episodes`` held-out rooms greedily in-process (no delay:
+evaluation is not part of the race): the sync run's last first (the target), then each run's
+checkpoints in order up to the first that reaches the target, and after it every ``--plot-stride``-th. Reported: steps, steps per hour, the success-against-wall-time
 curves (``--plot``), and the last line ``speedup: N.NNx``. The target is the sync run's final success.
 The speed-up is the sync run's training time to first reach it, divided by the async run's. It is
 ``n/a`` when the async run never reaches the target, or when the sync run ended no better than the
@@ -43,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "configs" / "sokoban_multiturn.yaml")
 ENV_ID = "SlowSokoban-v0"
 INNER = {"dim_room": [6, 6], "num_boxes": 1}
+_SUCCESS: dict[tuple[Path, int], float] = {}  # (run dir, step) -> held-out success, evaluated once
 EVAL_SEED_OFFSET = 1_000_000  # the trainer's default rollout.eval_seed_offset: never trained on
 MODES: dict[str, list[str]] = {
     "sync": [
@@ -51,7 +54,7 @@ MODES: dict[str, list[str]] = {
     ],
     "async": [
         "rollout.async_generation_ratio=1", "rollout.turn_batching=episode", "rollout.group_size_redundancy=1",
-        "rollout.extra_groups=1", "algo.tis_cap=2.0",
+        "rollout.extra_groups=1", "rollout.tail=carry", "algo.tis_cap=2.0",
     ],
 }  # fmt: skip
 
@@ -126,25 +129,48 @@ def play(model_dir: Path, seeds: list[int], threads: int) -> float:
     return sum(e["success"] for e in played) / max(len(played), 1)
 
 
-def curve(run_dir: Path, seeds: list[int], threads: int) -> list[dict[str, float]]:
-    """Every kept checkpoint of the run: its step, its training seconds (``time/run_s``) and held-out success."""
+def checkpoints(run_dir: Path) -> list[tuple[int, float]]:
+    """The run's kept checkpoints: (step, training seconds at it, ``time/run_s``), in order."""
     from rockroll.trainer import checkpoint as ckpt
-    from rockroll.trainer.config_io import load_config
-    from rockroll.trainer.export import export_run
-    from rockroll.trainer.multiturn import write_episode
-
-    cfg = load_config(run_dir / "config.yaml")
 
     clock = {}
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         rec = json.loads(line)
         if "time/run_s" in rec:
             clock[int(rec["step"])] = float(rec["time/run_s"])
-    points = []
-    for step in sorted(ckpt.list_checkpoints(run_dir)):
-        out = write_episode(export_run(run_dir, step, run_dir / "export" / f"step-{step}"), cfg)  # + prompt settings
-        points.append({"step": step, "seconds": clock[step], "success": play(out, seeds, threads)})
+    return [(step, clock[step]) for step in sorted(ckpt.list_checkpoints(run_dir))]
+
+
+def success_at(run_dir: Path, step: int, seeds: list[int], threads: int) -> float:
+    """Held-out success of the run's checkpoint ``step`` (exported, then played in-process)."""
+    from rockroll.trainer.config_io import load_config
+    from rockroll.trainer.export import export_run
+    from rockroll.trainer.multiturn import write_episode
+
+    if (run_dir, step) in _SUCCESS:
+        return _SUCCESS[run_dir, step]
+    cfg = load_config(run_dir / "config.yaml")
+    out = write_episode(export_run(run_dir, step, run_dir / "export" / f"step-{step}"), cfg)  # + prompt settings
+    try:
+        _SUCCESS[run_dir, step] = play(out, seeds, threads)
+    finally:
         shutil.rmtree(out, ignore_errors=True)
+    return _SUCCESS[run_dir, step]
+
+
+def curve(
+    run_dir: Path, seeds: list[int], threads: int, *, target: float | None = None, stride: int = 1
+) -> list[dict[str, float]]:
+    """Held-out success along the run's checkpoints: every one until the first that reaches ``target``
+    (so the time to it is read at full resolution), then every ``stride``-th and the last (for the plot)."""
+    kept = checkpoints(run_dir)
+    points, reached = [], target is None
+    for i, (step, seconds) in enumerate(kept):
+        if reached and i % stride and i != len(kept) - 1:
+            continue
+        success = success_at(run_dir, step, seeds, threads)
+        points.append({"step": step, "seconds": seconds, "success": success})
+        reached = reached or success >= target  # type: ignore[operator]
     return points
 
 
@@ -189,9 +215,14 @@ def report(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
     warm = play(Path(args.warmstart), seeds, args.threads)
     res: dict[str, Any] = {"task": "Sokoban 6x6, one box, multi-turn", "latency": latency(args), "warm_start": warm}
     curves: dict[str, list[dict[str, float]]] = {}
+    target = None
+    if "sync" in modes:  # the race's target: the sync run's final success
+        sync_dir = Path(args.run_dir) / "speed-sync"
+        target = success_at(sync_dir, checkpoints(sync_dir)[-1][0], seeds, args.threads)
     for mode in modes:
         run_dir = Path(args.run_dir) / f"speed-{mode}"
-        pts = [{"step": -1, "seconds": 0.0, "success": warm}, *curve(run_dir, seeds, args.threads)]
+        pts = [{"step": -1, "seconds": 0.0, "success": warm}]
+        pts += curve(run_dir, seeds, args.threads, target=target, stride=args.plot_stride)
         curves[mode] = pts
         steps = json.loads((run_dir / "bench.json").read_text())["steps"]
         hours = pts[-1]["seconds"] / 3600
@@ -227,6 +258,7 @@ def main() -> None:
     ap.add_argument("--max-s", type=float, default=5.0, help="longest delay")
     ap.add_argument("--ckpt-every-s", type=float, default=120.0, help="training seconds between kept checkpoints")
     ap.add_argument("--episodes", type=int, default=300, help="held-out rooms per checkpoint")
+    ap.add_argument("--plot-stride", type=int, default=3, help="after the target is reached, every n-th checkpoint")
     ap.add_argument("--run-eval-episodes", type=int, default=8, help="the runs' own start/end evaluation (slow envs)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads of the offline evaluation")
     ap.add_argument("--run-dir", default="runs")
