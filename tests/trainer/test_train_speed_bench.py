@@ -32,6 +32,7 @@ def test_race_times_both_runs_to_the_sync_runs_final_success() -> None:
     r = race({"sync": sync, "async": pts((50, 0.15), (100, 0.26))}, warm=0.1)
     assert r["target"] == 0.25 and r["sync_s_to_target"] == 200 and r["async_s_to_target"] == 100
     assert r["speedup"] == 2.0 and r["speedup_to_end"] == 4.0
+    assert r["speedup_50pct_gain"] == 1.0  # 0.175: sync at 100 s, async at 100 s
     assert race({"sync": sync, "async": pts((100, 0.2))}, warm=0.1)["speedup"] is None  # never reached
     flat = pts((100, 0.1))
     assert race({"sync": flat, "async": pts((10, 0.3))}, warm=0.1)["speedup"] is None  # sync never improved
