@@ -15,7 +15,36 @@ from pydantic import Field, model_validator
 from rockroll.agentrl.chat import HistoryMode, ObservationFormat
 from rockroll.agentrl.config_loader import ConfigModel
 
-__all__ = ["EpisodeConfig", "SchedulerConfig"]
+__all__ = ["AdaptiveTimeoutConfig", "EpisodeConfig", "SchedulerConfig"]
+
+
+class AdaptiveTimeoutConfig(ConfigModel):
+    """Per-task timeouts of sandboxed test runs (:mod:`rockroll.agentrl.adaptive_timeout`):
+    ``T = min(max(t_min_s, lam * T_anchor), t_max_s)``, ``T_anchor`` the task's longest correct run so far."""
+
+    t_min_s: float = Field(2.0, gt=0, description="shortest timeout once a task has a correct run")
+    lam: float = Field(2.0, gt=0, description="margin: the timeout is lam times the task's longest correct run")
+    t_max_s: float = Field(
+        60.0,
+        gt=0,
+        description="the fixed limit: before a task's first correct run, and the cap (at most the tasks' own "
+        "test_timeout_s, 60 for the generated SWE tasks)",
+    )
+    env_ids: list[str] = Field(
+        default_factory=list,
+        description="envs whose resets get the test_timeout_s option (empty: every env; envs that reject "
+        "unknown reset options, like WebShop-v0, must be left out)",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> AdaptiveTimeoutConfig:
+        if self.t_min_s > self.t_max_s:
+            raise ValueError(f"t_min_s ({self.t_min_s}) must not exceed t_max_s ({self.t_max_s})")
+        return self
+
+    def applies(self, env_id: str) -> bool:
+        """Whether episodes of ``env_id`` get adaptive timeouts."""
+        return not self.env_ids or env_id in self.env_ids
 
 
 class EpisodeConfig(ConfigModel):
@@ -60,6 +89,23 @@ class EpisodeConfig(ConfigModel):
         ge=1,
         description="consecutive invalid actions that end the episode (truncated, tagged as the agent's failure; "
         "null: no cap)",
+    )
+    reward_workers: int | None = Field(
+        None,
+        ge=1,
+        description="most threads computing rewards at once, apart from the env threads (the pool grows to it as "
+        "rewards queue up; null: min(32, CPUs + 4)); async reward functions run on the event loop",
+    )
+    reward_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="most seconds for one episode's reward, queueing included; a slower reward is an infra failure "
+        "of stage reward (masked, not retried) (null: no limit)",
+    )
+    adaptive_reward_timeout: AdaptiveTimeoutConfig | None = Field(
+        None,
+        description="per-task timeouts of the env's test runs (reset option test_timeout_s, SWE-v0): "
+        "min(max(t_min_s, lam * longest correct run), t_max_s); a run past it scores 0 (null: the env's own limit)",
     )
 
     @model_validator(mode="after")

@@ -8,6 +8,12 @@ reward. Every stage runs in :func:`~rockroll.agentrl.errors.boundary`: an infra 
 on a fresh env while the per-episode deadline (which includes sandbox start) and ``max_retries``
 allow, else the trajectory comes back masked with a ``FailureTag(kind="infra")``.
 
+The reward runs off the event loop, in a :class:`~rockroll.agentrl.reward_pool.RewardPool` of its
+own (``reward_workers``, ``reward_timeout_s``), so a slow reward (a judge, a test run) overlaps the
+other episodes' generation and env steps. With ``adaptive_reward_timeout`` each reset carries the
+option ``test_timeouts`` (per task) from :class:`~rockroll.agentrl.adaptive_timeout.AdaptiveTimeouts`,
+told the episode's test run when it ends.
+
 Blocking env calls run in a thread pool; a call that times out leaves its thread to finish on its
 own, and its env is closed in the background. An env whose attempt ended cleanly is given back as
 reusable (:meth:`~rockroll.agentrl.env_source.EnvSource.give_back`): a sandbox source keeps the
@@ -49,12 +55,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterat
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rockroll.agentrl.adaptive_timeout import AdaptiveTimeouts
 from rockroll.agentrl.chat import ContextExceeded, PromptBuilder, format_observation
 from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 from rockroll.agentrl.env_source import EnvCall, EnvSource
 from rockroll.agentrl.errors import InfraFailure, boundary
 from rockroll.agentrl.hedging import AttemptKey, CallWatch
+from rockroll.agentrl.reward_pool import RewardFn, RewardPool
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.sandbox.retry import Backoff, await_until
@@ -63,7 +71,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Deadlines", "EnvManager", "EpisodeSpec", "GenerationGate", "RewardFn"]
 
-RewardFn = Callable[[Trajectory], float]
 T = TypeVar("T")
 
 
@@ -446,7 +453,8 @@ class EnvManager:
         executor: thread pool for blocking env calls (None: a private one with ``threads`` threads);
             opens always run in a private pool of ``threads`` threads.
         threads: size of the private pool (one thread per env call in flight; a hung call holds one).
-        reward_fn: final reward of a finished episode (default: sum of env rewards).
+        reward_fn: final reward of a finished episode, a function or an ``async def`` (default: sum of
+            env rewards); computed in :attr:`reward_pool`.
         gate: suspend/resume point before each generation (None: always open).
     """
 
@@ -473,9 +481,17 @@ class EnvManager:
         self.pending_opens: set[cf.Future[Any]] = set()
         #: infra failures seen so far, by stage (retried ones and those of later-cancelled episodes too)
         self.failures: Counter[str] = Counter()
-        #: seconds spent waiting on the engine and on env steps: summed over episodes when they play on
-        #: their own, round wall time in lock-step (so their ratio is the split of rollout time)
+        #: seconds spent waiting on the engine, on env steps and on rewards: summed over episodes when they
+        #: play on their own, round wall time in lock-step (so their ratio is the split of rollout time)
         self.busy: Counter[str] = Counter()
+        self.reward_pool = RewardPool(
+            self.config.reward_workers, timeout_s=self.config.reward_timeout_s, inline=(default_reward,)
+        )
+        adaptive = self.config.adaptive_reward_timeout
+        #: per-task test-run timeouts (None: the envs' own limits)
+        self.reward_timeouts = (
+            AdaptiveTimeouts(adaptive.t_min_s, adaptive.lam, adaptive.t_max_s) if adaptive is not None else None
+        )
         self.deadlines = Deadlines()
         self.watch = CallWatch()  # running env calls and their places, for hedging
         self._calls = _EnvCalls(source, self.executor)
@@ -503,9 +519,18 @@ class EnvManager:
         """Wait until every env given back is closed; False when some did not close in time."""
         return await await_until(lambda: not (self.pending_opens or self.pending_closes), timeout_s)
 
+    def reward_counts(self) -> Counter[str]:
+        """Counters of the reward path so far, the pool's and the adaptive timeouts' (a batch's are the
+        difference of two; :func:`~rockroll.agentrl.reward_pool.reward_metrics` turns them into metrics)."""
+        counts = self.reward_pool.snapshot()
+        if self.reward_timeouts is not None:
+            counts.update(self.reward_timeouts.snapshot())
+        return counts
+
     def shutdown(self) -> None:
         """Stop the private thread pool (waits for running env calls); close the envs the source
-        keeps for reuse."""
+        keeps for reuse; stop the reward pool (a reward still running finishes on its own)."""
+        self.reward_pool.shutdown()
         self.open_executor.shutdown(wait=True, cancel_futures=False)
         if self._own_executor:
             self.executor.shutdown(wait=True, cancel_futures=False)
@@ -596,11 +621,13 @@ class EnvManager:
         env = await self._open(ep, deadline)
         clean = False  # no infra failure, no cancellation, no env call left running: the env may be reused
         self.watch.where[ep.attempt_key] = self.source.location(env) if hasattr(self.source, "location") else None
+        options = self._reset_options(ep)
+        reset_arg = ep.seed if options is None else (ep.seed, options)
         try:
             with self.watch.call(ep.attempt_key, ep.env_id):
-                obs, _info = await self._bounded(
+                obs, info = await self._bounded(
                     "env_reset",
-                    self._calls.call(env, ep.env_id, "reset", ep.seed),
+                    self._calls.call(env, ep.env_id, "reset", reset_arg),
                     self._left(deadline, cfg.step_timeout_s),
                 )
             system = await boundary("env_reset", _call(env.system_prompt), None)  # cached by every source
@@ -624,10 +651,24 @@ class EnvManager:
         finally:
             self.watch.forget(ep.attempt_key)
             self._release(env, reusable=clean)
-        try:
-            traj.final_reward = float(self.reward_fn(traj))
-        except Exception as e:  # noqa: BLE001 - a broken reward function is infra, not the agent
-            raise InfraFailure("reward", e) from e
+        if options is not None and self.reward_timeouts is not None:
+            self.reward_timeouts.episode_ended(ep.env_tag or ep.env_id, ep.seed, info, traj.last_info)
+        started = time.monotonic()
+        try:  # off the event loop; raises InfraFailure("reward", ...)
+            traj.final_reward = await self.reward_pool.score(self.reward_fn, traj)
+        finally:
+            self._count_reward(time.monotonic() - started)
+
+    def _reset_options(self, ep: EpisodeSpec) -> dict[str, Any] | None:
+        """The reset options ``ep`` carries: the per-task test-run timeouts (None: off for its env)."""
+        adaptive = self.config.adaptive_reward_timeout
+        if self.reward_timeouts is None or adaptive is None or not adaptive.applies(ep.env_id):
+            return None
+        return self.reward_timeouts.reset_options(ep.env_tag or ep.env_id)
+
+    def _count_reward(self, waited_s: float) -> None:
+        """Count one episode's wait for its reward in :attr:`busy` (summed over episodes)."""
+        self.busy["reward"] += waited_s
 
     async def _play(
         self,
@@ -702,6 +743,7 @@ class EnvManager:
             )
         )
         traj.success = bool(info.get("success", False))
+        traj.last_info = info
         if terminated or truncated:
             traj.terminated, traj.truncated = bool(terminated), bool(truncated)
             return invalid_run, True

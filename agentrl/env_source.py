@@ -68,15 +68,21 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: one env call of a batch: ``(env, "step", action)`` or ``(env, "reset", seed)``
+#: one env call of a batch: ``(env, "step", action)``, ``(env, "reset", seed)`` or ``(env, "reset", (seed, options))``
 EnvCall = tuple[TextEnvProtocol, Literal["step", "reset"], Any]
+
+
+def reset_kwargs(arg: Any) -> dict[str, Any]:
+    """A reset call's argument (a seed, or a ``(seed, options)`` pair) as ``reset``'s keyword arguments."""
+    seed, options = arg if isinstance(arg, tuple) else (arg, None)
+    return {"seed": seed, "options": options}
 
 
 def _call_one(env: TextEnvProtocol, op: str, arg: Any) -> Any:
     if op == "step":
         return env.step(arg)
     if op == "reset":
-        return env.reset(seed=arg)
+        return env.reset(**reset_kwargs(arg))
     raise ValueError(f"env call op must be 'step' or 'reset', got {op!r}")
 
 
@@ -302,9 +308,7 @@ class SandboxSource(EnvSource):
         """The sessions' calls in one ``env.batch`` round trip per sandbox (other envs one by one)."""
         if not all(isinstance(env, RemoteSession) for env, _op, _arg in calls):
             return super().call_batch(calls)
-        items = [
-            (env, op, {"action": arg} if op == "step" else {"seed": arg, "options": None}) for env, op, arg in calls
-        ]
+        items = [(env, op, {"action": arg} if op == "step" else reset_kwargs(arg)) for env, op, arg in calls]
         return run_batch(items)  # type: ignore[arg-type]
 
 

@@ -20,6 +20,11 @@ or times out fails its episode, each as an
 :class:`~rockroll.agentrl.errors.InfraFailure` in that episode's own coroutine (retried on a fresh
 env, then masked); a context overflow truncates the episode as the agent's failure. The gate of the
 scheduler (weight updates) is held for each round's generation.
+
+Rewards are the per-episode path's too: each episode's coroutine scores itself in the manager's
+:class:`~rockroll.agentrl.reward_pool.RewardPool`, off the event loop, so rewards overlap the rounds;
+``busy["reward"]`` counts the wall time with at least one reward in flight (the rounds' stages are
+counted in wall time as well).
 """
 
 from __future__ import annotations
@@ -171,6 +176,10 @@ class LockstepEnvManager(EnvManager):
                 w.done.set_exception(e)  # the episode's coroutine marks it truncated (the agent's failure)
                 continue
             self._waiting.append(w)
+
+    def _count_reward(self, waited_s: float) -> None:
+        """Rewards overlap each other and the rounds: count wall time with one in flight, like the rounds'."""
+        self.busy["reward"] = self.reward_pool.wall_s
 
 
 def _fail(w: _Live, error: BaseException) -> None:

@@ -54,6 +54,7 @@ from rockroll.agentrl.env_mix import RatioStream, ratio_slots
 from rockroll.agentrl.env_source import EnvSource
 from rockroll.agentrl.hedging import Hedger
 from rockroll.agentrl.lockstep import make_env_manager
+from rockroll.agentrl.reward_pool import reward_metrics
 from rockroll.agentrl.trajectory import TrainSample, Trajectory
 
 __all__ = ["RolloutScheduler", "RolloutBatch", "episode_metrics", "ratio_slots"]
@@ -181,6 +182,7 @@ class RolloutScheduler:
         started = time.monotonic()
         failures_before = self.manager.failures.copy()
         busy_before = self.manager.busy.copy()
+        rewards_before = self.manager.reward_counts()
 
         async def episode(spec: EpisodeSpec) -> Trajectory:
             if sem is None:
@@ -328,6 +330,9 @@ class RolloutScheduler:
         busy = self.manager.busy - busy_before
         if busy["generation"] + busy["env"] > 0:  # how the rollout's time splits between the engine and the envs
             metrics["time/generation_share"] = busy["generation"] / (busy["generation"] + busy["env"])
+        if busy["reward"] > 0:  # rewards run in a pool of their own, overlapping generation and env steps
+            metrics["time/reward_share"] = busy["reward"] / (busy["generation"] + busy["env"] + busy["reward"])
+        metrics.update(reward_metrics(self.manager.reward_counts() - rewards_before))
         metrics.update(
             {
                 "rollout/groups_delivered": float(len(groups)),

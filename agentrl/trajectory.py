@@ -95,6 +95,8 @@ class Trajectory:
     failure: FailureTag | None = None
     wall_time_s: float = 0.0
     infra_retries: int = 0  # fresh starts after infra failures (also on episodes that then finished)
+    #: the env's info of the last step (what a reward function or the adaptive test timeouts read)
+    last_info: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def masked(self) -> bool:

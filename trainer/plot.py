@@ -54,17 +54,20 @@ def plot_run(run: str | Path, out_dir: str | Path | None = None, keys: list[str]
     return paths
 
 
-STAGES = ("generation", "env", "logprobs", "train", "sync")
+STAGES = ("generation", "env", "reward", "logprobs", "train", "sync")
 
 
 def step_time_split(rec: dict[str, float]) -> dict[str, float]:
-    """Where one step's seconds went: the rollout wait split into generation and env by
-    ``time/generation_share`` (all generation when the share is unknown), then logprobs, update, weight sync."""
+    """Where one step's seconds went: the rollout wait split into reward by ``time/reward_share`` (none
+    when unknown), the rest into generation and env by ``time/generation_share`` (all generation when
+    unknown), then logprobs, update, weight sync."""
     rollout = float(rec.get("time/rollout", 0.0))
+    reward = rollout * float(rec.get("time/reward_share", 0.0))
     share = float(rec.get("time/generation_share", 1.0))
     return {
-        "generation": rollout * share,
-        "env": rollout * (1.0 - share),
+        "generation": (rollout - reward) * share,
+        "env": (rollout - reward) * (1.0 - share),
+        "reward": reward,
         "logprobs": float(rec.get("time/logprobs", 0.0)),
         "train": float(rec.get("time/train", 0.0)),
         "sync": float(rec.get("time/sync", 0.0)),
@@ -72,7 +75,7 @@ def step_time_split(rec: dict[str, float]) -> dict[str, float]:
 
 
 def _step_time_bars(records: list[dict], out: Path, plt: object) -> Path:
-    """``step_time.png``: one stacked bar per step (generation, env, logprobs, update, weight sync)."""
+    """``step_time.png``: one stacked bar per step (generation, env, reward, logprobs, update, weight sync)."""
     rows = [r for r in records if "time/step" in r]
     steps = [r["step"] for r in rows]
     splits = [step_time_split(r) for r in rows]

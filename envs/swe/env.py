@@ -1,7 +1,10 @@
 """SWE-v0: fix a bug in a small Python repository, working through a sandboxed shell.
 
 Each episode is one :class:`~rockroll.envs.swe.tasks.SWETask`, chosen with the env's seeded RNG (or named
-with ``reset(options={"task_id": ...})``). The repository is written into a sandbox workspace
+with ``reset(options={"task_id": ...})``); ``reset(options={"test_timeout_s": T})`` gives the episode's
+hidden-test run a shorter limit than the task's own ``test_timeout_s``, and
+``reset(options={"test_timeouts": {task_id: T, ...}})`` does so per task, for whichever task the seed
+picks (what the rollout's adaptive per-task timeouts send). The repository is written into a sandbox workspace
 (an executor of :mod:`rockroll.envs.swe.executor`, by default a sandbox of
 :mod:`rockroll.sandbox.swe_executor`); the agent acts with three tools, one per step:
 
@@ -12,7 +15,9 @@ with ``reset(options={"task_id": ...})``). The repository is written into a sand
 * ``<answer>submit</answer>``: restore the hidden tests, run them, score, end the episode.
 
 Reward: 0 per step; on submit 1 when every fail-to-pass and pass-to-pass test passes, else 0
-(``partial_credit=True``: the fraction of fail-to-pass tests fixed, when nothing else broke).
+(``partial_credit=True``: the fraction of fail-to-pass tests fixed, when nothing else broke). A test
+run past its limit is killed and scores 0 (the answer was too slow: the agent's outcome, reported
+as ``tests_timed_out``); the submit info also reports the run's wall time, ``test_run_s``.
 A malformed action costs ``format_penalty`` and says what was wrong. The episode's state lives in
 the sandbox's filesystem, so the env cannot be forked: ``get_state``/``set_state`` raise
 :class:`SWEForkUnsupported`. Infrastructure failures raise :class:`~rockroll.envs.swe.executor.ExecutorError`.
@@ -20,7 +25,9 @@ the sandbox's filesystem, so the env cannot be forked: ``get_state``/``set_state
 
 from __future__ import annotations
 
+import math
 import os
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -177,6 +184,7 @@ class SWEEnv(TextEnv[SWEAction]):
         self.max_output_chars = max_output_chars
         self.command_timeout_s = float(command_timeout_s)
         self.task: SWETask | None = None
+        self.test_timeout_s = 0.0  # the current episode's limit of the hidden-test run
         self._executor: Any = None
         self._finalizer: Any = None
         self._obs = ""
@@ -209,6 +217,9 @@ class SWEEnv(TextEnv[SWEAction]):
             self.task = matches[0]
         else:
             self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.test_timeout_s = self._test_timeout(
+            options.get("test_timeout_s"), self._from_table(options.get("test_timeouts"), self.task), self.task
+        )
         try:
             self._ensure_executor().reset(self.task.files)
         except ExecutorError:
@@ -262,7 +273,9 @@ class SWEEnv(TextEnv[SWEAction]):
         for path, content in self.task.test_files.items():
             ex.write_file(path, content)
         ex.run(_DROP_BYTECODE, 30.0)  # no stale or planted .pyc may stand in for the sources
-        result = ex.run(self.task.test_command, self.task.test_timeout_s)
+        started = time.monotonic()
+        result = ex.run(self.task.test_command, self.test_timeout_s)
+        run_s = time.monotonic() - started
         outcomes = parse_test_report(result.stdout + "\n" + result.stderr)
         g = grade(self.task, outcomes, partial_credit=self.partial_credit)
         verdict = "All hidden tests pass: the task is solved." if g.resolved else "The task is not solved."
@@ -270,11 +283,56 @@ class SWEEnv(TextEnv[SWEAction]):
             f"Submitted. Hidden tests: fail-to-pass {g.f2p_passed}/{g.f2p_total} passed, "
             f"pass-to-pass {g.p2p_passed}/{g.p2p_total} passed. {verdict} Reward: {g.reward:g}."
         )
-        self._obs = self._format_output(summary + "\n\nTest output:", result)
-        info = {**g.as_info(), "tests_timed_out": result.timed_out}
+        self._obs = self._format_output(summary + "\n\nTest output:", result, self.test_timeout_s)
+        info = {
+            **g.as_info(), "tests_timed_out": result.timed_out, "test_run_s": round(run_s, 4),
+            "test_timeout_s": self.test_timeout_s,
+        }  # fmt: skip
         return StepOutcome(self._obs, g.reward, True, effective=True, success=g.resolved, info=info)
 
-    def _format_output(self, header: str, result: ExecResult) -> str:
+    @staticmethod
+    def _from_table(table: Any, task: SWETask) -> float | None:
+        """The chosen task's limit in ``options["test_timeouts"]`` (``{task_id: seconds}``, capped at the
+        task's own ``test_timeout_s``), or None when the table has no entry for it."""
+        if table is None:
+            return None
+        if not isinstance(table, dict) or not all(
+            isinstance(k, str)
+            and isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+            and v > 0
+            for k, v in table.items()
+        ):
+            raise EnvConfigError(
+                "options['test_timeouts'] must map task ids to numbers of seconds > 0, e.g. {'roman-00': 2.5}",
+                env="SWEEnv",
+                param="options",
+            )
+        value = table.get(task.task_id)
+        return None if value is None else min(float(value), float(task.test_timeout_s))
+
+    @staticmethod
+    def _test_timeout(value: Any, tabled: float | None, task: SWETask) -> float:
+        """The episode's test-run limit: ``options["test_timeout_s"]`` (a number in (0, the task's
+        ``test_timeout_s``]), else the task's entry in ``options["test_timeouts"]``, else the task's own."""
+        if value is None:
+            return float(task.test_timeout_s) if tabled is None else tabled
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not 0 < value <= task.test_timeout_s
+        ):
+            raise EnvConfigError(
+                f"options['test_timeout_s'] must be a number in (0, {task.test_timeout_s:g}] (task "
+                f"{task.task_id}'s test_timeout_s), got {value!r}",
+                env="SWEEnv",
+                param="options",
+            )
+        return float(value)
+
+    def _format_output(self, header: str, result: ExecResult, timeout_s: float | None = None) -> str:
         text = result.stdout
         if result.stderr:
             text += ("" if not text or text.endswith("\n") else "\n") + result.stderr
@@ -286,7 +344,8 @@ class SWEEnv(TextEnv[SWEAction]):
             text += "\n[... output truncated by the sandbox ...]"
         status = f"[exit code {result.exit_code}]"
         if result.timed_out:
-            status = f"[command timed out after {self.command_timeout_s:g}s and was killed]"
+            limit = self.command_timeout_s if timeout_s is None else timeout_s
+            status = f"[command timed out after {limit:g}s and was killed]"
         return f"{header}\n{text.rstrip() or '(no output)'}\n{status}"
 
     def _render(self) -> str:

@@ -325,6 +325,56 @@ def test_output_is_truncated_with_a_note_and_timeouts_are_results(make_env) -> N
     assert info["action_is_effective"] is False
 
 
+def test_reset_option_test_timeout_s_cuts_off_slow_test_runs(make_env) -> None:
+    env = make_env()
+    for limit, slow in ((1.0, True), (1.0, False), (None, False)):
+        options = {"task_id": "roman-00"} | ({} if limit is None else {"test_timeout_s": limit})
+        env.reset(options=options)
+        assert env.test_timeout_s == (limit or env.task.test_timeout_s)
+        for answer in env.reference_solution():  # the fix; the slow one also sleeps at import
+            path, _, content = answer.partition("\n")
+            env.step(_act(f"{path}\nimport time\ntime.sleep(30)\n{content}" if slow else answer))
+        obs, reward, terminated, _, info = env.step(_act("submit"))
+        assert terminated and info["tests_timed_out"] is slow and reward == (0.0 if slow else 1.0)
+        if slow:  # killed at the limit: scored 0, the agent's outcome
+            assert 0.9 <= info["test_run_s"] < 10 and "timed out after 1s" in obs and not info["resolved"]
+        else:
+            assert 0 < info["test_run_s"] < 1.0
+
+
+@pytest.mark.parametrize("value", [0, -1.0, "5", True, float("nan"), float("inf"), 60.5, [1]])
+def test_bad_test_timeout_options_raise_env_config_error(value: object) -> None:
+    env = SWEEnv(backend="process")  # checked before the sandbox starts
+    with pytest.raises(EnvConfigError, match="test_timeout_s") as err:
+        env.reset(options={"task_id": "roman-00", "test_timeout_s": value})
+    assert err.value.param == "options" and env._executor is None
+    env.close()
+
+
+def test_reset_option_test_timeouts_applies_the_chosen_tasks_entry() -> None:
+    env = SWEEnv(backend="process")  # the limit is set at reset, before any command runs
+    try:
+        own = env.tasks[0].test_timeout_s
+        table = {env.tasks[0].task_id: 1.5, "no-such-task": 0.1}
+        env.reset(options={"task_id": env.tasks[0].task_id, "test_timeouts": table})
+        assert env.test_timeout_s == 1.5
+        env.reset(options={"task_id": env.tasks[1].task_id, "test_timeouts": table})
+        assert env.test_timeout_s == env.tasks[1].test_timeout_s  # no entry: the task's own limit
+        env.reset(options={"task_id": env.tasks[0].task_id, "test_timeouts": {env.tasks[0].task_id: own * 10}})
+        assert env.test_timeout_s == own  # capped at the task's own limit
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("table", [[1.0], {"roman-00": 0}, {"roman-00": "2"}, {1: 2.0}, {"roman-00": float("nan")}])
+def test_bad_test_timeouts_tables_raise_env_config_error(table: object) -> None:
+    env = SWEEnv(backend="process")
+    with pytest.raises(EnvConfigError, match="test_timeouts") as err:
+        env.reset(options={"task_id": "roman-00", "test_timeouts": table})
+    assert err.value.param == "options"
+    env.close()
+
+
 def test_stale_or_planted_bytecode_cannot_shadow_the_sources(make_env) -> None:
     task = next(t for t in generated_tasks() if t.meta["operator"] == "off_by_one" and t.meta["module"] != "roman")
     env = make_env()

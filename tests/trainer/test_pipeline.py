@@ -150,5 +150,8 @@ def test_step_time_split_divides_the_rollout_by_the_generation_share() -> None:
 
     rec = {"time/rollout": 10.0, "time/generation_share": 0.25, "time/logprobs": 1.0, "time/train": 2.0,
            "time/sync": 0.5}  # fmt: skip
-    assert step_time_split(rec) == {"generation": 2.5, "env": 7.5, "logprobs": 1.0, "train": 2.0, "sync": 0.5}
+    assert step_time_split(rec) == {"generation": 2.5, "env": 7.5, "reward": 0.0, "logprobs": 1.0, "train": 2.0,
+                                    "sync": 0.5}  # fmt: skip
     assert step_time_split({"time/rollout": 4.0})["generation"] == 4.0  # no share known: all of it
+    split = step_time_split({**rec, "time/reward_share": 0.2})  # the reward's share first, the rest by generation's
+    assert split["reward"] == 2.0 and split["generation"] == 2.0 and split["env"] == 6.0
