@@ -27,12 +27,12 @@ class AdaptiveTimeoutConfig(ConfigModel):
     t_max_s: float = Field(
         60.0,
         gt=0,
-        description="the fixed limit: before a task's first correct run, and the cap (at most the tasks' own "
-        "test_timeout_s, 60 for the generated SWE tasks)",
+        description="the fixed limit: before a task's first correct run, and the cap (the env caps it again at "
+        "a task's own test_timeout_s, 60 for the generated SWE tasks)",
     )
     env_ids: list[str] = Field(
         default_factory=list,
-        description="envs whose resets get the test_timeout_s option (empty: every env; envs that reject "
+        description="envs whose resets get the test_timeouts option (empty: every env; envs that reject "
         "unknown reset options, like WebShop-v0, must be left out)",
     )
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 import rockroll.envhub as envhub
+from rockroll.agentrl.config import AdaptiveTimeoutConfig
 from rockroll.agentrl.config_loader import ConfigModel, OneOf
 from rockroll.envs.experts import load_expert_factory
 from rockroll.sandbox.backends import backend_names
@@ -202,6 +203,14 @@ class RolloutConfig(ConfigModel):
         "multiturn: copy an episode whose env call runs past this quantile onto another sandbox (null: off)",
         gt=0,
         lt=1,
+    )
+    reward_timeout_s: float | None = f(
+        None, "multiturn: most seconds a reward function may take (its own pool; past it: masked)", gt=0
+    )
+    adaptive_reward_timeout: AdaptiveTimeoutConfig | None = f(
+        None,
+        "multiturn: per-task test-run timeouts {t_min_s, lam, t_max_s, env_ids}, sent to envs that run tests "
+        "(SWE-v0) as the reset option test_timeouts (null: the tasks' own limits)",
     )
     episode_timeout_s: float = f(
         240.0,

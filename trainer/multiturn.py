@@ -125,6 +125,8 @@ def episode_config(cfg: TrainConfig) -> EpisodeConfig:
         lockstep=r.turn_batching == "lockstep" or (r.turn_batching == "auto" and r.history_window == 0),
         system_prompt=r.system_prompt,
         observation_format=r.observation_format,
+        reward_timeout_s=r.reward_timeout_s,
+        adaptive_reward_timeout=r.adaptive_reward_timeout,
     )
 
 
