@@ -19,8 +19,11 @@ are not cancelled but carried into the next batch. They keep playing meanwhile (
 trainer updates) and take the place of that many new groups, so a batch never waits for its long
 tail and no started episode is thrown away. A carried group that is still running after
 ``max_carry_batches`` more batches is cancelled; a group that completes beyond its env's quota
-(ratio mode) is banked for the next batch. Carried turns come from older weights: the async
-rollout's staleness bound and the trainer's off-policy correction (``tis_cap``) apply to them.
+(ratio mode) is banked for the next batch. Carried turns come from older weights: a group carried
+through ``c`` batches may be ``c`` weight versions older than the async rollout's bound allows
+(``RolloutBatch.carried``: the bound is ``async_generation_ratio + max_carry_batches`` for carried
+groups, so they are not dropped as stale on arrival), and the trainer's off-policy correction
+(``tis_cap``) applies to them.
 
 Env mixing: without ``env_ratios`` the groups cycle through ``env_ids``. With ratios (ROLL's tag
 ratios) every env entry gets a quota of the batch's groups from one deterministic stream of group
@@ -75,6 +78,8 @@ class RolloutBatch:
         index: the batch's number in this scheduler.
         layout: the training-row layout the history mode allows (``concat`` for full history,
             ``per_turn`` for last-k history).
+        carried: per group, the batches it was carried through before this one (0: launched by it);
+            its staleness allowance grows by that much (tail batching).
     """
 
     groups: list[list[Trajectory]]
@@ -82,6 +87,7 @@ class RolloutBatch:
     metrics: dict[str, float] = field(default_factory=dict)
     index: int = 0
     layout: Literal["concat", "per_turn"] = "concat"
+    carried: list[int] = field(default_factory=list)
 
     @property
     def trajectories(self) -> list[Trajectory]:
@@ -352,7 +358,7 @@ class RolloutScheduler:
             for entry in range(len(cfg.env_ids)):
                 metrics[f"env/{cfg.tag(entry)}/groups"] = float(sum(g.entry == entry for g in ordered))
         layout: Literal["concat", "per_turn"] = "concat" if cfg.episode.history == "full" else "per_turn"
-        return RolloutBatch(groups, masked, metrics, index, layout)
+        return RolloutBatch(groups, masked, metrics, index, layout, [index - g.batch for g in ordered])
 
     def _take_tail(
         self,

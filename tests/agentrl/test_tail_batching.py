@@ -100,3 +100,21 @@ def test_async_rollout_stop_cancels_the_carried_tail() -> None:
 def test_carry_needs_an_off_policy_ratio() -> None:
     with pytest.raises(ConfigError, match="async_generation_ratio >= 1"):
         SchedulerConfig(tail="carry", async_generation_ratio=0)
+
+
+def test_a_carried_group_gets_its_carry_as_extra_staleness_allowance() -> None:
+    """ratio 1, trainer at version 2: a fresh group from version 0 is stale, a group carried once is not."""
+    from rockroll.agentrl.scheduler import RolloutBatch
+    from rockroll.agentrl.trajectory import Trajectory
+
+    s = _scheduler("carry", hang_s=0.1)
+    rollout = AsyncRollout(s)
+    rollout.trainer_version = 2
+
+    def group(gid: str) -> list[Trajectory]:
+        return [Trajectory(f"{gid}/{i}", gid, "FrozenLake-v0", 0) for i in range(2)]  # no turns: version 0
+
+    batch = RolloutBatch([group("old"), group("carried")], carried=[0, 1])
+    fresh = rollout._fresh(batch)
+    assert fresh is not None and [g[0].group_id for g in fresh.groups] == ["carried"] and fresh.carried == [1]
+    assert fresh.metrics["rollout/stale_groups_dropped"] == 1
