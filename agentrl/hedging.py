@@ -20,14 +20,22 @@ import math
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     from rockroll.agentrl.config import SchedulerConfig
-    from rockroll.agentrl.env_manager import EpisodeSpec
     from rockroll.agentrl.trajectory import Trajectory
+
+
+class EpisodeSpec(Protocol):
+    """What hedging reads of an episode's spec (the env manager's ``EpisodeSpec``, a dataclass)."""
+
+    episode_id: str
+    env_id: str
+    hedge: bool
+
 
 Task = asyncio.Task[Any]
 
@@ -95,7 +103,8 @@ class Hedger:
             if spec is None or spec.hedge or task in self.partner:
                 continue
             if self.stalled(spec.episode_id, spec.env_id, now):
-                out.append((task, dataclasses.replace(spec, hedge=True, avoid=self.avoid(spec.episode_id))))
+                copy = dataclasses.replace(spec, hedge=True, avoid=self.avoid(spec.episode_id))  # type: ignore[type-var]
+                out.append((task, copy))
         return out
 
     def pair(self, primary: Task, copy: Task, spec: EpisodeSpec) -> None:
