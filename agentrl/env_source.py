@@ -229,31 +229,29 @@ class SandboxSource(EnvSource):
                 self.reused += 1
                 return session
             self._discard(session)
+        return self._new_session(env_id, kwargs)
+
+    def _new_session(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str] = ()) -> RemoteSession:
+        """A new session on a sandbox not in ``avoid``; at capacity, kept sessions are closed to make room,
+        else it waits (backpressure)."""
 
         def open_session() -> RemoteSession:
             try:
-                return self.manager.open_session(env_id, spec=self.spec, **kwargs)
+                return self.manager.open_session(env_id, spec=self.spec, avoid=avoid, **kwargs)
             except CapacityError:
                 if not self._discard_one():
                     raise
-                return self.manager.open_session(env_id, spec=self.spec, **kwargs)
+                return self.manager.open_session(env_id, spec=self.spec, avoid=avoid, **kwargs)
 
         session = retry_call(
             open_session, retry_on=CapacityError, timeout_s=self.capacity_wait_s, max_delay_s=POLL_MAX_DELAY_S
         )
-        self._opened[id(session)] = (key, session.sandbox.generation)
+        self._opened[id(session)] = (self._key(env_id, kwargs), session.sandbox.generation)
         return session
 
     def _open_avoiding(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str]) -> TextEnvProtocol:
         """A new session on a sandbox not in ``avoid`` (kept sessions are not reused: they may sit there)."""
-        session = retry_call(
-            lambda: self.manager.open_session(env_id, spec=self.spec, avoid=avoid, **kwargs),
-            retry_on=CapacityError,
-            timeout_s=self.capacity_wait_s,
-            max_delay_s=POLL_MAX_DELAY_S,
-        )
-        self._opened[id(session)] = (self._key(env_id, kwargs), session.sandbox.generation)
-        return session
+        return self._new_session(env_id, kwargs, avoid)
 
     def location(self, env: TextEnvProtocol) -> str | None:
         return env.sandbox_id if isinstance(env, RemoteSession) else None
