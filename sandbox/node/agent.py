@@ -11,6 +11,12 @@ of revoked API tokens (:meth:`NodeAgent.revoke`, told by the control plane): a s
 with one of them is refused, and the data-plane sockets opened with one are closed at once. Sessions are attached by
 whoever opened them: the control plane's placement for the embedded agent, the agent's own
 :class:`~rockroll.sandbox.node.host.NodeHost` for a standalone ``rockroll node``.
+
+On the event loop (:meth:`NodeAgent.acall`, :meth:`NodeAgent.abatch`) steps and resets go over
+their sandbox's channel (:mod:`rockroll.sandbox.node.channel`), one per sandbox: the calls of all
+the sessions of a sandbox made in one turn of the loop travel in one frame. Where a session is
+busy on another path (its log's lock is held) or its sandbox has no channel, the call runs on a
+worker thread over the sandbox's HTTP socket instead.
 """
 
 from __future__ import annotations
@@ -22,15 +28,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rockroll.sandbox.node.channel import open_channel
+from rockroll.sandbox.node.agent_batch import (
+    CALL_TIMEOUT_S,
+    MAX_ACTION_CHARS,
+    BatchCalls,
+    _check_action,
+    _check_reset,
+    _interrupted,
+)
+from rockroll.sandbox.node.channel import (
+    Channels,
+    SandboxChannel,
+)
 from rockroll.sandbox.node.sequence import StepLog
 from rockroll.sandbox.node.tokens import SessionClaims, SessionTokens, TokenInvalid, TokenRevoked
-from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, error_answer, step_answer
-from rockroll.sandbox.session import RemoteSession, run_batch
+from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, step_answer
 
 __all__ = ["AgentSession", "NodeAgent", "MAX_ACTION_CHARS"]
-
-MAX_ACTION_CHARS = 100_000
 
 
 @dataclass
@@ -43,10 +57,10 @@ class AgentSession:
     log: StepLog
     steps: int = 0
     last_used: float = field(default_factory=time.monotonic)
-    channel: Any = None  # its SessionChannel on the agent's event loop (None: not opened yet; False: none)
+    channel: Any = None  # its sandbox's SandboxChannel on the agent's event loop (None: not looked up yet; False: none)
 
 
-class NodeAgent:
+class NodeAgent(BatchCalls):
     """The sessions of one machine and the data-plane calls on them (thread-safe)."""
 
     def __init__(self, node_id: str, tokens: SessionTokens, *, capacity: int, endpoint: str = "") -> None:
@@ -58,6 +72,7 @@ class NodeAgent:
         self._lock = threading.Lock()
         self.revoked: frozenset[str] = frozenset()  # ids of revoked API tokens
         self._sockets: dict[str, dict[int, Callable[[], None]]] = {}  # API token id -> open sockets' closers
+        self._channels: Channels | None = None  # the sandboxes' channels, on the event loop that serves the data plane
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -74,13 +89,9 @@ class NodeAgent:
         return entry
 
     def detach(self, session_id: str) -> AgentSession | None:
-        """Stop serving a session (its env is the caller's to close; its channel is closed here)."""
+        """Stop serving a session (its env is the caller's to close; its sandbox's channel stays for the others)."""
         with self._lock:
-            entry = self._sessions.pop(session_id, None)
-        if entry is not None and entry.channel:
-            channel, entry.channel = entry.channel, False
-            channel.close_soon()
-        return entry
+            return self._sessions.pop(session_id, None)
 
     def get(self, session_id: str) -> AgentSession:
         entry = self._sessions.get(session_id)
@@ -184,9 +195,9 @@ class NodeAgent:
 
     # ------------------------------------------------- the event loop's path
     async def acall(self, entry: AgentSession, msg: Any) -> dict[str, Any]:
-        """:meth:`call` from the event loop: steps and resets over the session's channel, the rest on a thread."""
+        """:meth:`call` from the event loop: steps and resets over the sandbox's channel, the rest on a thread."""
         op = msg.get("op") if isinstance(msg, dict) else None
-        if op in ("step", "reset") and entry.log.lock.acquire(blocking=False):
+        if (op == "step" or op == "reset") and entry.log.lock.acquire(blocking=False):
             try:
                 channel = await self._channel(entry)
                 if channel is not None:
@@ -194,130 +205,54 @@ class NodeAgent:
                         return await self._astep(entry, channel, msg.get("action"), msg.get("seq"))
                     seed, options = msg.get("seed"), msg.get("options")
                     _check_reset(seed, options)
-                    obs, info = await channel.call("env.reset", seed=seed, options=options)
+                    entry.last_used = time.monotonic()
+                    obs, info = await channel.call(
+                        entry.remote, "env.reset", CALL_TIMEOUT_S, seed=seed, options=options
+                    )
                     return {"observation": obs, "info": info}
             finally:
                 entry.log.lock.release()
         return await asyncio.get_running_loop().run_in_executor(None, self.call, entry, msg)
 
-    async def _channel(self, entry: AgentSession) -> Any:
-        if entry.channel is None:
-            entry.channel = await open_channel(entry.remote) or False
-            if entry.channel:  # the session's HTTP connection idles from now on: free its server thread
-                entry.remote._client.close()  # (it reconnects for the next call that needs it)
-        return entry.channel or None
+    async def _channel(self, entry: AgentSession) -> SandboxChannel | None:
+        """The channel of ``entry``'s sandbox on the running loop (None: step it over HTTP on a thread)."""
+        channel = entry.channel
+        if channel is False:
+            return None
+        loop = asyncio.get_running_loop()
+        if channel is not None and not channel.closed and channel.loop is loop:
+            return channel
+        channels = self._channels
+        if channels is None or channels.loop is not loop:
+            channels = self._channels = Channels()
+        found = await channels.get(entry.remote)
+        if found is None:
+            entry.channel = False
+            return None
+        if entry.channel is None:  # the session's HTTP connection idles from now on: free its server thread
+            entry.remote._client.close()  # (it reconnects for the next call that needs it)
+        entry.channel = found
+        return found
 
-    async def _astep(self, entry: AgentSession, channel: Any, action: Any, seq: Any) -> dict[str, Any]:
+    async def _astep(self, entry: AgentSession, channel: SandboxChannel, action: Any, seq: Any) -> dict[str, Any]:
         """A numbered step over ``channel`` (the log's lock is held by the caller)."""
         _check_action(action)
         entry.last_used = time.monotonic()
-        n, recorded = entry.log.check(seq)
+        log = entry.log
+        n, recorded = log.check(seq)
         if recorded is not None:
             if isinstance(recorded, BaseException):
                 raise recorded
             return recorded | {"replayed": True}
         try:
-            out = await channel.call("env.step", action=action)
+            out = await channel.call(entry.remote, "env.step", CALL_TIMEOUT_S, action=action)
         except Exception as e:
-            entry.log.record(n, e)
+            log.record(n, e)
             raise
-        answer = step_answer(tuple(out), n)
-        entry.log.record(n, answer)
+        except BaseException:  # cancelled: the step may have run; a replay of its number must not run it again
+            log.record(n, _interrupted(entry))
+            raise
+        answer = step_answer(out, n)
+        log.record(n, answer)
         entry.steps += 1
         return answer
-
-    def batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Steps (or resets) of several sessions, one round trip per sandbox; each item answered or errored.
-
-        Each item is ``{"token", "op": "step" | "reset", "seq", "action", "seed"}``; a session may
-        appear once. Items are numbered like single steps (replays answer the recorded step).
-        """
-        results: list[dict[str, Any]] = [{} for _ in items]
-        todo: list[tuple[int, AgentSession, dict[str, Any]]] = []
-        seen: set[str] = set()
-        for i, item in enumerate(items):
-            try:
-                if not isinstance(item, dict):
-                    raise WireError(422, "validation_error", "each batch item must be an object")
-                entry, _claims = self.authorise(item.get("token", ""))
-                if entry.id in seen:
-                    raise WireError(400, "bad_request", "each session may appear once per batch")
-                if item.get("op", "step") not in ("step", "reset"):
-                    raise WireError(422, "validation_error", "a batch item's 'op' must be step or reset")
-                seen.add(entry.id)
-                todo.append((i, entry, item))
-            except Exception as e:  # noqa: BLE001 - one bad item spoils no other
-                results[i] = error_answer(e)
-        todo.sort(key=lambda t: t[1].id)  # locks in one order: no two batches deadlock
-        held = []
-        try:
-            for _i, entry, _item in todo:
-                entry.log.lock.acquire()
-                held.append(entry)
-            self._run_locked(todo, results)
-        finally:
-            for entry in held:
-                entry.log.lock.release()
-        return results
-
-    def _run_locked(self, todo: list[tuple[int, AgentSession, dict[str, Any]]], results: list[dict[str, Any]]) -> None:
-        """Run checked batch items whose sessions' logs are held (see :meth:`batch`)."""
-        wire, slots = [], []
-        for i, entry, item in todo:
-            entry.last_used = time.monotonic()
-            try:
-                if item.get("op", "step") == "reset":
-                    args = {"seed": item.get("seed"), "options": None}
-                    wire.append((entry.remote, "reset", args))
-                    slots.append((i, entry, 0))
-                    continue
-                action = item.get("action")
-                if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
-                    raise WireError(422, "validation_error", "'action' must be a string")
-                n, recorded = entry.log.check(item.get("seq"))
-                if recorded is not None:
-                    results[i] = (
-                        error_answer(recorded) if isinstance(recorded, Exception) else recorded | {"replayed": True}
-                    )
-                    continue
-                wire.append((entry.remote, "step", {"action": action}))
-                slots.append((i, entry, n))
-            except Exception as e:  # noqa: BLE001
-                results[i] = error_answer(e)
-        if not wire:
-            return
-        if all(isinstance(w[0], RemoteSession) for w in wire):
-            answers = run_batch(wire)
-        else:  # not a sandbox session: one call each
-            answers = [_one(remote, op, args) for remote, op, args in wire]
-        for (i, entry, n), answer in zip(slots, answers, strict=True):
-            if n == 0:  # a reset
-                results[i] = error_answer(answer) if isinstance(answer, Exception) else {
-                    "observation": answer[0], "info": answer[1]}  # fmt: skip
-                continue
-            if isinstance(answer, Exception):
-                entry.log.record(n, answer)
-                results[i] = error_answer(answer)
-            else:
-                results[i] = step_answer(answer, n)
-                entry.log.record(n, results[i])
-                entry.steps += 1
-
-
-def _check_action(action: Any) -> None:
-    if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
-        raise WireError(422, "validation_error", f"'action' must be a string of at most {MAX_ACTION_CHARS} characters")
-
-
-def _check_reset(seed: Any, options: Any) -> None:
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
-        raise WireError(422, "validation_error", "'seed' must be null or an int in [0, 2**32)")
-    if options is not None and not isinstance(options, dict):
-        raise WireError(422, "validation_error", "'options' must be null or an object")
-
-
-def _one(remote: Any, op: str, args: dict[str, Any]) -> Any:
-    try:
-        return remote.step(args["action"]) if op == "step" else remote.reset(seed=args.get("seed"))
-    except Exception as e:  # noqa: BLE001 - an answer like run_batch's
-        return e

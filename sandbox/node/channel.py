@@ -1,98 +1,357 @@
-"""The agent's hot path into a sandbox: one asyncio WebSocket per session to the sandbox's channel.
+"""The agent's hot path into a sandbox: one asyncio WebSocket per sandbox, shared by its sessions.
 
 A data-plane step runs on the agent's event loop from the client's message to the sandbox and
-back, without a worker thread and without an HTTP request per step: :class:`SessionChannel`
-talks to the in-sandbox server's channel (:mod:`rockroll.sandbox.server.channel`), pinned to the
-boot id of the incarnation the session lives in. Errors come back as the types a
-:class:`~rockroll.sandbox.session.RemoteSession` raises: a dropped channel, another boot id, or a
-server that no longer knows the session is :class:`~rockroll.sandbox.errors.SandboxLost` (and the
-sandbox's monitor is asked to probe it).
+back, without a worker thread and without an HTTP request per step: :class:`SandboxChannel`
+talks to the in-sandbox server's channel (:mod:`rockroll.sandbox.server.channel`). Calls are
+coalesced: every call made on the loop while it runs (the steps of all the sessions whose messages
+arrived together, or a whole batch) goes to the sandbox in one frame ``[[id, op, args], ...]``,
+sent on the loop's next turn; the sandbox answers in frames ``[[id, answer], ...]`` and each answer
+wakes its own caller. So the per-message costs (a WebSocket frame, a wake-up of both processes)
+are paid once per frame, not once per step. Calls are pipelined: a frame does not wait for the
+answers of the one before.
 
-Where the sandbox has no channel (an image without ``websockets``), :func:`open_channel`
-returns None and the agent steps through the session's HTTP client on a worker thread.
+Errors come back as the types a :class:`~rockroll.sandbox.session.RemoteSession` raises, for the
+one call that failed: a dropped channel, another boot id, or a server that no longer knows the
+session is :class:`~rockroll.sandbox.errors.SandboxLost` (and the sandbox's monitor is asked to
+probe it); a call not answered in time is :class:`~rockroll.sandbox.errors.SandboxTimeout` (its
+late answer is dropped; the channel stays open for the other sessions).
+
+Where the sandbox has no channel, or one of an earlier release that takes no frames,
+:meth:`Channels.get` returns None and the agent steps through the session's HTTP client on a
+worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import itertools
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, unix_connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.client import ClientProtocol
+from websockets.exceptions import InvalidHandshake
+from websockets.frames import Frame
+from websockets.protocol import State
+from websockets.uri import parse_uri
 
 from rockroll.sandbox.client import _to_exception
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout, SessionLost, SessionNotFound
-from rockroll.sandbox.server.channel import BOOT_HEADER, MAX_MESSAGE_BYTES, channel_path
+from rockroll.sandbox.server.channel import (
+    BOOT_HEADER,
+    CHANNEL_HEADER,
+    FRAMES,
+    MAX_MESSAGE_BYTES,
+    channel_path,
+    dumps,
+    loads,
+    whole_message,
+)
 from rockroll.sandbox.session import RemoteSession
 
-__all__ = ["SessionChannel", "open_channel"]
+__all__ = ["CallTimeout", "ChannelClosed", "SandboxChannel", "Channels", "check_session", "answer_of"]
 
 OPEN_TIMEOUT_S = 5.0
+SWEEP_S = 0.25
+"""How often a channel with waiting calls fails those past their deadline (their timeouts are this coarse)."""
 
 
-class SessionChannel:
-    """One session's WebSocket to its sandbox (use from one event loop; one call at a time)."""
+def check_session(remote: RemoteSession) -> None:
+    """Raise what :class:`RemoteSession` raises before a call: a closed session, a lost incarnation."""
+    if remote.closed:
+        raise SessionNotFound(remote.session_id)
+    sandbox = remote.sandbox
+    if sandbox.generation != remote._generation or sandbox.deleted:
+        raise SandboxLost(remote.sandbox_id, "the sandbox was restarted or deleted")
 
-    def __init__(self, remote: RemoteSession, ws: ClientConnection) -> None:
-        self.remote = remote
-        self._ws = ws
-        self._generation = remote.sandbox.generation
-        self._loop = asyncio.get_running_loop()
 
-    async def call(self, op: str, timeout_s: float = 60.0, **args: Any) -> Any:
-        """Run ``op`` on the session (``session_id`` is added); its result, or its error raised typed."""
-        remote = self.remote
-        if remote.closed:
-            raise SessionNotFound(remote.session_id)
-        if remote.sandbox.generation != self._generation or remote.sandbox.deleted:
-            raise SandboxLost(remote.sandbox_id, "the sandbox was restarted or deleted")
-        text = json.dumps({"op": op, "args": {"session_id": remote.session_id, **args}}, separators=(",", ":"))
+def answer_of(remote: RemoteSession, answer: dict[str, Any]) -> Any:
+    """The result of a call's ``answer`` (``{"result"}`` or ``{"error"}``), or its error raised typed."""
+    if "error" not in answer:
+        return answer.get("result")
+    err = _to_exception(answer["error"])
+    if isinstance(err, SessionNotFound):
+        raise SandboxLost(remote.sandbox_id, "the server no longer knows this session") from err
+    if isinstance(err, SessionLost):
+        err.sandbox_id = err.sandbox_id or remote.sandbox_id
+    raise err
+
+
+class ChannelClosed(ConnectionError):
+    """The channel's connection dropped (or was closed) before the answer came."""
+
+
+class CallTimeout(TimeoutError):
+    """No answer came in time (the call's late answer, if any, is dropped)."""
+
+
+class SandboxChannel(asyncio.Protocol):
+    """One WebSocket to a sandbox's channel, for the calls of all its sessions (use from its event loop).
+
+    It drives the ``websockets`` library's sans-I/O ``ClientProtocol`` (handshake, masked frames,
+    closing handshake) straight from this asyncio protocol: a frame is written when it is made
+    and answers wake their callers from :meth:`data_received`, with no task or queue per message.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.proto = ClientProtocol(parse_uri("ws://sandbox/"), max_size=MAX_MESSAGE_BYTES)
+        self.opened: asyncio.Future[None] = self.loop.create_future()
+        self.boot = ""
+        self.frames = False  # the server takes frames (an earlier release's does not)
+        self.transport: Any = None
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, tuple[asyncio.Future[Any], float]] = {}  # id -> its caller's future, deadline
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._outbox: list[list[Any]] = []  # calls for the next frame
+        self._flush_soon = False
+        self._paused = False  # the transport's buffer is full: frames wait
+        self._parts: list[bytes] = []  # the fragments of a message not complete yet
+        self._closing = False  # the closing handshake began
+        self.closed = False
+        self.on_close: Any = None  # called once when the channel is done (its table forgets it)
+
+    # ------------------------------------------------------------ calls
+    def submit(self, op: str, args: dict[str, Any], timeout_s: float = 60.0) -> asyncio.Future[Any]:
+        """Queue one call for the next frame (sent on the loop's next turn, with every call queued
+        until then); a future of its answer ``{"result"}`` or ``{"error"}``, or of :class:`ChannelClosed`,
+        or of :class:`CallTimeout` when no answer came within about ``timeout_s`` (its late answer
+        is dropped)."""
+        future = self._enter(op, args, timeout_s)
+        if not self._flush_soon:
+            self._flush_soon = True
+            self.loop.call_soon(self._flush)
+        return future
+
+    def send_now(self, op: str, args: dict[str, Any], timeout_s: float = 60.0) -> asyncio.Future[Any]:
+        """:meth:`submit`, sent at once (with whatever is queued): for a call that finds the channel idle."""
+        future = self._enter(op, args, timeout_s)
+        self._flush()
+        return future
+
+    async def call(self, remote: RemoteSession, op: str, timeout_s: float = 60.0, **args: Any) -> Any:
+        """Run ``op`` on ``remote``'s session (``session_id`` is added); its result, or its error raised typed."""
+        check_session(remote)
+        args["session_id"] = remote.session_id
         try:
-            async with asyncio.timeout(timeout_s):  # no task per call, unlike wait_for
-                await self._ws.send(text)
-                answer = json.loads(await self._ws.recv())
-        except ConnectionClosed as e:
+            if self._waiting or self._outbox:
+                future = self.submit(op, args, timeout_s)
+            else:  # an idle channel: this call goes at once, without a turn of the loop to gather others
+                future = self.send_now(op, args, timeout_s)
+            answer = await future
+        except ChannelClosed as e:
             remote.sandbox.report_failure()
             raise SandboxLost(remote.sandbox_id, f"the sandbox's channel dropped during {op}") from e
-        except TimeoutError as e:
-            await self.close()
+        except CallTimeout as e:
             raise SandboxTimeout(
                 f"sandbox {remote.sandbox_id} did not answer {op} within {timeout_s:.1f}s",
                 sandbox_id=remote.sandbox_id, timeout_s=timeout_s,
             ) from e  # fmt: skip
-        if "error" in answer:
-            err = _to_exception(answer["error"])
-            if isinstance(err, SessionNotFound):
-                raise SandboxLost(remote.sandbox_id, "the server no longer knows this session") from err
-            if isinstance(err, SessionLost):
-                err.sandbox_id = err.sandbox_id or remote.sandbox_id
-            raise err
-        return answer.get("result")
+        except asyncio.CancelledError:
+            self.forget(future)
+            raise
+        return answer_of(remote, answer)
+
+    def forget(self, future: asyncio.Future[Any]) -> None:
+        """Drop a call whose caller gave up (its answer, if it comes, is ignored)."""
+        for cid in [cid for cid, (f, _deadline) in self._waiting.items() if f is future]:
+            del self._waiting[cid]
+
+    def _enter(self, op: str, args: dict[str, Any], timeout_s: float) -> asyncio.Future[Any]:
+        if self.closed:
+            raise ChannelClosed("the sandbox's channel is closed")
+        cid = next(self._ids)
+        future = self.loop.create_future()
+        self._waiting[cid] = (future, self.loop.time() + timeout_s)
+        self._outbox.append([cid, op, args])
+        if self._sweeper is None:
+            self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
+        return future
+
+    def _sweep(self) -> None:
+        """Fail the calls past their deadline (a timer while calls wait: none per call)."""
+        self._sweeper = None
+        now = self.loop.time()
+        late = [cid for cid, (_f, deadline) in self._waiting.items() if deadline <= now]
+        for cid in late:
+            future, _deadline = self._waiting.pop(cid)
+            if not future.done():
+                future.set_exception(CallTimeout(f"call {cid} was not answered in time"))
+        if self._waiting and not self.closed:
+            self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
+
+    def _flush(self) -> None:
+        self._flush_soon = False
+        if self._outbox and not self.closed and not self._paused:
+            frame, self._outbox = self._outbox, []
+            self.proto.send_text(dumps(frame))
+            self._write()
+
+    def _answers(self, message: bytes) -> None:
+        waiting = self._waiting
+        try:
+            for cid, answer in loads(message):
+                found = waiting.pop(cid, None)
+                if found is not None and not found[0].done():
+                    found[0].set_result(answer)
+        except (ValueError, TypeError):  # not a frame of answers: the server is not one to trust further
+            self.abort()
+
+    # ------------------------------------------------------------ asyncio.Protocol
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.proto.send_request(self.proto.connect())
+        self._write()
+
+    def data_received(self, data: bytes) -> None:
+        proto = self.proto
+        proto.receive_data(data)
+        for event in proto.events_received():
+            if type(event) is not Frame:  # the handshake's response
+                self._handshake(event)
+            else:
+                message = whole_message(event, self._parts)
+                if message is not None:
+                    self._answers(message)
+        self._write()
+        if proto.state is not State.OPEN and self.opened.done():  # closing: no answer comes any more
+            self._fail()
+
+    def eof_received(self) -> bool:
+        self.proto.receive_eof()
+        self._write()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail()
+        if not self.opened.done():
+            self.opened.set_exception(ChannelClosed(f"the sandbox's channel closed during its handshake: {exc}"))
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._flush()
+
+    def _handshake(self, response: Any) -> None:
+        if self.opened.done():
+            return
+        if self.proto.handshake_exc is not None:
+            self.opened.set_exception(self.proto.handshake_exc)
+            return
+        self.boot = response.headers.get(BOOT_HEADER, "")
+        self.frames = response.headers.get(CHANNEL_HEADER, "") == FRAMES
+        self.opened.set_result(None)
+
+    def _write(self) -> None:
+        """Send what the protocol has to send (frames, pongs, the closing handshake)."""
+        transport = self.transport
+        for data in self.proto.data_to_send():
+            if data:
+                transport.write(data)
+            elif transport.can_write_eof():  # the protocol's end of stream: half-close
+                transport.write_eof()
+        if not self._closing and self.proto.close_expected():
+            self._closing = True
+            self.loop.call_later(1.0, transport.close)  # if the server has not closed it by then
+
+    def _fail(self) -> None:
+        """The channel is done: every waiting call fails with :class:`ChannelClosed`."""
+        if not self.closed and self.on_close is not None:
+            self.on_close(self)
+        self.closed = True
+        waiting, self._waiting = self._waiting, {}
+        self._outbox = []
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for future, _deadline in waiting.values():
+            if not future.done():
+                future.set_exception(ChannelClosed("the sandbox's channel dropped before the answer came"))
+
+    def abort(self) -> None:
+        """Drop the connection now (its waiting calls fail)."""
+        self._fail()
+        if self.transport is not None:
+            self.transport.abort()
 
     async def close(self) -> None:
-        await self._ws.close()
+        """Close the connection with the closing handshake (its waiting calls fail)."""
+        if self.transport is None or self.transport.is_closing():
+            self._fail()
+            return
+        if self.proto.state is State.OPEN:
+            self.proto.send_close()
+            self._write()
+        self._fail()
+        self.transport.close()
 
-    def close_soon(self) -> None:
-        """Close from any thread (the session was detached): scheduled on the channel's loop."""
-        if not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(lambda: self._loop.create_task(self.close()))
+
+class Channels:
+    """The channels of one event loop, one per sandbox incarnation (socket path and boot id).
+
+    A sandbox without a channel that takes frames is remembered as such (its sessions use HTTP).
+    A closed channel (the sandbox went away) is replaced at the next call.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._open: dict[tuple[str, str], SandboxChannel | asyncio.Future[Any] | None] = {}
+
+    async def get(self, remote: Any) -> SandboxChannel | None:
+        """The channel of ``remote``'s sandbox (a :class:`RemoteSession`), or None where it has none."""
+        if not isinstance(remote, RemoteSession):
+            return None
+        client = remote._client
+        key = (client.socket_path, client.boot_id)
+        while True:
+            found = self._open.get(key, False)
+            if isinstance(found, SandboxChannel) and not found.closed:
+                return found
+            if found is None:
+                return None
+            if not isinstance(found, asyncio.Future):
+                break
+            try:  # another call is opening it
+                return await asyncio.shield(found)
+            except asyncio.CancelledError:
+                if not found.cancelled():  # this caller was cancelled, not the opening
+                    raise
+        opening: asyncio.Future[Any] = self.loop.create_future()
+        self._open[key] = opening
+        try:
+            channel = await _connect(remote)
+        except BaseException as e:
+            self._open.pop(key, None)
+            if isinstance(e, asyncio.CancelledError):
+                opening.cancel()  # the waiters try again themselves
+            else:
+                opening.set_exception(e)
+                opening.exception()  # retrieved: no warning when nobody else waited
+            raise
+        self._open[key] = channel
+        if channel is not None:
+            channel.on_close = lambda c: self._open.pop(key, None) if self._open.get(key) is c else None
+        opening.set_result(channel)
+        return channel
 
 
-async def open_channel(remote: Any) -> SessionChannel | None:
-    """A channel for ``remote`` (a :class:`RemoteSession`), or None where its sandbox has none."""
-    if not isinstance(remote, RemoteSession):
-        return None
+async def _connect(remote: RemoteSession) -> SandboxChannel | None:
     client = remote._client
+    channel: SandboxChannel | None = None
     try:
-        ws = await unix_connect(
-            channel_path(client.socket_path), uri="ws://sandbox/", compression=None,
-            max_size=MAX_MESSAGE_BYTES, open_timeout=OPEN_TIMEOUT_S, ping_interval=None,
-        )  # fmt: skip
-    except (OSError, InvalidHandshake, TimeoutError):
+        async with asyncio.timeout(OPEN_TIMEOUT_S):
+            _transport, channel = await asyncio.get_running_loop().create_unix_connection(
+                SandboxChannel, channel_path(client.socket_path)
+            )
+            await channel.opened
+    except (OSError, InvalidHandshake, TimeoutError):  # no channel here (ChannelClosed is an OSError)
+        if channel is not None:
+            channel.abort()
         return None
-    boot = ws.response.headers.get(BOOT_HEADER, "") if ws.response is not None else ""
-    if client.boot_id and boot != client.boot_id:
-        await ws.close()
+    if client.boot_id and channel.boot != client.boot_id:
+        channel.abort()
         raise SandboxLost(remote.sandbox_id, "the sandbox was replaced by a new server")
-    return SessionChannel(remote, ws)
+    if not channel.frames:  # a server of an earlier release: one call per message
+        await channel.close()
+        return None
+    return channel

@@ -23,21 +23,19 @@ Routes (a Starlette app, served by uvicorn; the same routes in the embedded agen
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from rockroll.sandbox import errors as sb
 from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.tokens import TokenExpired, TokenRejected, TokenRevoked
-from rockroll.sandbox.node.wire import WireError, error_answer
+from rockroll.sandbox.node.wire import WireError, dumps, error_answer, loads
 
 __all__ = ["dataplane_routes", "MAX_MESSAGE_CHARS", "MAX_BATCH", "bearer"]
 
@@ -48,17 +46,28 @@ PREFIX = "/v1/node"
 
 
 def _dumps(payload: Any) -> str:
-    return json.dumps(payload, separators=(",", ":"))
+    return dumps(payload).decode()
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
-    return Response(_dumps(payload), status_code=status, media_type="application/json")
+    return Response(dumps(payload), status_code=status, media_type="application/json")
 
 
 def bearer(header: str) -> str:
     """The token of an ``Authorization: Bearer ...`` header ('' when absent)."""
     scheme, _, token = header.partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
+
+
+class _Asgi:
+    """An ASGI app of a function ``fn(scope, receive, send)`` (Starlette routes a plain function as
+    ``fn(websocket)``, an object as an ASGI app)."""
+
+    def __init__(self, fn: Callable[[Any, Any, Any], Any]) -> None:
+        self.fn = fn
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.fn(scope, receive, send)
 
 
 def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]:
@@ -74,7 +83,11 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
             raise WireError(404, "no_node", "this server runs no node agent")
         return agent
 
-    async def session_socket(websocket: WebSocket) -> None:
+    async def session_socket(scope: Any, receive: Any, send: Any) -> None:
+        """The socket as a plain ASGI app: the handshake through Starlette's ``WebSocket``, then the
+        messages on the raw ASGI ``receive``/``send``, in a task of its own (each message resumes a
+        short chain of coroutines, not the whole middleware stack)."""
+        websocket = WebSocket(scope, receive, send)
         session_id = websocket.path_params["session_id"]
         try:
             agent = agent_of(websocket)
@@ -87,6 +100,9 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
                 await websocket.close(code=4000 + answer["status"], reason=answer["error"]["code"])
             return
         await websocket.accept()
+        await asyncio.ensure_future(_serve(agent, entry, claims, receive, send))  # a cancel reaches it too
+
+    async def _serve(agent: NodeAgent, entry: Any, claims: Any, receive: Any, send: Any) -> None:
         task, loop = asyncio.current_task(), asyncio.get_running_loop()
         flags = {"receiving": False, "revoked": False}
 
@@ -103,10 +119,10 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
         try:
             while True:
                 if flags["revoked"]:
-                    return await _refuse(websocket, TokenRevoked("the API token behind this session was revoked"))
+                    return await _refuse(send, TokenRevoked("the API token behind this session was revoked"))
                 flags["receiving"] = True
                 try:
-                    text = await websocket.receive_text()
+                    message = await receive()
                 except asyncio.CancelledError:
                     if not flags["revoked"] or task is None:
                         raise
@@ -114,6 +130,11 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
                     continue
                 finally:
                     flags["receiving"] = False
+                if message["type"] != "websocket.receive":  # websocket.disconnect
+                    return
+                text = message.get("text")
+                if text is None:
+                    text = message.get("bytes") or b""
                 try:
                     if time.time() > claims.expires_at:
                         raise TokenExpired("the session token has expired; ask the control plane for a fresh one")
@@ -121,28 +142,28 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
                     if len(text) > MAX_MESSAGE_CHARS:
                         raise WireError(413, "too_large", f"a message is limited to {MAX_MESSAGE_CHARS} characters")
                     try:
-                        msg = json.loads(text)
+                        msg = loads(text)
                     except ValueError as e:
                         raise WireError(422, "validation_error", f"not JSON: {e}") from e
                     answer = await agent.acall(entry, msg)
                 except Exception as e:  # noqa: BLE001 - every failure is answered on the socket
                     if isinstance(e, TokenRejected):
-                        return await _refuse(websocket, e)
-                    await websocket.send_text(_dumps(error_answer(e)))
+                        return await _refuse(send, e)
+                    await send({"type": "websocket.send", "text": _dumps(error_answer(e))})
                     if isinstance(e, sb.SandboxLost):
-                        await websocket.close(code=4410, reason="sandbox_lost")
+                        await send({"type": "websocket.close", "code": 4410, "reason": "sandbox_lost"})
                         return
                     continue
-                await websocket.send_text(_dumps(answer))
-        except WebSocketDisconnect:
+                await send({"type": "websocket.send", "text": _dumps(answer)})
+        except OSError:  # the client went away while it was being answered (the server's ClientDisconnected)
             return
         finally:
             unwatch()
 
-    async def _refuse(websocket: WebSocket, e: TokenRejected) -> None:
+    async def _refuse(send: Any, e: TokenRejected) -> None:
         """Answer the refusal and close with 4401 and its code (token_expired, token_revoked)."""
-        await websocket.send_text(_dumps(error_answer(e)))
-        await websocket.close(code=4401, reason=e.code)
+        await send({"type": "websocket.send", "text": _dumps(error_answer(e))})
+        await send({"type": "websocket.close", "code": 4401, "reason": e.code})
 
     async def step_batch(request: Request) -> Response:
         body = await request.body()
@@ -151,7 +172,7 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
             if len(body) > MAX_BATCH_BYTES:
                 raise WireError(413, "too_large", f"a batch is limited to {MAX_BATCH_BYTES} bytes")
             try:
-                payload = json.loads(body)
+                payload = loads(body)
             except ValueError as e:
                 raise WireError(422, "validation_error", f"not JSON: {e}") from e
             steps = payload.get("steps") if isinstance(payload, dict) else None
@@ -160,7 +181,7 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
         except WireError as e:
             answer = error_answer(e)
             return json_response({"error": answer["error"]}, answer["status"])
-        return json_response({"results": await run_in_threadpool(agent.batch, steps)})
+        return json_response({"results": await agent.abatch(steps)})
 
     async def health(request: Request) -> Response:
         try:
@@ -170,7 +191,7 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
             return json_response({"error": answer["error"]}, answer["status"])
 
     return [
-        WebSocketRoute(f"{PREFIX}/sessions/{{session_id}}/ws", session_socket),
+        WebSocketRoute(f"{PREFIX}/sessions/{{session_id}}/ws", _Asgi(session_socket)),
         Route(f"{PREFIX}/step", step_batch, methods=["POST"]),
         Route(f"{PREFIX}/health", health, methods=["GET"]),
     ]

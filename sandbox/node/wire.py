@@ -4,7 +4,8 @@ An answer to a step is ``{"seq", "observation", "reward", "terminated", "truncat
 ``"replayed": true`` when it is the recorded answer of a step already applied); a reset's is
 ``{"observation", "info"}``. An error is ``{"error": {"code", "message", "details"}, "status": N}``
 with the HTTP status the control plane's routes give the same error (``api/errors.py``), so a
-client handles both planes alike.
+client handles both planes alike. :func:`dumps` and :func:`loads` are the data plane's JSON codec
+(orjson where installed, the ``json`` module otherwise), shared with the sandbox channel.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from rockroll.envs.errors import EnvError, ResetNeeded
 from rockroll.sandbox import errors as sb
 from rockroll.sandbox.node.sequence import SequenceError
 from rockroll.sandbox.node.tokens import TokenRejected
+from rockroll.sandbox.server.channel import dumps, loads
 
-__all__ = ["NodeSessionNotFound", "WireError", "error_answer", "step_answer"]
+__all__ = ["NodeSessionNotFound", "WireError", "dumps", "error_answer", "loads", "step_answer"]
 
 
 class NodeSessionNotFound(sb.SandboxError, LookupError):

@@ -3,7 +3,9 @@
 A session is one env built with ``envhub.make``; its id is random. Calls on one session are
 serialised by a per-session lock; different sessions run in parallel. ``fork`` builds a second env
 with the same id and kwargs and copies the state over (``get_state``/``set_state``), so both
-continue independently.
+continue independently. Each session keeps the recent time of its steps and of its resets, so the
+channel (:mod:`rockroll.sandbox.server.channel`) knows which calls are quick enough to run inline
+(:meth:`SessionStore.quick`).
 
 Custom envs: ``ROCKROLL_ENV_MODULES=pkg.a,pkg.b`` names modules that register envs with
 ``envhub.register``; a custom image only has to put them on ``PYTHONPATH``. The control plane's
@@ -43,6 +45,7 @@ import os
 import secrets
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +57,10 @@ from rockroll.sandbox.errors import CapacityError, SessionNotFound
 from rockroll.sandbox.server.agents import Agents
 from rockroll.sandbox.server.worker_env import WorkerEnv
 
-__all__ = ["SessionStore", "trusted_module"]
+__all__ = ["SessionStore", "trusted_module", "QUICK_S"]
+
+QUICK_S = 0.002
+"""A session whose recent steps and resets took less than this (seconds) is quick (:meth:`SessionStore.quick`)."""
 
 #: modules of ``ROCKROLL_ENV_MODULES`` that load others' code: never imported by an isolated server
 _LOADERS = frozenset({"rockroll.sandbox.server.plugins"})
@@ -95,6 +101,12 @@ class _Session:
     env: Any
     agent: _Agent
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # the recent time (s) of its "env.step" and "env.reset" calls: up at once, down slowly; < 0: not known yet
+    cost: dict[str, float] = field(default_factory=lambda: {"env.step": -1.0, "env.reset": -1.0})
+
+    def timed(self, op: str, seconds: float) -> None:
+        was = self.cost[op]
+        self.cost[op] = seconds if seconds > was or was < 0 else 0.75 * was + 0.25 * seconds
 
 
 class _locked:  # noqa: N801 - used like a function: ``with _locked(session):``
@@ -209,16 +221,35 @@ class SessionStore:
         prompt = env.system_prompt() if hasattr(env, "system_prompt") else ""
         return {"env_id": getattr(env.unwrapped, "spec_id", ""), "system_prompt": prompt}
 
+    def quick(self, session_id: Any, op: str) -> bool:
+        """Whether ``op`` (``env.step`` or ``env.reset``) on this session can run on the caller's thread
+        without holding it up: an env in this process (not a custom env's worker) whose recent calls of
+        that op each took under :data:`QUICK_S`, and that no other call holds now. An unknown session
+        is quick (its call fails at once). The channel runs quick calls inline and the others on a pool;
+        a session's first step and first reset are never quick (their time is not known yet)."""
+        s = self._sessions.get(session_id)
+        if s is None:
+            return True
+        return 0 <= s.cost.get(op, -1.0) < QUICK_S and not s.lock.locked() and not isinstance(s.env, WorkerEnv)
+
     def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         s = self._get(session_id)
         with _locked(s):
-            obs, info = s.env.reset(seed=seed, options=options)
+            t = time.perf_counter()
+            try:
+                obs, info = s.env.reset(seed=seed, options=options)
+            finally:
+                s.timed("env.reset", time.perf_counter() - t)
             return [obs, info]
 
     def step(self, session_id: str, action: Any) -> Any:
         s = self._get(session_id)
         with _locked(s):
-            obs, reward, terminated, truncated, info = s.env.step(action)
+            t = time.perf_counter()
+            try:
+                obs, reward, terminated, truncated, info = s.env.step(action)
+            finally:
+                s.timed("env.step", time.perf_counter() - t)
             return [obs, float(reward), bool(terminated), bool(truncated), info]
 
     def get_state(self, session_id: str) -> Any:
