@@ -591,10 +591,8 @@ class EnvManager:
         return self._tokenizer
 
     async def _open(self, ep: EpisodeSpec, deadline: float) -> TextEnvProtocol:
-        if ep.avoid:  # a hedged copy: away from the stalled one's place
-            fut = self.open_executor.submit(self.source.open, ep.env_id, ep.env_kwargs, avoid=ep.avoid)
-        else:
-            fut = self.open_executor.submit(self.source.open, ep.env_id, ep.env_kwargs)
+        # a hedged copy goes away from the stalled one's place (avoid); a group's envs spread over places
+        fut = self.open_executor.submit(self.source.open, ep.env_id, ep.env_kwargs, avoid=ep.avoid, group=ep.group_id)
         self.pending_opens.add(fut)
         ticket = _OpenTicket()
 

@@ -103,13 +103,16 @@ class EnvSource:
         raise NotImplementedError
 
     def open(
-        self, env_id: str, kwargs: dict[str, Any] | None = None, *, avoid: Collection[str] = ()
+        self, env_id: str, kwargs: dict[str, Any] | None = None, *, avoid: Collection[str] = (), group: str = ""
     ) -> TextEnvProtocol:
         """A fresh env for one episode attempt (blocking); a source that places envs (:meth:`location`)
-        puts it on none of the places in ``avoid``."""
-        env = (
-            self._open_avoiding(env_id, dict(kwargs or {}), avoid) if avoid else self._open(env_id, dict(kwargs or {}))
-        )
+        puts it on none of the places in ``avoid``, and may spread the envs of one ``group`` (a rollout
+        group's id) over its places."""
+        kwargs = dict(kwargs or {})
+        if group:
+            env = self._open_in_group(env_id, kwargs, avoid, group)
+        else:
+            env = self._open_avoiding(env_id, kwargs, avoid) if avoid else self._open(env_id, kwargs)
         with self._lock:
             self.open_count += 1
             self.opened += 1
@@ -118,6 +121,12 @@ class EnvSource:
     def _open_avoiding(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str]) -> TextEnvProtocol:
         """:meth:`_open` away from ``avoid`` (sources without places: ignored)."""
         return self._open(env_id, kwargs)
+
+    def _open_in_group(
+        self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str], group: str
+    ) -> TextEnvProtocol:
+        """:meth:`open` for an env of rollout group ``group`` (sources that do not spread groups: as without)."""
+        return self._open_avoiding(env_id, kwargs, avoid) if avoid else self._open(env_id, kwargs)
 
     def location(self, env: TextEnvProtocol) -> str | None:
         """Where ``env`` runs (a sandbox id), for hedging elsewhere; None: the source does not place envs."""
@@ -252,6 +261,12 @@ class SandboxSource(EnvSource):
     def _open_avoiding(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str]) -> TextEnvProtocol:
         """A new session on a sandbox not in ``avoid`` (kept sessions are not reused: they may sit there)."""
         return self._new_session(env_id, kwargs, avoid)
+
+    def _open_in_group(
+        self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str], group: str
+    ) -> TextEnvProtocol:
+        """:meth:`open` for an env of rollout group ``group`` (sources that do not spread groups: as without)."""
+        return self._open_avoiding(env_id, kwargs, avoid) if avoid else self._open(env_id, kwargs)
 
     def location(self, env: TextEnvProtocol) -> str | None:
         return env.sandbox_id if isinstance(env, RemoteSession) else None

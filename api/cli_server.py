@@ -66,6 +66,11 @@ def serve(
     ),
     public_url: str = typer.Option(None, help="Base URL clients reach this server at (the embedded node's endpoint)."),
     session_token_ttl_s: float = typer.Option(None, help="Lifetime of a data-plane session token (default 900 s)."),
+    replica: str = typer.Option(
+        None,
+        help="This server's id as one of several control-plane replicas on one PostgreSQL database (they "
+        "share node agents, sessions and jobs). Needs the cluster secret; implies --no-embedded-node.",
+    ),
     ray: str = typer.Option(
         None,
         "--ray",
@@ -77,6 +82,7 @@ def serve(
 
     Example: rockroll serve --port 8080 --backend process --dev
     Example: rockroll serve --ray 10.0.0.1:6379 --cluster-secret-file secret.txt
+    Example: rockroll serve --db postgresql+psycopg://... --replica a --cluster-secret-file secret.txt
     """
     import uvicorn
 
@@ -102,7 +108,8 @@ def serve(
             max_sandbox_ttl_s=max_sandbox_ttl_s,
             network_owners=network_owner or None,
             cluster_secret=_read_secret(cluster_secret_file),
-            embedded_node=embedded_node if embedded_node is not None or ray is None else False,
+            embedded_node=embedded_node if embedded_node is not None or (ray is None and not replica) else False,
+            replica=replica,
             public_url=public_url,
             session_token_ttl_s=session_token_ttl_s,
         )
@@ -163,7 +170,9 @@ def _read_secret(path: str | None) -> str | None:
 
 
 def node(
-    control_plane: str = typer.Option("", help="Control plane URL to register with (e.g. http://127.0.0.1:8080)."),
+    control_plane: str = typer.Option(
+        "", help="Control plane URL to register with (e.g. http://127.0.0.1:8080); replicas: URLs joined by commas."
+    ),
     node_id: str = typer.Option(socket.gethostname().split(".")[0] or "node", "--id", help="This agent's id."),
     host: str = typer.Option("127.0.0.1", help="Address the data plane binds."),
     port: int = typer.Option(0, help="Port of the data plane (0: a free one, printed)."),

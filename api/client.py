@@ -6,17 +6,24 @@ the text-env contract over HTTP. :class:`AsyncClient` has the same methods as co
 route table of :class:`_Routes` and differ only in how a request is awaited. HTTP errors raise
 :class:`ApiClientError` carrying the server's ``code``, ``message`` and ``details``.
 
+``url`` may name several control-plane replicas (URLs joined by commas): a request goes to the one
+that answered last, and on to the next when a replica refuses the connection (the request was never
+sent, so any method may go on); when all refuse, the round is repeated ``retries`` times with backoff.
+
 Retries (the policy of :mod:`rockroll.sandbox.retry`): a connection error before the request was sent is
 retried by the httpx transport (``retries`` times); a connection that drops after sending is resent only
-for an idempotent method (:data:`IDEMPOTENT_METHODS`: reads and ``PUT`` of a whole value). A ``POST``
-(step, reset, fork, create...) whose connection drops raises its ``httpx.TransportError``: the server
-may have applied it, and sending it again could apply it twice.
+for an idempotent method (:data:`IDEMPOTENT_METHODS`: reads and ``PUT`` of a whole value) and for a
+session open, which carries an ``Idempotency-Key`` (a resent open answers the session the first one
+opened). Another ``POST`` (step, reset, fork...) whose connection drops raises its
+``httpx.TransportError``: the server may have applied it, and sending it again could apply it twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +56,8 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT"})
 """Methods resent after a dropped connection (a resend changes nothing on the server)."""
 # the connection dropped after the request was (maybe) sent; connect errors are the transport's
 _DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+# the request never reached a server: safe to send to another replica, whatever its method
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
 
 
 def _raise_for(resp: httpx.Response) -> None:
@@ -114,14 +123,32 @@ class _Routes:
     """
 
     def __init__(self, url: str, token: str | None, retries: int) -> None:
-        self.url = url.rstrip("/")
+        self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+        if not self.urls:
+            raise ValueError("the client needs the control plane's URL (several replicas: URLs joined by commas)")
+        self._at = 0  # the replica that answered last
         self.token: str | None = (token if token is not None else os.environ.get("ROCKROLL_TOKEN", "")) or None
         self.retries = retries
         self._auth = {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
-    def _retry(self, method: str) -> dict[str, Any]:
+    @property
+    def url(self) -> str:
+        """The control plane's URL (of several replicas: the one that answered last)."""
+        return self.urls[self._at]
+
+    def _transport_retries(self) -> int:
+        """Connect retries of the transport: none with several replicas (the next one is tried instead)."""
+        return self.retries if len(self.urls) == 1 else 0
+
+    def _order(self) -> list[int]:
+        """The replicas to try for one request, the last one that answered first, each ``retries + 1`` times."""
+        n = len(self.urls)
+        return [(self._at + i) % n for i in range(n)] * (self.retries + 1)
+
+    def _retry(self, method: str, idempotent: bool = False) -> dict[str, Any]:
         """How a request is retried beyond the transport's connect retries (see the module docstring)."""
-        return {"retry_on": _DROPPED if method.upper() in IDEMPOTENT_METHODS else (), "attempts": self.retries + 1}
+        resend = idempotent or method.upper() in IDEMPOTENT_METHODS
+        return {"retry_on": _DROPPED if resend else (), "attempts": self.retries + 1}
 
     def _call(self, method: str, path: str, post: Any = None, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -206,9 +233,19 @@ class _Routes:
         return self._call("PUT", f"/v1/sandboxes/{sandbox_id}/files", params={"path": path}, content=raw)
 
     # ---------------------------------------------------------- sessions
-    def create_session(self, env: str, kwargs: dict[str, Any] | None = None) -> SessionOpened:
-        """Open a session; returns ``{id, sandbox_id, env, system_prompt}``."""
-        return self._call("POST", "/v1/sessions", json={"env": env, "kwargs": kwargs or {}})
+    def create_session(
+        self, env: str, kwargs: dict[str, Any] | None = None, *, group: str = "", avoid_nodes: list[str] | None = None
+    ) -> SessionOpened:
+        """Open a session; returns ``{id, sandbox_id, env, system_prompt}`` (and ``data_plane`` where a node
+        agent serves it). ``group``: its rollout group, spread over node agents; ``avoid_nodes``: agents to
+        stay off when another has room."""
+        body: dict[str, Any] = {"env": env, "kwargs": kwargs or {}}
+        if group:
+            body["group"] = group
+        if avoid_nodes:
+            body["avoid_nodes"] = list(avoid_nodes)
+        key = {"Idempotency-Key": secrets.token_hex(16)}  # so a dropped open is resent without a second session
+        return self._call("POST", "/v1/sessions", json=body, headers=key, idempotent=True)
 
     def list_sessions(self) -> list[SessionInfo]:
         """The caller's open sessions."""
@@ -318,7 +355,7 @@ class Client(_Routes):
         retries: int = 5,
     ) -> None:
         super().__init__(url, token, retries)
-        transport = httpx.HTTPTransport(retries=retries)
+        transport = httpx.HTTPTransport(retries=self._transport_retries())
         self._http = httpx.Client(base_url=self.url, headers=self._auth, timeout=timeout_s, transport=transport)
 
     def close(self) -> None:
@@ -333,7 +370,25 @@ class Client(_Routes):
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Send a request (retried as the module docstring says) and decode the answer."""
-        return _decode(retry_call(lambda: self._http.request(method, path, **kwargs), **self._retry(method)))
+        policy = self._retry(method, kwargs.pop("idempotent", False))
+        return _decode(retry_call(lambda: self._send(method, path, **kwargs), **policy))
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request; with several replicas, to the next one while a replica refuses the connection."""
+        if len(self.urls) == 1:
+            return self._http.request(method, path, **kwargs)
+        error: Exception | None = None
+        for i, at in enumerate(self._order()):
+            if i and i % len(self.urls) == 0:
+                time.sleep(min(2.0, 0.1 * 2 ** (i // len(self.urls))))  # every replica refused: back off
+            try:
+                resp = self._http.request(method, self.urls[at] + path, **kwargs)
+            except _NOT_SENT as e:
+                error = e
+                continue
+            self._at = at
+            return resp
+        raise error or RuntimeError("no replica to send to")
 
     def _call(self, method: str, path: str, post: Any = None, **kwargs: Any) -> Any:
         answer = self.request(method, path, **kwargs)
@@ -385,7 +440,7 @@ class AsyncClient(_Routes):
     ) -> None:
         super().__init__(url, token, retries)
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        transport = httpx.AsyncHTTPTransport(retries=retries, limits=limits)
+        transport = httpx.AsyncHTTPTransport(retries=self._transport_retries(), limits=limits)
         self._http = httpx.AsyncClient(base_url=self.url, headers=self._auth, timeout=timeout_s, transport=transport)
 
     async def aclose(self) -> None:
@@ -400,7 +455,25 @@ class AsyncClient(_Routes):
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Send a request (retried as the module docstring says) and decode the answer."""
-        return _decode(await aretry_call(lambda: self._http.request(method, path, **kwargs), **self._retry(method)))
+        policy = self._retry(method, kwargs.pop("idempotent", False))
+        return _decode(await aretry_call(lambda: self._send(method, path, **kwargs), **policy))
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """:meth:`Client._send`, awaited."""
+        if len(self.urls) == 1:
+            return await self._http.request(method, path, **kwargs)
+        error: Exception | None = None
+        for i, at in enumerate(self._order()):
+            if i and i % len(self.urls) == 0:
+                await asyncio.sleep(min(2.0, 0.1 * 2 ** (i // len(self.urls))))
+            try:
+                resp = await self._http.request(method, self.urls[at] + path, **kwargs)
+            except _NOT_SENT as e:
+                error = e
+                continue
+            self._at = at
+            return resp
+        raise error or RuntimeError("no replica to send to")
 
     async def _call(self, method: str, path: str, post: Any = None, **kwargs: Any) -> Any:
         answer = await self.request(method, path, **kwargs)

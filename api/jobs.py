@@ -9,6 +9,13 @@ path inside the owner's job directory, every URL allowed). Its log lines go to r
 cooperative (checked between steps) with a kill after a grace period. On server start, jobs left
 ``running`` by a dead server are marked failed and ``queued`` ones are queued again.
 
+Control-plane replicas on one database share the jobs: each job records its *runner* (the lease tag
+of the server running it, :attr:`rockroll.sandbox.lease.Lease.tag`). A replica takes over only the
+jobs whose runner no longer holds its lease (at start, and every :data:`TAKEOVER_S`): running ones
+are marked failed, queued ones run here. A cancel asked at another replica than the runner is
+recorded (``cancel_requested``); the runner looks for such requests every :data:`CANCEL_POLL_S`
+while it runs jobs.
+
 Job configs are the typed configs (``TrainJobConfig``, ``EvalConfig``, ``PolicyEvalConfig`` in
 :mod:`rockroll.api.schemas`), checked when a job is submitted: a bad key answers 400 ``invalid_job``
 naming it (``details.key``, ``details.allowed``), a path leaving the owner's job directory 422
@@ -46,6 +53,7 @@ from rockroll.api.job_process import JobProcess
 from rockroll.api.job_protocol import Cancelled, clean_metrics
 from rockroll.api.job_state import TERMINAL_STATES, JobState
 from rockroll.api.schemas import JobKind
+from rockroll.sandbox.lease import tag_live
 
 __all__ = ["JobRunner", "JOB_KINDS", "JobState", "TERMINAL_STATES", "Cancelled"]
 
@@ -55,6 +63,8 @@ JOB_KINDS: tuple[str, ...] = typing.get_args(JobKind)
 LOG_FLUSH_S, REPORT_FLUSH_S = 5.0, 1.0
 #: seconds between WAL checkpoints
 CHECKPOINT_S = 60.0
+#: seconds between looks for jobs of replicas that died, and for cancels asked at other replicas
+TAKEOVER_S, CANCEL_POLL_S = 15.0, 1.0
 
 
 class JobRunner:
@@ -71,8 +81,10 @@ class JobRunner:
         engine_urls: tuple[str, ...] = (),
         user: str = "",
         log_max_bytes: int = 1_000_000,
+        runner: str = "",
     ) -> None:
         self.db = db
+        self.runner = runner  # this server's lease tag, recorded on the jobs it runs
         self.open_env = open_env
         self.dirs = dirs
         self.engine_urls = tuple(engine_urls)
@@ -90,28 +102,39 @@ class JobRunner:
         self._identity: WorkerIdentity | None | bool = False  # False: not looked up yet
         self.worker_note = ""  # how job workers run (or why they are not confined), once looked up
         threading.Thread(target=self._maintain, name="job-maintenance", daemon=True).start()
+        threading.Thread(target=self._poll_cancels, name="job-cancels", daemon=True).start()
 
     @classmethod
-    def from_settings(cls, db: Database, open_env: Callable[..., Any], settings: Any) -> JobRunner:
-        """The runner of a server's ``Settings``."""
+    def from_settings(cls, db: Database, open_env: Callable[..., Any], settings: Any, runner: str = "") -> JobRunner:
+        """The runner of a server's ``Settings`` (``runner``: its lease tag)."""
         dirs = JobDirs(settings.job_root(), tuple(Path(d) for d in settings.job_model_dirs))
         return cls(
             db, open_env, settings.job_workers, dirs=dirs, train=settings.train_jobs,
             engine_urls=tuple(settings.job_engine_urls), user=settings.job_user,
-            log_max_bytes=settings.job_log_max_bytes,
+            log_max_bytes=settings.job_log_max_bytes, runner=runner,
         )  # fmt: skip
 
-    def recover(self) -> None:
-        """After a restart: fail jobs that were running, queue the queued ones again."""
+    def recover(self) -> list[str]:
+        """Take over the jobs of servers that are gone (this one's previous run included): fail those that
+        were running, run the queued ones here. Jobs of live replicas are left alone. Returns the ids queued."""
+        active = (JobState.QUEUED, JobState.RUNNING)
         with self.db.session() as s:
-            for job in s.scalars(select(JobRecord).where(JobRecord.state.in_((JobState.QUEUED, JobState.RUNNING)))):
+            runners = {r for r in s.scalars(select(JobRecord.runner).where(JobRecord.state.in_(active)).distinct())}
+        alive = tag_live(self.db.engine, sorted(runners - {"", self.runner})) | {self.runner}
+        queued = []
+        with self.db.session() as s:
+            for job in s.scalars(select(JobRecord).where(JobRecord.state.in_(active))):
+                if job.runner in alive:
+                    continue
                 if job.state == JobState.RUNNING:
-                    job.state, job.error = JobState.FAILED, "the server restarted during the job"
+                    job.state, job.error = JobState.FAILED, "the server running it stopped during the job"
                     job.finished_at = time.time()
-        with self.db.session() as s:
-            queued = list(s.scalars(select(JobRecord.id).where(JobRecord.state == JobState.QUEUED)))
+                else:
+                    job.runner = self.runner
+                    queued.append(job.id)
         for job_id in queued:
             self._pool.submit(self._run, job_id)
+        return queued
 
     # ----------------------------------------------------------- routes
     def create(self, who: Principal, kind: str, config: dict[str, Any]) -> JobRecord:
@@ -132,6 +155,7 @@ class JobRunner:
             logs="",
             error="",
             created_at=time.time(),
+            runner=self.runner,
         )
         with self.db.session() as s:
             s.add(job)
@@ -183,6 +207,8 @@ class JobRunner:
             rec = s.get(JobRecord, job_id)
             if rec is not None and rec.state == JobState.QUEUED:
                 rec.state, rec.finished_at = JobState.CANCELLED, time.time()
+            elif rec is not None and proc is None:  # run by another replica: it looks for the request
+                rec.cancel_requested = True
         return self.get(job_id, who)
 
     def close(self) -> None:
@@ -201,9 +227,9 @@ class JobRunner:
             return
         with self.db.session() as s:
             rec = s.get(JobRecord, job_id)
-            if rec is None or rec.state != JobState.QUEUED:
+            if rec is None or rec.state != JobState.QUEUED or rec.runner not in ("", self.runner):
                 return
-            rec.state, rec.started_at = JobState.RUNNING, time.time()
+            rec.state, rec.started_at, rec.runner = JobState.RUNNING, time.time(), self.runner
             kind, owner, config = rec.kind, rec.owner, dict(rec.config or {})
         try:
             state, error, metrics = self._work(job_id, kind, owner, config)
@@ -310,8 +336,37 @@ class JobRunner:
                 rec.logs = self.logs.tail(job_id)
 
     def _maintain(self) -> None:
-        while not self._closing.wait(CHECKPOINT_S):
-            self._checkpoint()
+        last_checkpoint = time.monotonic()
+        while not self._closing.wait(TAKEOVER_S):
+            try:
+                self.recover()
+            except Exception as e:  # noqa: BLE001 - a database hiccup: next time
+                log.warning("cannot look for jobs of stopped servers: %s", e)
+            if time.monotonic() - last_checkpoint >= CHECKPOINT_S:
+                last_checkpoint = time.monotonic()
+                self._checkpoint()
+
+    def _poll_cancels(self) -> None:
+        """Cancel the running jobs whose cancel was asked at another replica."""
+        while not self._closing.wait(CANCEL_POLL_S):
+            with self._lock:
+                running = list(self._procs)
+            if not running:
+                continue
+            try:
+                with self.db.session() as s:
+                    asked = list(
+                        s.scalars(select(JobRecord.id).where(JobRecord.id.in_(running), JobRecord.cancel_requested))
+                    )
+            except Exception as e:  # noqa: BLE001 - a database hiccup: next time
+                log.debug("cannot look for cancel requests: %s", e)
+                continue
+            for job_id in asked:
+                with self._lock:
+                    self._cancel.add(job_id)
+                    proc = self._procs.get(job_id)
+                if proc is not None:
+                    proc.cancel()
 
     def _checkpoint(self) -> None:
         try:

@@ -2,34 +2,62 @@
 
 The live :class:`~rockroll.sandbox.session.RemoteSession` objects are kept in memory (the hot path: a step
 touches no database); each session is also recorded in ``api_sessions`` with its owner, env,
-sandbox and step count (written at open and at close). After a server restart, graceful or a
-crash, a recorded session that was still open answers ``410 sandbox_lost`` with the reason: its env
-state lived in the old server. A graceful shutdown closes the env sessions in their sandboxes but
-leaves their records open for that answer; only a client's close (or the idle reaper) closes a
-record, after which the id answers 404.
+sandbox, node agent and step count (written at open and at close, :mod:`rockroll.api.session_records`).
+
+A session on a standalone node agent outlives the server that opened it: any control-plane replica
+on the database, or the next server after a restart, finds its row and *adopts* it (a handle on the
+agent, made on first use), so it is stepped, listed and closed through any of them. One closed
+through another replica answers 404 here too (its agent no longer holds it, and its row says closed).
+Sessions whose opening server is gone are adopted by the idle reaper, so they are still reaped.
+
+A session on this server's own sandboxes (the embedded agent, or none) dies with the server: after a
+restart, graceful or a crash, its record still open answers ``410 sandbox_lost`` with the reason. A
+graceful shutdown closes those env sessions in their sandboxes but leaves their records open for that
+answer; only a client's close (or the idle reaper) closes a record, after which the id answers 404.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rockroll.api.auth import Principal
-from rockroll.api.db import Database, SessionRecord
-from rockroll.api.errors import ApiError, to_api_error
-from rockroll.api.metrics import Metrics
-from rockroll.sandbox.errors import SandboxLost
-from rockroll.sandbox.node.agent import NodeAgent
-from rockroll.sandbox.node.wire import step_answer
-from rockroll.sandbox.session import RemoteSession, run_batch
+from sqlalchemy.exc import IntegrityError
 
-__all__ = ["LiveSession", "SessionRegistry", "new_session_id"]
+from rockroll.api.auth import Principal
+from rockroll.api.db import Database
+from rockroll.api.errors import ApiError
+from rockroll.api.live_batch import lost_guard, node_lost, run_items
+from rockroll.api.metrics import Metrics
+from rockroll.api.session_records import (
+    drop_key,
+    find,
+    find_by_key,
+    group_spread,
+    is_closed,
+    open_on_nodes,
+    orphans,
+    record_close,
+    record_intent,
+    record_open,
+)
+from rockroll.sandbox.lease import tag_live
+from rockroll.sandbox.node.agent import NodeAgent
+from rockroll.sandbox.node.remote import NodeSession
+from rockroll.sandbox.session import RemoteSession
+
+__all__ = ["LiveSession", "SessionRegistry", "new_session_id", "OPEN_WAIT_S"]
+
+log = logging.getLogger("rockroll.api")
+
+#: seconds a resent open waits for the first one (still under way) before giving it up
+OPEN_WAIT_S = 30.0
 
 
 @dataclass
@@ -72,14 +100,18 @@ class SessionRegistry:
         open_env: Callable[..., RemoteSession],
         metrics: Metrics,
         *,
-        place: Callable[[str, str, dict[str, Any], str], tuple[Any, str]] | None = None,
+        place: Callable[..., tuple[Any, str]] | None = None,
         agent: NodeAgent | None = None,
+        nodes: Any = None,
+        server: str = "",
     ) -> None:
         self.db = db
         self.open_env = open_env
         self.metrics = metrics
         self.place = place  # (session id, env, kwargs, owner) -> (remote, node id): picks a node agent
         self.agent = agent  # the embedded node agent: sessions on this server's sandboxes are served by it
+        self.nodes = nodes  # the node agents (rockroll.api.nodes.NodeTable): where adopted sessions run
+        self.server = server  # this server's lease tag (name@holder), recorded with the sessions it opens
         self._live: dict[str, LiveSession] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="batch")
@@ -93,74 +125,169 @@ class SessionRegistry:
         """The session, or 404 when it does not exist or belongs to someone else; 410 when lost
         (``lost_ok``: a session whose node agent was lost is returned, e.g. to be closed)."""
         live = self._live.get(session_id)
+        if live is None:
+            live = self._adopt_by_id(session_id, who)
         if live is not None and who.can_see(live.owner):
             if not lost_ok and getattr(live.remote, "lost_reason", ""):  # its node agent was declared lost
-                raise _node_lost(live)
+                raise node_lost(live)
             live.last_used = time.monotonic()
             return live
-        if live is None:
-            with self.db.session() as s:
-                rec = s.get(SessionRecord, session_id)
-            if rec is not None and who.can_see(rec.owner) and rec.closed_at is None:
-                raise ApiError(
-                    410,
-                    "sandbox_lost",
-                    "the server that held this session restarted, and its env state went with it; open a new session",
-                    {"sandbox_id": rec.sandbox_id, "session_id": session_id, "reason": "server_restart"},
-                )
         raise ApiError(404, "session_not_found", f"no session {session_id!r}")
 
+    def _adopt_by_id(self, session_id: str, who: Principal) -> LiveSession | None:
+        """The session opened by another replica or an earlier server, from its row (see the module docstring)."""
+        if not session_id.startswith("se-"):
+            return None
+        rec = find(self.db, session_id)
+        if rec is None or not who.can_see(rec.owner) or rec.closed_at is not None:
+            return None
+        entry = self.nodes.get(rec.node_id) if self.nodes is not None and rec.node_id else None
+        if entry is None or entry.admin is None:  # it lived on a server's own sandboxes: gone with it
+            raise ApiError(
+                410,
+                "sandbox_lost",
+                "the server that held this session restarted, and its env state went with it; open a new session",
+                {"sandbox_id": rec.sandbox_id, "session_id": session_id, "reason": "server_restart"},
+            )
+        return self._adopt(rec, entry)
+
+    def _adopt(self, rec: Any, entry: Any) -> LiveSession:
+        info = {"session_id": rec.id, "sandbox_id": rec.sandbox_id, "env_id": rec.env_id,
+                "system_prompt": rec.system_prompt}  # fmt: skip
+        live = LiveSession(id=rec.id, owner=rec.owner, env_id=rec.env_id, kwargs=rec.kwargs,
+                           remote=NodeSession(entry.admin, info), created_at=rec.created_at, steps=rec.steps,
+                           node=rec.node_id)  # fmt: skip
+        with self._lock:
+            return self._live.setdefault(rec.id, live)
+
     def list(self, who: Principal) -> list[LiveSession]:
-        """Open sessions the caller may see."""
-        return [s for s in list(self._live.values()) if who.can_see(s.owner)]
+        """Open sessions the caller may see (those on node agents opened through other replicas too)."""
+        if self.nodes is not None and self.nodes.store is not None:
+            self.nodes.sync()
+            serving = {n.id: n for n in self.nodes.standalone()}
+            owner = None if who.admin else who.owner
+            for rec in open_on_nodes(self.db, owner, list(serving)):
+                if rec.id not in self._live:
+                    self._adopt(rec, serving[rec.node_id])
+        out = [s for s in list(self._live.values()) if who.can_see(s.owner)]
+        return sorted(out, key=lambda live: live.created_at)
 
     # ------------------------------------------------------------- calls
-    def open(self, who: Principal, env: str, kwargs: dict[str, Any]) -> LiveSession:
-        """Place a new session on a node agent (``place``), or on this server's sandboxes (``open_env``)."""
+    def open(
+        self,
+        who: Principal,
+        env: str,
+        kwargs: dict[str, Any],
+        *,
+        group: str = "",
+        avoid: Collection[str] = (),
+        key: str = "",
+    ) -> LiveSession:
+        """Place a new session on a node agent (``place``), or on this server's sandboxes (``open_env``).
+
+        ``group``: the rollout group it belongs to (placement spreads a group over agents); ``avoid``:
+        agents to stay off when another has room (a hedged copy of an episode); ``key``: the client's
+        idempotency key: an open resent with it (to this or another replica) answers the session the
+        first one opened.
+        """
+        if key:
+            again = self._opened_with(who, key)
+            if again is not None:
+                return again
         session_id = new_session_id()
         if self.place is not None:
-            remote, node = self.place(session_id, env, kwargs, who.owner)
+            spread = group_spread(self.db, who.owner, group) if group else {}
+            intended: list[str] = []
+
+            def intent(node_id: str) -> None:  # the row first: an agent never holds a session without one
+                record_intent(self.db, session_id, who.owner, env, kwargs, node_id, group_key=group,
+                              server=self.server, key=key)  # fmt: skip
+                intended.append(node_id)
+
+            try:
+                remote, node = self.place(session_id, env, kwargs, who.owner, spread=spread, avoid=avoid,
+                                          before_open=intent)  # fmt: skip
+            except IntegrityError:  # the same key won a race at another replica
+                again = self._opened_with(who, key) if key else None
+                if again is None:
+                    raise
+                return again
+            except BaseException:
+                if intended:
+                    record_close(self.db, session_id, 0)
+                raise
         else:
             remote, node = self.open_env(env, kwargs, owner=who.owner), ""  # a sandbox serving who.owner only
-        return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, node=node)
+        try:
+            return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, node=node,
+                             group=group, key=key)  # fmt: skip
+        except IntegrityError:  # the same key won a race at another replica: this one was closed again
+            again = self._opened_with(who, key) if key else None
+            if again is None:
+                raise
+            return again
+
+    def _opened_with(self, who: Principal, key: str) -> LiveSession | None:
+        """The session ``who`` opened with ``key`` (404 once closed); None when there is none, or when its
+        open was cut off (its server died before the agent answered: the row is closed, the key freed)."""
+        deadline = time.monotonic() + OPEN_WAIT_S
+        while True:
+            rec = find_by_key(self.db, who.owner, key)
+            if rec is None:
+                return None
+            if rec.sandbox_id or rec.closed_at is not None:  # confirmed (or closed: 404)
+                return self.get(rec.id, who, lost_ok=True)
+            mine = rec.server == self.server
+            if (not mine and not tag_live(self.db.engine, [rec.server])) or time.monotonic() > deadline:
+                self._abandon(rec)
+                return None
+            time.sleep(0.1)  # its open is under way (here or at another replica)
+
+    def _abandon(self, rec: Any) -> None:
+        """Give up a session whose open was cut off: closed at its agent (if it got that far), row closed."""
+        log.warning("session %s: its open at %s was cut off; giving it up", rec.id, rec.server)
+        entry = self.nodes.get(rec.node_id) if self.nodes is not None and rec.node_id else None
+        if entry is not None and entry.admin is not None:
+            NodeSession(entry.admin, {"session_id": rec.id}).close()  # never raises
+        drop_key(self.db, rec.id)
 
     def _add(
-        self, owner: str, env_id: str, kwargs: dict[str, Any], remote: Any, *, session_id: str = "", node: str = ""
+        self,
+        owner: str,
+        env_id: str,
+        kwargs: dict[str, Any],
+        remote: Any,
+        *,
+        session_id: str = "",
+        node: str = "",
+        group: str = "",
+        key: str = "",
     ) -> LiveSession:
         session_id = session_id or getattr(remote, "control_id", "") or new_session_id()
+        embedded = self.agent is not None and isinstance(remote, RemoteSession)  # on this server's sandboxes
+        node = self.agent.id if embedded else node
         live = LiveSession(id=session_id, owner=owner, env_id=env_id, kwargs=kwargs, remote=remote, node=node)
         try:
-            with self.db.session() as s:
-                s.add(
-                    SessionRecord(
-                        id=live.id,
-                        owner=owner,
-                        env_id=env_id,
-                        kwargs=kwargs,
-                        sandbox_id=remote.sandbox_id,
-                        created_at=live.created_at,
-                    )
-                )
+            record_open(self.db, live, group=group, server=self.server, key=key)
         except BaseException:
             remote.close()
             raise
-        if self.agent is not None and isinstance(remote, RemoteSession):  # on this server's sandboxes
+        if embedded:
             live.entry = self.agent.attach(live.id, owner, remote)
-            live.node = self.agent.id
         with self._lock:
             self._live[live.id] = live
         return live
 
     def reset(self, live: LiveSession, seed: int | None, options: dict[str, Any] | None) -> tuple[str, dict]:
         """Reset the env of ``live``."""
-        with _lost_guard(live):
+        with self._guard(live):
             return live.remote.reset(seed=seed, options=options)
 
     def step(self, live: LiveSession, action: str) -> tuple[str, float, bool, bool, dict]:
         """Step the env of ``live`` (counted and timed for /metrics)."""
         live.last_used = time.monotonic()
         t0 = time.perf_counter()
-        with _lost_guard(live):
+        with self._guard(live):
             if live.entry is not None:  # numbered with the data plane's steps (rockroll.sandbox.node.sequence)
                 a = self.agent.step(live.entry, action)
                 out = (a["observation"], a["reward"], a["terminated"], a["truncated"], a["info"])
@@ -172,20 +299,20 @@ class SessionRegistry:
 
     def fork(self, live: LiveSession) -> LiveSession:
         """A new session continuing from ``live``."""
-        with _lost_guard(live):
+        with self._guard(live):
             remote = live.remote.fork()
-        return self._add(live.owner, live.env_id, live.kwargs, remote, node=live.node)
+        return self._add(live.owner, live.env_id, live.kwargs, remote, node=live.node)  # on the same agent
 
     def action_candidates(self, live: LiveSession) -> list[str]:
-        with _lost_guard(live):
+        with self._guard(live):
             return list(live.remote.action_candidates())
 
     def get_state(self, live: LiveSession) -> dict[str, Any]:
-        with _lost_guard(live):
+        with self._guard(live):
             return live.remote.get_state()
 
     def set_state(self, live: LiveSession, state: dict[str, Any]) -> None:
-        with _lost_guard(live):
+        with self._guard(live):
             live.remote.set_state(state)
 
     def batch(self, who: Principal, items: list[tuple[str, str, str, int | None]]) -> list[dict[str, Any]]:
@@ -193,58 +320,22 @@ class SessionRegistry:
 
         Items are grouped by sandbox; each group runs in order on one worker, groups run in
         parallel (so sessions spread over several sandboxes use several cores). Each result is
-        the step/reset answer or ``{"error": {...}, "status": N}``.
+        the step/reset answer or ``{"error": {...}, "status": N}`` (:mod:`rockroll.api.live_batch`).
         """
-        results: list[dict[str, Any]] = [{} for _ in items]
-        groups: dict[str, list[int]] = {}
-        for i, (sid, _op, _action, _seed) in enumerate(items):
-            try:
-                live = self.get(sid, who)
-            except ApiError as e:
-                results[i] = _error_item(e)
-                continue
-            groups.setdefault(live.sandbox_id, []).append(i)
+        return run_items(self, who, items)
 
-        def run(indices: list[int]) -> None:
-            """One sandbox's items in one round trip (see ``sandbox.session.run_batch``)."""
-            lives = [self._live.get(items[i][0]) for i in indices]
-            todo = [(i, live) for i, live in zip(indices, lives, strict=False) if live is not None]
-            for i, live in zip(indices, lives, strict=False):
-                if live is None:  # closed since the lookup above
-                    results[i] = _error_item(ApiError(404, "not_found", f"no session {items[i][0]}", {}))
-            wire = [
-                (live.remote, items[i][1], {"action": items[i][2]} if items[i][1] == "step" else {"seed": items[i][3]})
-                for i, live in todo
-            ]
-            t0 = time.perf_counter()
-            answers = _numbered_batch(todo, items, wire)
-            per_item = (time.perf_counter() - t0) / max(1, len(wire))
-            for (i, live), answer in zip(todo, answers, strict=True):
-                live.last_used = time.monotonic()
-                if isinstance(answer, Exception):
-                    results[i] = _error_item(_batch_error(live, answer))
-                elif items[i][1] == "reset":
-                    results[i] = {"observation": answer[0], "info": answer[1]}
-                else:
-                    live.steps += 1
-                    self.metrics.observe_step(per_item)
-                    obs, reward, term, trunc, info = answer
-                    results[i] = {
-                        "observation": obs,
-                        "reward": reward,
-                        "terminated": term,
-                        "truncated": trunc,
-                        "info": info,
-                    }
-
-        chunks = list(groups.values())
-        if len(chunks) <= 1:
-            for chunk in chunks:
-                run(chunk)
-        else:
-            for f in [self._pool.submit(run, chunk) for chunk in chunks]:
-                f.result()
-        return results
+    @contextmanager
+    def _guard(self, live: LiveSession) -> Iterator[None]:
+        """:func:`~rockroll.api.live_batch.lost_guard`, and 404 for a session another replica closed (its agent no longer holds it)."""
+        try:
+            with lost_guard(live):
+                yield
+        except ApiError as e:
+            if e.code == "sandbox_lost" and isinstance(live.remote, NodeSession) and is_closed(self.db, live.id):
+                with self._lock:
+                    self._live.pop(live.id, None)
+                raise ApiError(404, "session_not_found", f"no session {live.id!r}") from e
+            raise
 
     def close(self, live: LiveSession) -> None:
         """Close a session and record its end and step count."""
@@ -253,14 +344,11 @@ class SessionRegistry:
         if live.entry is not None:
             self.agent.detach(live.id)
         live.remote.close()
-        with self.db.session() as s:
-            rec = s.get(SessionRecord, live.id)
-            if rec is not None:
-                rec.closed_at = time.time()
-                rec.steps = live.steps
+        record_close(self.db, live.id, live.steps)
 
     def reap_idle(self, ttl_s: float) -> int:
         """Close sessions unused for ``ttl_s`` seconds; return how many were closed."""
+        self._adopt_orphans()
         cutoff = time.monotonic() - ttl_s
         idle = [live for live in list(self._live.values()) if _last_used(live) < cutoff]
         for live in idle:
@@ -269,6 +357,17 @@ class SessionRegistry:
             except Exception:  # noqa: BLE001 - a failed close must not stop the reaper
                 continue
         return len(idle)
+
+    def _adopt_orphans(self) -> None:
+        """Adopt the sessions on node agents whose opening server holds no lease now (so they are reaped)."""
+        if self.nodes is None or self.nodes.store is None:
+            return
+        serving = {n.id: n for n in self.nodes.standalone()}
+        servers = {rec.server for rec in open_on_nodes(self.db, None, list(serving), limit=1000)} - {self.server}
+        live_servers = tag_live(self.db.engine, sorted(servers)) | {self.server}
+        for rec in orphans(self.db, list(serving), live_servers):
+            if rec.id not in self._live:
+                self._adopt(rec, serving[rec.node_id])
 
     def start_reaper(self, ttl_s: float, interval_s: float = 30.0) -> None:
         """Run :meth:`reap_idle` every ``interval_s`` seconds on a daemon thread."""
@@ -288,11 +387,11 @@ class SessionRegistry:
             if live.entry is not None:
                 self.agent.detach(live.id)
             try:
+                if isinstance(live.remote, NodeSession):  # on a node agent: it outlives this server
+                    record_close(self.db, live.id, live.steps, closed=False)
+                    continue
                 live.remote.close()
-                with self.db.session() as s:
-                    rec = s.get(SessionRecord, live.id)
-                    if rec is not None:
-                        rec.steps = live.steps
+                record_close(self.db, live.id, live.steps, closed=False)
             except Exception:  # noqa: BLE001 - shutting down
                 pass
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -312,71 +411,3 @@ def _last_used(live: LiveSession) -> float:
 
 def new_session_id() -> str:
     return f"se-{secrets.token_hex(8)}"
-
-
-def _numbered_batch(todo: list[tuple[int, LiveSession]], items: list[tuple], wire: list[tuple]) -> list[Any]:
-    """``run_batch(wire)`` holding the step logs of the embedded agent's sessions, their steps recorded.
-
-    Sessions on other node agents (not ``RemoteSession``) are played one call each.
-    """
-    if not all(isinstance(w[0], RemoteSession) for w in wire):
-        return [_one(remote, op, args) for remote, op, args in wire]
-    logs = sorted({id(live.entry.log): live.entry.log for _i, live in todo if live.entry is not None}.values(),
-                  key=lambda log: log.session_id)  # fmt: skip
-    for log in logs:
-        log.lock.acquire()
-    try:
-        answers = run_batch(wire)
-        for (i, live), answer in zip(todo, answers, strict=True):
-            if live.entry is not None and items[i][1] == "step":
-                n = live.entry.log.last + 1
-                live.entry.log.record(n, answer if isinstance(answer, Exception) else step_answer(answer, n))
-                if not isinstance(answer, Exception):
-                    live.entry.steps += 1
-        return answers
-    finally:
-        for log in logs:
-            log.lock.release()
-
-
-def _one(remote: Any, op: str, args: dict[str, Any]) -> Any:
-    try:
-        return remote.step(args["action"]) if op == "step" else remote.reset(seed=args.get("seed"))
-    except Exception as e:  # noqa: BLE001 - an answer, like run_batch's
-        return e
-
-
-def _error_item(e: ApiError) -> dict[str, Any]:
-    return {"error": {"code": e.code, "message": e.message, "details": e.details}, "status": e.status}
-
-
-def _batch_error(live: LiveSession, e: Exception) -> ApiError:
-    """The API error for one failed batch item (the same mapping as a single call's)."""
-    try:
-        with _lost_guard(live):
-            raise e
-    except ApiError as mapped:
-        return mapped
-    except Exception as other:  # noqa: BLE001 - mapped below, never a 500 for one item
-        mapped = to_api_error(other)
-        if mapped is None:
-            return ApiError(502, "sandbox_error", f"{type(other).__name__}: {other}", {"session_id": live.id})
-        return mapped
-
-
-@contextmanager
-def _lost_guard(live: LiveSession) -> Iterator[None]:
-    """Turn a lost sandbox into ``410 sandbox_lost`` with the session's sandbox id."""
-    try:
-        yield
-    except SandboxLost as e:
-        if getattr(live.remote, "lost_reason", ""):
-            raise _node_lost(live) from e
-        details = {"sandbox_id": live.sandbox_id, "session_id": live.id}
-        raise ApiError(410, "sandbox_lost", str(e), details) from e
-
-
-def _node_lost(live: LiveSession) -> ApiError:
-    """``410 session_lost``: the node agent serving ``live`` died (its reason in the message)."""
-    details = {"session_id": live.id, "node": live.node, "sandbox_id": live.sandbox_id, "reason": "node_lost"}
-    return ApiError(410, "session_lost", f"{live.remote.lost_reason}; open a new session", details)

@@ -7,6 +7,9 @@ port is closed: the agent died; no answer in time: it hangs; another agent's id 
 replaced) the agent is declared lost (:meth:`rockroll.api.nodes.NodeTable.lose`). A SIGKILLed agent
 is so lost within ``SUSPECT_S + TICK_S + PROBE_TIMEOUT_S`` (under 4 s) of its last heartbeat.
 
+Heartbeats that reached another control-plane replica count: each tick first reads the agents' rows
+(:meth:`rockroll.api.nodes.NodeTable.sync`).
+
 An agent that still answers its probe but whose heartbeats do not arrive (it cannot reach the
 control plane) is not lost: its sessions keep working on the data plane; it only leaves placement
 after ``STALE_S`` (:mod:`rockroll.api.nodes`).
@@ -53,7 +56,9 @@ class NodeWatch(Periodic):
         self.start_ticking()
 
     def tick(self) -> list[str]:
-        """One round: probe the silent agents; return the ids declared lost."""
+        """One round: read the agents' rows (other replicas' heartbeats and losses), probe the silent
+        agents; return the ids declared lost."""
+        self.nodes.sync()
         lost = []
         for entry in self.nodes.standalone():
             silent = time.monotonic() - entry.last_seen

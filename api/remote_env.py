@@ -39,7 +39,9 @@ class SessionClient(Protocol):
     url: str
     token: str | None
 
-    def create_session(self, env: str, kwargs: dict[str, Any] | None = None) -> SessionOpened: ...
+    def create_session(
+        self, env: str, kwargs: dict[str, Any] | None = None, *, group: str = "", avoid_nodes: list[str] | None = None
+    ) -> SessionOpened: ...
     def get_session(self, session_id: str) -> SessionInfo: ...
     def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult: ...
     def step(self, session_id: str, action: str) -> StepResult: ...
@@ -57,19 +59,30 @@ class RemoteEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}
 
     def __init__(
-        self, client: SessionClient, env: str, *, session_id: str | None = None, transport: str = "auto", **kwargs: Any
+        self,
+        client: SessionClient,
+        env: str,
+        *,
+        session_id: str | None = None,
+        transport: str = "auto",
+        group: str = "",
+        avoid_nodes: tuple[str, ...] = (),
+        **kwargs: Any,
     ) -> None:
         if transport not in ("auto", "http", "ws"):
             raise ValueError(f"transport must be 'auto', 'http' or 'ws', got {transport!r}")
         self.client = client
         self.env_name = env
         self.kwargs = kwargs
+        placement: dict[str, Any] = {"group": group} if group else {}
+        placement |= {"avoid_nodes": list(avoid_nodes)} if avoid_nodes else {}
         info: SessionOpened | SessionInfo = (
-            client.create_session(env, kwargs) if session_id is None else client.get_session(session_id)
+            client.create_session(env, kwargs, **placement) if session_id is None else client.get_session(session_id)
         )
         session_id = info["id"]
         self._system_prompt = info.get("system_prompt", "")
         self.sandbox_id = info["sandbox_id"]
+        self.node: str = (info.get("data_plane") or {}).get("node", "")  # the node agent serving it, if any
         self.session_id: str = session_id
         self.observation_space = TextSpace()
         self.action_space = TextSpace()

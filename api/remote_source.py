@@ -2,7 +2,8 @@
 
 :class:`RemoteSource` is the rollout layer's :class:`~rockroll.agentrl.env_source.EnvSource` whose
 envs are :class:`~rockroll.api.remote_env.RemoteEnv` sessions placed by a ``rockroll serve``
-control plane. Importing this module registers the source kind ``remote`` (an eval config's
+control plane: a rollout group's sessions are spread over node agents, and a hedged copy of an
+episode is opened off the stalled one's agent (:meth:`RemoteSource.location`). Importing this module registers the source kind ``remote`` (an eval config's
 ``source: {kind: remote, url: ..., token_env: ...}``); the ``rockroll.env_sources`` entry point
 imports it when an eval asks for that kind, so the rollout layer never imports the API.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import secrets
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from rockroll.agentrl.env_source import EnvSource, register_source_kind
@@ -33,9 +35,22 @@ class RemoteSource(EnvSource):
     def __init__(self, client: Client) -> None:
         super().__init__()
         self.client = client
+        self.group_prefix = f"{secrets.token_hex(4)}:"  # group ids repeat across rollouts: made this source's
 
     def _open(self, env_id: str, kwargs: dict[str, Any]) -> Any:
         return RemoteEnv(self.client, env_id, **kwargs)
+
+    def _open_avoiding(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str]) -> Any:
+        return RemoteEnv(self.client, env_id, avoid_nodes=tuple(avoid), **kwargs)
+
+    def _open_in_group(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str], group: str) -> Any:
+        """A session the control plane places on the node agent holding the fewest of ``group``'s sessions."""
+        return RemoteEnv(self.client, env_id, group=f"{self.group_prefix}{group}"[:128], avoid_nodes=tuple(avoid),
+                         **kwargs)  # fmt: skip
+
+    def location(self, env: Any) -> str | None:
+        """The node agent serving ``env`` (None when the control plane steps it itself)."""
+        return getattr(env, "node", "") or None
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, SkipValidation, Tag, create_model
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, SkipValidation, Tag, create_model, field_validator
 
 from rockroll.agentrl.config_loader import ConfigModel, OneOf
 from rockroll.agentrl.eval_config import EvalConfig
@@ -106,6 +106,26 @@ class SessionCreate(_Body):
 
     env: str = Field(..., min_length=1, max_length=128, description="Env id, e.g. 'FrozenLake-v0'.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Constructor kwargs.")
+    group: str = Field(
+        "",
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.:-]*$",
+        description="Rollout group this session serves: the group's sessions are spread over node agents first "
+        "(a group survives one node's loss).",
+    )
+    avoid_nodes: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Node agents to stay off when another has room (e.g. a hedged copy of a stalled episode).",
+    )
+
+    @field_validator("avoid_nodes")
+    @classmethod
+    def _node_ids(cls, value: list[str]) -> list[str]:
+        for node in value:
+            if not 1 <= len(node) <= 64 or not node.replace("-", "").replace("_", "").isalnum():
+                raise ValueError(f"a node id is 1-64 letters, digits, '-' or '_', got {node[:70]!r}")
+        return value
 
 
 class ResetRequest(_Body):

@@ -16,7 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rockroll.sandbox.backends import validate_backend_name
 
-__all__ = ["Settings", "is_loopback"]
+__all__ = ["Settings", "is_loopback", "REPLICA_SEP"]
+
+#: between the deployment's name and a replica's id in the replica's manager (lease) name
+REPLICA_SEP = "-r-"
 
 
 def is_loopback(host: str) -> bool:
@@ -61,6 +64,14 @@ class Settings(BaseSettings):
         "",
         max_length=40,
         description="Name labelling this server's sandboxes (default: derived from the database URL).",
+    )
+    replica: str = Field(
+        "",
+        max_length=24,
+        pattern=r"^[A-Za-z0-9_-]*$",
+        description="This server's id as one of several control-plane replicas on one database (PostgreSQL): "
+        "they share node agents, sessions and jobs; sessions run on node agents only (no embedded node), so "
+        "losing a replica loses none. Empty: the only server on its database.",
     )
     stop_sandboxes_on_exit: bool = Field(
         False,
@@ -218,6 +229,11 @@ class Settings(BaseSettings):
         A restarted server adopts the sandboxes labelled with it; servers on other databases
         never touch them.
         """
+        base = self.deployment_name()
+        return f"{base}{REPLICA_SEP}{self.replica}" if self.replica else base
+
+    def deployment_name(self) -> str:
+        """The name shared by every server of this database (a replica's manager name adds its id)."""
         if self.instance:
             return self.instance
         digest = hashlib.sha256(self.resolved_database_url().encode()).hexdigest()[:10]
@@ -234,6 +250,16 @@ class Settings(BaseSettings):
             raise ValueError(
                 "cluster_secret (ROCKROLL_CLUSTER_SECRET) must be at least 32 characters; "
                 "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        if self.replica and not self.cluster_secret:
+            raise ValueError(
+                "a replica (--replica) needs the deployment's cluster secret (--cluster-secret-file or "
+                "ROCKROLL_CLUSTER_SECRET): every replica signs session tokens and admits node agents with it"
+            )
+        if self.replica and self.embedded_node:
+            raise ValueError(
+                "a replica serves sessions on node agents only: run it with --no-embedded-node (sessions on an "
+                "embedded node would die with the replica)"
             )
         if self.dev_mode and not is_loopback(self.host):
             raise ValueError(

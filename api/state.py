@@ -20,12 +20,14 @@ from rockroll.api.db import Database
 from rockroll.api.jobs import JobRunner
 from rockroll.api.live import SessionRegistry
 from rockroll.api.metrics import Metrics
+from rockroll.api.node_store import NodeStore
 from rockroll.api.node_watch import NodeWatch
 from rockroll.api.nodes import NodeTable
 from rockroll.api.revocations import RevocationWatch
 from rockroll.api.sandbox_ttl import ExpiryReaper
-from rockroll.api.settings import Settings
+from rockroll.api.settings import REPLICA_SEP, Settings
 from rockroll.sandbox.errors import SandboxLost
+from rockroll.sandbox.lease import ManagerBusy, live_leases
 from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.tokens import SessionTokens
 from rockroll.sandbox.session import RemoteSession
@@ -113,6 +115,22 @@ class AppState:
         self.db.close()
 
 
+def check_deployment(settings: Settings, db: Database) -> None:
+    """Replicas and a lone server never share a database: :class:`ManagerBusy` when the other kind runs there.
+
+    The same leases that keep two servers of one name apart: a lone server holds the deployment's
+    name, each replica that name plus its id.
+    """
+    base = settings.deployment_name()
+    held = live_leases(db.engine, prefix=base)
+    if settings.replica and base in held:
+        raise ManagerBusy(base, "this database", 0, 0.0, hint="a server that is not a replica runs on it")
+    replicas = sorted(n for n in held if n.startswith(base + REPLICA_SEP))
+    if not settings.replica and replicas:
+        raise ManagerBusy(base, "this database", 0, 0.0, hint=f"replicas run on it ({', '.join(replicas)}): "
+                          "start this server with --replica ID")  # fmt: skip
+
+
 def build_state(settings: Settings) -> AppState:
     """Open the database (migrating it), the catalog and the sandbox manager."""
     from rockroll.api.placement import Placement
@@ -120,6 +138,7 @@ def build_state(settings: Settings) -> AppState:
     settings.check()
     db = Database(settings.resolved_database_url())
     db.migrate()
+    check_deployment(settings, db)
     catalog = Catalog(db)
     state_dir = settings.sandbox_state_dir or f"/tmp/rockroll-sb-{os.getuid()}"
     placement = Placement(
@@ -155,16 +174,31 @@ def build_state(settings: Settings) -> AppState:
     if settings.embedded_node:
         capacity = settings.max_sandboxes * settings.max_sessions_per_sandbox
         agent = NodeAgent("local", tokens, capacity=capacity, endpoint=settings.public_url.rstrip("/"))
-    nodes = NodeTable(secret, agent)
+    nodes = NodeTable(secret, agent, NodeStore(db))
+    nodes.sync()  # the agents registered before this start (their sessions outlive a control-plane restart)
 
-    def place(session_id: str, env: str, kwargs: dict[str, Any], owner: str) -> tuple[Any, str]:
-        """Open a session on the node agent with the most room (custom envs: on this server's sandboxes)."""
+    def place(
+        session_id: str,
+        env: str,
+        kwargs: dict[str, Any],
+        owner: str,
+        *,
+        spread: Any = None,
+        avoid: Any = (),
+        before_open: Any = None,
+    ) -> tuple[Any, str]:
+        """Open a session on a node agent (:meth:`NodeTable.pick`; custom envs: on this server's sandboxes).
+
+        ``before_open(node_id)`` runs once the agent is chosen, before it is asked (the session's row is
+        written first, so no session on an agent is ever without one)."""
         env_id = catalog.resolve(env, owner)
         custom = catalog.custom(env_id, owner)
         for _attempt in range(3):
-            node = None if custom is not None else nodes.pick()
+            node = None if custom is not None else nodes.pick(spread, avoid)
             if node is None or node.local is not None:  # the embedded agent serves it (SessionRegistry attaches it)
                 return placement.open_session(env_id, kwargs, custom=custom, owner=owner), ""
+            if before_open is not None:
+                before_open(node.id)
             try:
                 return node.admin.open(session_id, env_id, kwargs, owner), node.id
             except SandboxLost:  # the agent did not answer: out of placement until it registers again
@@ -172,10 +206,11 @@ def build_state(settings: Settings) -> AppState:
         raise SandboxLost("", "no node agent answered; try again")
 
     metrics = Metrics(snapshot)
-    sessions = SessionRegistry(db, open_env, metrics, place=place, agent=agent)
+    server = placement.manager.lease.tag
+    sessions = SessionRegistry(db, open_env, metrics, place=place, agent=agent, nodes=nodes, server=server)
     sessions.start_reaper(settings.session_idle_ttl_s, interval_s=min(30.0, settings.session_idle_ttl_s / 2))
 
-    jobs = JobRunner.from_settings(db, open_env, settings)
+    jobs = JobRunner.from_settings(db, open_env, settings, runner=server)
     state = AppState(
         settings,
         db,

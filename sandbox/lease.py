@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from rockroll.sandbox.errors import SandboxError
 from rockroll.sandbox.models import ManagerLease
 
-__all__ = ["Lease", "ManagerBusy", "LEASE_TTL_S"]
+__all__ = ["Lease", "ManagerBusy", "LEASE_TTL_S", "live_leases", "tag_live"]
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +43,60 @@ LEASE_TTL_S = 15.0
 class ManagerBusy(SandboxError):
     """Another running manager (or server) holds the name ``name``."""
 
-    def __init__(self, name: str, host: str, pid: int, age_s: float) -> None:
-        super().__init__(
-            f"a sandbox manager named {name!r} is already running (pid {pid} on {host}, "
-            f"renewed {age_s:.0f}s ago); stop it, or give this one another name "
-            "(SandboxManager(name=...), or another --db / --instance for a server)"
-        )
+    def __init__(self, name: str, host: str, pid: int, age_s: float, *, hint: str = "") -> None:
+        if hint:
+            message = f"cannot start a server of deployment {name!r}: {hint}"
+        else:
+            message = (
+                f"a sandbox manager named {name!r} is already running (pid {pid} on {host}, "
+                f"renewed {age_s:.0f}s ago); stop it, or give this one another name "
+                "(SandboxManager(name=...), or another --db / --instance for a server)"
+            )
+        super().__init__(message)
         self.name, self.host, self.pid = name, host, pid
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed but not yet waited for, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def live_leases(
+    engine: Engine, names: list[str] | None = None, *, prefix: str = "", ttl_s: float = LEASE_TTL_S
+) -> dict[str, int]:
+    """The leases held now (renewed within ``ttl_s``, by a live process when on this host): name -> pid.
+
+    Only ``names`` when given, else those starting with ``prefix``. Control-plane replicas use it to
+    tell whether the server that opened a session or runs a job still runs (:attr:`Lease.tag`).
+    """
+    now, host = time.time(), socket.gethostname()
+    with Session(engine) as s:
+        query = select(ManagerLease)
+        if names is not None:
+            query = query.where(ManagerLease.name.in_(names))
+        elif prefix:
+            query = query.where(ManagerLease.name.startswith(prefix, autoescape=True))
+        rows = list(s.scalars(query))
+    return {
+        r.name: r.pid for r in rows if now - r.heartbeat_at <= ttl_s and not (r.host == host and not _pid_alive(r.pid))
+    }
+
+
+def tag_live(engine: Engine, tags: list[str]) -> set[str]:
+    """Which of the holdings ``tags`` (:attr:`Lease.tag`) still hold their lease."""
+    names = sorted({t.rpartition("@")[0] for t in tags})
+    held = live_leases(engine, names) if names else {}
+    return {t for t in tags if held.get(t.rpartition("@")[0]) == t.rpartition("@")[2]}
 
 
 class Lease:
@@ -72,6 +109,11 @@ class Lease:
         self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def tag(self) -> str:
+        """``name@holder``: this holding of the lease (a restart of the same name is another one)."""
+        return f"{self.name}@{self.holder}"
 
     def _stale(self, row: ManagerLease, now: float) -> bool:
         if row.host == self.host and row.pid != self.pid and not _pid_alive(row.pid):

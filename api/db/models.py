@@ -11,13 +11,23 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import JSON, Boolean, Float, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from rockroll.api.job_state import JobState
 from rockroll.sandbox.models import Base
 
-__all__ = ["Base", "TokenRecord", "EnvRecord", "SandboxOwner", "SessionRecord", "JobRecord", "owns_api_table"]
+__all__ = [
+    "Base",
+    "TokenRecord",
+    "EnvRecord",
+    "SandboxOwner",
+    "SessionRecord",
+    "JobRecord",
+    "NodeRecord",
+    "owns_api_table",
+]
 
 
 def owns_api_table(name: str) -> bool:
@@ -89,6 +99,19 @@ class SessionRecord(Base):
     steps: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[float] = mapped_column(Float, default=time.time)
     closed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: the node agent serving it ('' : this server's own sandboxes, without an agent); any control-plane
+    #: replica finds a session on a standalone agent through this
+    node_id: Mapped[str] = mapped_column(String(64), default="", server_default="", index=True)
+    system_prompt: Mapped[str] = mapped_column(Text, default="", server_default="")
+    #: the rollout group it was opened for ('' : none): placement spreads a group's sessions over nodes
+    group_key: Mapped[str] = mapped_column(String(128), default="", server_default="", index=True)
+    #: the server (its sandbox manager's lease name) that opened it: another replica adopts the
+    #: session for idle reaping once that server's lease has lapsed
+    server: Mapped[str] = mapped_column(String(128), default="", server_default="")
+    #: the client's ``Idempotency-Key`` of the open (unique per owner): a resent open finds this session
+    open_key: Mapped[str | None] = mapped_column(String(64), nullable=True, default=None)
+
+    __table_args__ = (sa.UniqueConstraint("owner", "open_key", name="uq_api_sessions_owner_open_key"),)
 
 
 class JobRecord(Base):
@@ -108,3 +131,27 @@ class JobRecord(Base):
     created_at: Mapped[float] = mapped_column(Float, default=time.time)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: the server (its sandbox manager's lease name) that runs it; another replica takes it over
+    #: only once that server's lease has lapsed
+    runner: Mapped[str] = mapped_column(String(128), default="", server_default="")
+    #: a cancel asked at another replica than the runner (the runner looks for it while the job runs)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa.false())
+
+
+class NodeRecord(Base):
+    """A standalone node agent of the deployment, shared by every control-plane replica on the database.
+
+    ``heartbeat_at`` is wall-clock time of its last registration (replicas compare it with their own
+    clocks, so replicas' clocks must agree within a second or two); ``lost`` says why it was declared
+    lost ('' while it serves); ``boot`` names the agent's process.
+    """
+
+    __tablename__ = "api_nodes"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    endpoint: Mapped[str] = mapped_column(String(300))
+    capacity: Mapped[int] = mapped_column(Integer)
+    sessions: Mapped[int] = mapped_column(Integer, default=0)
+    boot: Mapped[str] = mapped_column(String(64), default="")
+    heartbeat_at: Mapped[float] = mapped_column(Float, default=time.time)
+    lost: Mapped[str] = mapped_column(Text, default="")

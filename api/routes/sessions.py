@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from rockroll.api.auth import Principal
 from rockroll.api.deps import StateDep, Who
@@ -55,9 +55,21 @@ def _data_plane(state: AppState, live: LiveSession, request: Request, who: Princ
 
 
 @router.post("", status_code=201, response_model=SessionOpened)
-def create_session(body: SessionCreate, state: StateDep, who: Who, request: Request) -> dict[str, Any]:
-    """Open an env session, placed on a node agent; ``data_plane`` says where to step it directly."""
-    live = state.sessions.open(who, body.env, body.kwargs)
+def create_session(
+    body: SessionCreate,
+    state: StateDep,
+    who: Who,
+    request: Request,
+    idempotency_key: Annotated[str, Header(max_length=64, pattern=r"^[A-Za-z0-9_.:-]*$")] = "",
+) -> dict[str, Any]:
+    """Open an env session, placed on a node agent; ``data_plane`` says where to step it directly.
+
+    With an ``Idempotency-Key`` header, the open may be resent (to any replica): a key already used by
+    the caller answers the session it opened (a closed one: 404).
+    """
+    live = state.sessions.open(
+        who, body.env, body.kwargs, group=body.group, avoid=body.avoid_nodes, key=idempotency_key
+    )
     return {
         "id": live.id,
         "sandbox_id": live.sandbox_id,

@@ -12,7 +12,9 @@ bearer token), are:
   | fork | idle, ...}`` -> the call's answer (a proxied step takes the next sequence number;
   ``idle`` answers ``{"idle_s"}``, the seconds since the session was last used, for the control
   plane's idle reaper);
-* ``DELETE /v1/node/admin/sessions/{id}``;
+* ``DELETE /v1/node/admin/sessions/{id}``: an id not open (yet) is remembered, so an open of it under
+  way (its control plane died mid-open and another replica gave it up) or arriving later is closed at
+  once and answers 410;
 * ``POST /v1/node/admin/revoked`` ``{"token_ids": [...]}``: revoked API tokens (their sessions'
   sockets are closed, their session tokens refused) -> ``{"closed": n}``.
 
@@ -29,7 +31,9 @@ import hashlib
 import hmac
 import json
 import re
+import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -46,6 +50,8 @@ from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, error_ans
 __all__ = ["NodeHost", "admin_routes", "SESSION_POOL"]
 
 SESSION_POOL = "sessions"
+#: ids of sessions closed before they were opened, remembered (newest first kept)
+CLOSED_KEPT = 10_000
 _ID = re.compile(r"^se-[0-9a-f]{4,64}$")
 
 
@@ -56,17 +62,35 @@ class NodeHost:
         self.agent = agent
         self.manager = manager
         self.max_sessions_per_sandbox = max_sessions_per_sandbox
+        self._lock = threading.Lock()
+        self._opening: set[str] = set()
+        self._closed: OrderedDict[str, float] = OrderedDict()  # ids closed before (or while) they were opened
 
     def open(self, session_id: str, env: str, kwargs: dict[str, Any], owner: str) -> dict[str, Any]:
         if not _ID.match(session_id):
             raise WireError(422, "validation_error", "'session_id' must look like se-<hex>")
         if not isinstance(env, str) or not isinstance(kwargs, dict) or not isinstance(owner, str):
             raise WireError(422, "validation_error", "'env' and 'owner' are strings, 'kwargs' an object")
-        if session_id in {s for s in self._ids()}:
-            raise WireError(409, "conflict", f"session {session_id!r} is open here already")
-        spec = SandboxSpec(name=owner_pool(owner), max_sessions=self.max_sessions_per_sandbox)
-        remote = self.manager.open_session(env, spec=spec, **kwargs)
-        return self._attach(session_id, owner, remote)
+        with self._lock:
+            if session_id in self._ids() or session_id in self._opening:
+                raise WireError(409, "conflict", f"session {session_id!r} is open here already")
+            if session_id in self._closed:
+                raise WireError(410, "session_not_found", f"session {session_id!r} was closed before it was opened")
+            self._opening.add(session_id)
+        try:
+            spec = SandboxSpec(name=owner_pool(owner), max_sessions=self.max_sessions_per_sandbox)
+            remote = self.manager.open_session(env, spec=spec, **kwargs)
+            with self._lock:
+                cancelled = session_id in self._closed
+                if not cancelled:
+                    answer = self._attach(session_id, owner, remote)
+            if cancelled:  # its opener gave it up meanwhile (a control-plane replica died mid-open)
+                remote.close()
+                raise WireError(410, "session_not_found", f"session {session_id!r} was closed while it was opened")
+            return answer
+        finally:
+            with self._lock:
+                self._opening.discard(session_id)
 
     def _ids(self) -> list[str]:
         return list(self.agent._sessions)
@@ -97,8 +121,16 @@ class NodeHost:
         return self.agent.call(entry, msg)
 
     def close_session(self, session_id: str) -> None:
+        """Close a session; one not open (yet) is remembered, so an open of it still under way or arriving
+        later is closed at once instead of leaving a session nobody holds."""
         entry = self.agent.detach(session_id)
         if entry is None:
+            with self._lock:
+                self._closed[session_id] = time.monotonic()
+                while len(self._closed) > CLOSED_KEPT:
+                    self._closed.popitem(last=False)
+                if session_id in self._opening:
+                    return  # closed once its open ends
             raise NodeSessionNotFound(session_id)
         entry.remote.close()
 

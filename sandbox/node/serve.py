@@ -3,7 +3,9 @@
 The agent binds its data plane (and the admin routes the control plane calls) on ``host:port``
 (127.0.0.1 by default), starts its sandbox manager (process sandboxes tied to the agent's life, or
 Docker), and announces ``{endpoint, capacity, sessions}`` to ``PUT <control plane>/v1/nodes/<id>``
-every :data:`HEARTBEAT_S` seconds with the cluster secret. It prints one line
+every :data:`HEARTBEAT_S` seconds with the cluster secret. Several control-plane replicas may be
+named (comma-separated URLs): each beat goes to the one that answered last, and on to the next when
+it does not answer. It prints one line
 ``rockroll node <id> serving <endpoint>`` once it listens.
 """
 
@@ -44,7 +46,7 @@ class NodeOptions:
 
     node_id: str
     secret: str
-    control_plane: str = ""  # base URL to register with ('' : none, e.g. a test that calls the admin routes)
+    control_plane: str = ""  # base URL(s) to register with, comma-separated (replicas); '' : none
     host: str = "127.0.0.1"
     port: int = 0
     backend: str = "process"
@@ -94,6 +96,8 @@ class Heartbeat:
 
     def __init__(self, options: NodeOptions, agent: NodeAgent, on_forget: Callable[[], Any] | None = None) -> None:
         self.options, self.agent, self.on_forget = options, agent, on_forget
+        self.urls = [u.strip().rstrip("/") for u in options.control_plane.split(",") if u.strip()]
+        self._at = 0  # the replica that answered last: asked first
         self.boot = secrets.token_hex(8)  # this process: a restarted agent's old sessions are gone
         self._stop = threading.Event()
         self._http = httpx.Client(timeout=5.0, headers={"Authorization": f"Bearer {options.secret}"})
@@ -106,11 +110,18 @@ class Heartbeat:
         info = self.agent.info()
         body = {"endpoint": info["endpoint"], "capacity": info["capacity"], "sessions": info["sessions"],
                 "boot": self.boot}  # fmt: skip
-        url = f"{self.options.control_plane.rstrip('/')}/v1/nodes/{self.agent.id}"
-        try:
-            resp = self._http.put(url, json=body)
-        except httpx.HTTPError as e:
-            log.warning("cannot reach the control plane at %s: %s", self.options.control_plane, e)
+        resp = None
+        for i in range(len(self.urls)):
+            at = (self._at + i) % len(self.urls)
+            try:
+                resp = self._http.put(f"{self.urls[at]}/v1/nodes/{self.agent.id}", json=body)
+            except httpx.HTTPError as e:
+                log.warning("cannot reach the control plane at %s: %s", self.urls[at], e)
+                continue
+            if resp.status_code < 500:
+                self._at = at
+                break
+        if resp is None:
             return False
         if resp.status_code != 200:
             log.warning("the control plane refused the registration: HTTP %s %s", resp.status_code, resp.text[:200])

@@ -51,7 +51,7 @@ def test_every_table_is_in_exactly_one_migration_history(db_url: str) -> None:
     tables = set(sandbox_models.Base.metadata.tables)
     assert all(api_models.owns_api_table(t) != owns_sandbox_table(t) for t in tables)
     assert schema_diff(db.engine, lambda t: t in tables) == []  # the migrations make exactly the models
-    assert version(db.engine, VERSION_TABLE) == ["0003"]
+    assert version(db.engine, VERSION_TABLE) == ["0004"]
     assert version(db.engine, SANDBOX_VERSION_TABLE) == ["s0002"]
     db.close()
 

@@ -1,0 +1,148 @@
+"""The batch step route's work: many sessions' steps and resets in one call, grouped by sandbox.
+
+:func:`run_items` runs ``(session_id, op, action, seed)`` items for
+:meth:`rockroll.api.live.SessionRegistry.batch`; the error mapping of one call (a lost sandbox or node
+agent as 410) is shared with the single-call routes (:func:`lost_guard`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rockroll.api.auth import Principal
+from rockroll.api.errors import ApiError, to_api_error
+from rockroll.sandbox.errors import SandboxLost
+from rockroll.sandbox.node.wire import step_answer
+from rockroll.sandbox.session import RemoteSession, run_batch
+
+__all__ = ["run_items", "lost_guard", "node_lost"]
+
+
+def run_items(reg: Any, who: Principal, items: list[tuple[str, str, str, int | None]]) -> list[dict[str, Any]]:
+    """Run ``(session_id, op, action, seed)`` items; ``op`` is ``step`` or ``reset``.
+
+    Items are grouped by sandbox; each group runs in order on one worker, groups run in
+    parallel (so sessions spread over several sandboxes use several cores). Each result is
+    the step/reset answer or ``{"error": {...}, "status": N}``.
+    """
+    results: list[dict[str, Any]] = [{} for _ in items]
+    groups: dict[str, list[int]] = {}
+    for i, (sid, _op, _action, _seed) in enumerate(items):
+        try:
+            live = reg.get(sid, who)
+        except ApiError as e:
+            results[i] = _error_item(e)
+            continue
+        groups.setdefault(live.sandbox_id, []).append(i)
+
+    def run(indices: list[int]) -> None:
+        """One sandbox's items in one round trip (see ``sandbox.session.run_batch``)."""
+        lives = [reg._live.get(items[i][0]) for i in indices]
+        todo = [(i, live) for i, live in zip(indices, lives, strict=False) if live is not None]
+        for i, live in zip(indices, lives, strict=False):
+            if live is None:  # closed since the lookup above
+                results[i] = _error_item(ApiError(404, "not_found", f"no session {items[i][0]}", {}))
+        wire = [
+            (live.remote, items[i][1], {"action": items[i][2]} if items[i][1] == "step" else {"seed": items[i][3]})
+            for i, live in todo
+        ]
+        t0 = time.perf_counter()
+        answers = _numbered_batch(todo, items, wire)
+        per_item = (time.perf_counter() - t0) / max(1, len(wire))
+        for (i, live), answer in zip(todo, answers, strict=True):
+            live.last_used = time.monotonic()
+            if isinstance(answer, Exception):
+                results[i] = _error_item(_batch_error(live, answer))
+            elif items[i][1] == "reset":
+                results[i] = {"observation": answer[0], "info": answer[1]}
+            else:
+                live.steps += 1
+                reg.metrics.observe_step(per_item)
+                obs, reward, term, trunc, info = answer
+                results[i] = {
+                    "observation": obs,
+                    "reward": reward,
+                    "terminated": term,
+                    "truncated": trunc,
+                    "info": info,
+                }
+
+    chunks = list(groups.values())
+    if len(chunks) <= 1:
+        for chunk in chunks:
+            run(chunk)
+    else:
+        for f in [reg._pool.submit(run, chunk) for chunk in chunks]:
+            f.result()
+    return results
+
+
+def _numbered_batch(todo: list[tuple[int, Any]], items: list[tuple], wire: list[tuple]) -> list[Any]:
+    """``run_batch(wire)`` holding the step logs of the embedded agent's sessions, their steps recorded.
+
+    Sessions on other node agents (not ``RemoteSession``) are played one call each.
+    """
+    if not all(isinstance(w[0], RemoteSession) for w in wire):
+        return [_one(remote, op, args) for remote, op, args in wire]
+    logs = sorted({id(live.entry.log): live.entry.log for _i, live in todo if live.entry is not None}.values(),
+                  key=lambda log: log.session_id)  # fmt: skip
+    for log in logs:
+        log.lock.acquire()
+    try:
+        answers = run_batch(wire)
+        for (i, live), answer in zip(todo, answers, strict=True):
+            if live.entry is not None and items[i][1] == "step":
+                n = live.entry.log.last + 1
+                live.entry.log.record(n, answer if isinstance(answer, Exception) else step_answer(answer, n))
+                if not isinstance(answer, Exception):
+                    live.entry.steps += 1
+        return answers
+    finally:
+        for log in logs:
+            log.lock.release()
+
+
+def _one(remote: Any, op: str, args: dict[str, Any]) -> Any:
+    try:
+        return remote.step(args["action"]) if op == "step" else remote.reset(seed=args.get("seed"))
+    except Exception as e:  # noqa: BLE001 - an answer, like run_batch's
+        return e
+
+
+def _error_item(e: ApiError) -> dict[str, Any]:
+    return {"error": {"code": e.code, "message": e.message, "details": e.details}, "status": e.status}
+
+
+def _batch_error(live: Any, e: Exception) -> ApiError:
+    """The API error for one failed batch item (the same mapping as a single call's)."""
+    try:
+        with lost_guard(live):
+            raise e
+    except ApiError as mapped:
+        return mapped
+    except Exception as other:  # noqa: BLE001 - mapped below, never a 500 for one item
+        mapped = to_api_error(other)
+        if mapped is None:
+            return ApiError(502, "sandbox_error", f"{type(other).__name__}: {other}", {"session_id": live.id})
+        return mapped
+
+
+@contextmanager
+def lost_guard(live: Any) -> Iterator[None]:
+    """Turn a lost sandbox into ``410 sandbox_lost`` with the session's sandbox id."""
+    try:
+        yield
+    except SandboxLost as e:
+        if getattr(live.remote, "lost_reason", ""):
+            raise node_lost(live) from e
+        details = {"sandbox_id": live.sandbox_id, "session_id": live.id}
+        raise ApiError(410, "sandbox_lost", str(e), details) from e
+
+
+def node_lost(live: Any) -> ApiError:
+    """``410 session_lost``: the node agent serving ``live`` died (its reason in the message)."""
+    details = {"session_id": live.id, "node": live.node, "sandbox_id": live.sandbox_id, "reason": "node_lost"}
+    return ApiError(410, "session_lost", f"{live.remote.lost_reason}; open a new session", details)

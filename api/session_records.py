@@ -1,0 +1,153 @@
+"""The sessions' rows (``api_sessions``) as the control-plane replicas share them.
+
+A session opened on a standalone node agent is found by any replica through its row: which agent
+serves it (``node_id``), its env and system prompt, and which server opened it (``server``, that
+server's lease name). Rows also count a rollout group's open sessions per agent, for anti-affinity
+(:func:`group_spread`), and name the sessions whose opening server is gone (:func:`orphans`), which
+another replica adopts so its idle reaper can close them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any
+
+from sqlalchemy import func, select
+
+from rockroll.api.db import Database, SessionRecord
+
+__all__ = [
+    "record_intent",
+    "record_open",
+    "drop_key",
+    "record_close",
+    "find",
+    "find_by_key",
+    "open_on_nodes",
+    "group_spread",
+    "orphans",
+    "is_closed",
+]
+
+
+def record_intent(
+    db: Database, session_id: str, owner: str, env: str, kwargs: dict[str, Any], node_id: str, **fields: Any
+) -> None:
+    """Write the row of a session about to be opened on agent ``node_id`` (``sandbox_id`` '' until
+    :func:`record_open` confirms it); ``IntegrityError`` when the owner used its ``open_key`` already."""
+    now = time.time()
+    key = fields.pop("key", "")
+    with db.session() as s:
+        rec = s.get(SessionRecord, session_id)
+        if rec is not None:  # the first agent chosen did not answer: another one is asked
+            rec.node_id = node_id
+            return
+        s.add(SessionRecord(id=session_id, owner=owner, env_id=env, kwargs=kwargs, sandbox_id="", created_at=now,
+                            node_id=node_id, open_key=key or None, **fields))  # fmt: skip
+
+
+def record_open(db: Database, live: Any, *, group: str = "", server: str = "", key: str = "") -> None:
+    """Write the row of a newly opened session (a :class:`rockroll.api.live.LiveSession`), or confirm its
+    :func:`record_intent`; ``key``: the client's idempotency key (``IntegrityError`` when the owner opened
+    a session with it already)."""
+    with db.session() as s:
+        rec = s.get(SessionRecord, live.id)
+        if rec is not None:
+            rec.sandbox_id, rec.system_prompt, rec.env_id = (
+                live.remote.sandbox_id,
+                live.remote.system_prompt(),
+                live.env_id,
+            )
+            return
+        s.add(
+            SessionRecord(
+                id=live.id,
+                owner=live.owner,
+                env_id=live.env_id,
+                kwargs=live.kwargs,
+                sandbox_id=live.remote.sandbox_id,
+                created_at=live.created_at,
+                node_id=live.node,
+                system_prompt=live.remote.system_prompt(),
+                group_key=group,
+                server=server,
+                open_key=key or None,
+            )
+        )
+
+
+def record_close(db: Database, session_id: str, steps: int, *, closed: bool = True) -> None:
+    """Record a session's step count and (``closed``) its end."""
+    with db.session() as s:
+        rec = s.get(SessionRecord, session_id)
+        if rec is not None:
+            rec.steps = max(rec.steps, steps)
+            if closed and rec.closed_at is None:
+                rec.closed_at = time.time()
+
+
+def find(db: Database, session_id: str) -> SessionRecord | None:
+    with db.session() as s:
+        return s.get(SessionRecord, session_id)
+
+
+def drop_key(db: Database, session_id: str) -> None:
+    """Close an unconfirmed row and free its idempotency key (its opening server died mid-open)."""
+    with db.session() as s:
+        rec = s.get(SessionRecord, session_id)
+        if rec is not None:
+            rec.open_key, rec.closed_at = None, rec.closed_at or time.time()
+
+
+def find_by_key(db: Database, owner: str, key: str) -> SessionRecord | None:
+    """The session ``owner`` opened with idempotency key ``key``, if any."""
+    with db.session() as s:
+        return s.scalars(
+            select(SessionRecord).where(SessionRecord.owner == owner, SessionRecord.open_key == key)
+        ).first()
+
+
+def is_closed(db: Database, session_id: str) -> bool:
+    """Whether the session's row says it was closed (maybe by another replica)."""
+    rec = find(db, session_id)
+    return rec is not None and rec.closed_at is not None
+
+
+def open_on_nodes(
+    db: Database, owner: str | None, node_ids: Collection[str], limit: int = 10_000
+) -> list[SessionRecord]:
+    """Open sessions on the agents ``node_ids`` (of ``owner``; None: everyone's), oldest first."""
+    if not node_ids:
+        return []
+    query = select(SessionRecord).where(SessionRecord.closed_at.is_(None), SessionRecord.node_id.in_(list(node_ids)))
+    if owner is not None:
+        query = query.where(SessionRecord.owner == owner)
+    with db.session() as s:
+        return list(s.scalars(query.order_by(SessionRecord.created_at).limit(limit)))
+
+
+def group_spread(db: Database, owner: str, group: str) -> dict[str, int]:
+    """How many open sessions of ``owner``'s rollout group ``group`` each agent holds."""
+    query = (
+        select(SessionRecord.node_id, func.count())
+        .where(SessionRecord.group_key == group, SessionRecord.owner == owner, SessionRecord.closed_at.is_(None))
+        .group_by(SessionRecord.node_id)
+    )
+    with db.session() as s:
+        return {node: int(n) for node, n in s.execute(query)}
+
+
+def orphans(
+    db: Database, node_ids: Collection[str], live_servers: Collection[str], limit: int = 1000
+) -> list[SessionRecord]:
+    """Open sessions on the agents ``node_ids`` whose opening server holds no lease now (it died or stopped)."""
+    if not node_ids:
+        return []
+    query = select(SessionRecord).where(
+        SessionRecord.closed_at.is_(None),
+        SessionRecord.node_id.in_(list(node_ids)),
+        SessionRecord.server.not_in(list(live_servers) or [""]),
+    )
+    with db.session() as s:
+        return list(s.scalars(query.order_by(SessionRecord.created_at).limit(limit)))
