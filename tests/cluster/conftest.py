@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -42,6 +46,51 @@ def wait_for_node(url: str, admin_token: str, node_id: str, timeout_s: float = 3
             return found[0]
         time.sleep(0.1)
     raise AssertionError(f"node {node_id} never registered with {url}")
+
+
+def node_views(url: str, admin_token: str) -> list[dict]:
+    """``GET /v1/nodes``: the control plane's view of every node agent."""
+    return httpx.get(f"{url}/v1/nodes", headers={"Authorization": f"Bearer {admin_token}"}, timeout=10).json()["nodes"]
+
+
+def wait_live_nodes(url: str, admin_token: str, count: int, timeout_s: float = 120.0) -> dict[str, dict]:
+    """The live node agents (by id) once ``count`` of them have registered with ``url``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        live = {n["id"]: n for n in node_views(url, admin_token) if n["live"]}
+        if len(live) >= count:
+            return live
+        time.sleep(0.5)
+    raise AssertionError(f"{count} node agents never registered with {url}: {node_views(url, admin_token)}")
+
+
+@contextmanager
+def loopback_ray_cluster(workers: int = 2) -> Iterator[tuple[Any, list[Any]]]:
+    """A Ray cluster of a head and ``workers`` nodes (1 CPU each), all on 127.0.0.1, and its worker nodes.
+
+    Its files are in a private RAY_TMPDIR (set for this process while it runs), so no other
+    ``ray.init`` on this machine finds it; shutting it down ends every actor on it, detached or not.
+    """
+    from ray import cluster_utils
+
+    ray_tmp = tempfile.mkdtemp(prefix="rr-ray-", dir="/tmp")
+    saved = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = ray_tmp
+    cluster = cluster_utils.Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False},
+    )
+    try:
+        added = [cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1") for _ in range(workers)]
+        cluster.wait_for_nodes()
+        yield cluster, added
+    finally:
+        cluster.shutdown()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+        if saved is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = saved
 
 
 def _deployment(tag: str, *, standalone: bool) -> Iterator[Deployment]:

@@ -5,10 +5,8 @@ node removed mid-way has its sessions answer 410 and its sandboxes gone within 1
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import shutil
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -21,7 +19,7 @@ import pytest
 from rockroll.api.client import Client
 from rockroll.api.serve_proc import ServerProc, create_token, sandbox_pids, scratch_dir
 from rockroll.sandbox.node.ray_agent import agent_id_for
-from tests.cluster.conftest import ENV, KWARGS
+from tests.cluster.conftest import ENV, KWARGS, loopback_ray_cluster, wait_live_nodes
 from tests.cluster.test_node_loss import running
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -38,42 +36,26 @@ def _nodes(url: str, admin: str) -> list[dict]:
 def ray_deployment() -> Iterator[dict[str, Any]]:
     """A 3-node Ray cluster on loopback (its files in a private RAY_TMPDIR, so no other ``ray.init`` on this
     machine finds it) and a control plane with ``--ray`` pointed at it."""
-    ray_tmp = tempfile.mkdtemp(prefix="rr-ray-", dir="/tmp")
-    saved = os.environ.get("RAY_TMPDIR")
-    os.environ["RAY_TMPDIR"] = ray_tmp
-    cluster = ray_cluster_utils.Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False},
-    )
     d = scratch_dir("ray")
-    server = None
     try:
-        workers = [cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1") for _ in range(2)]
-        cluster.wait_for_nodes()
-        (d / "secret").write_text(secrets.token_urlsafe(32))
-        extra = ["--cluster-secret-file", str(d / "secret"), "--ray", cluster.address]
-        server = ServerProc(d, extra=extra + ["--max-sessions-per-sandbox", "16", "--max-sandboxes", "4"])
-        tokens = {n: create_token(server.db_url, n, admin=n == "root") for n in ("alice", "root")}
-        url = server.start()
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            live = [n for n in _nodes(url, tokens["root"]) if n["live"]]
-            if len(live) == 3:
-                break
-            time.sleep(0.5)
-        else:
-            raise AssertionError(f"3 Ray node agents never registered: {_nodes(url, tokens['root'])}\n{server.log()}")
-        yield {"cluster": cluster, "workers": workers, "server": server, "url": url, "tokens": tokens}
+        with loopback_ray_cluster() as (cluster, workers):
+            server = None
+            try:
+                (d / "secret").write_text(secrets.token_urlsafe(32))
+                extra = ["--cluster-secret-file", str(d / "secret"), "--ray", cluster.address]
+                server = ServerProc(d, extra=extra + ["--max-sessions-per-sandbox", "16", "--max-sandboxes", "4"])
+                tokens = {n: create_token(server.db_url, n, admin=n == "root") for n in ("alice", "root")}
+                url = server.start()
+                try:
+                    wait_live_nodes(url, tokens["root"], 3)
+                except AssertionError as e:
+                    raise AssertionError(f"3 Ray node agents never registered: {e}\n{server.log()}") from None
+                yield {"cluster": cluster, "workers": workers, "server": server, "url": url, "tokens": tokens}
+            finally:
+                if server is not None:
+                    server.cleanup()  # the agents (detached) serve on until the cluster shuts down
     finally:
-        if server is not None:
-            server.cleanup()
-        cluster.shutdown()
         shutil.rmtree(d, ignore_errors=True)
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-        if saved is None:
-            os.environ.pop("RAY_TMPDIR", None)
-        else:
-            os.environ["RAY_TMPDIR"] = saved
 
 
 def test_one_agent_per_ray_node_sessions_spread_and_a_removed_node_loses_only_its_sessions(
