@@ -124,7 +124,22 @@ class ServerProc:
 class NodeProc:
     """One ``rockroll node`` subprocess (a standalone node agent) on a free port."""
 
-    def __init__(self, data_dir: Path, secret_file: Path, *, node_id: str = "n1", control_plane: str = "") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        secret_file: Path,
+        *,
+        node_id: str = "n1",
+        control_plane: str = "",
+        max_sandboxes: int = 4,
+        max_sessions_per_sandbox: int = 64,
+    ) -> None:
+        self.limits = [
+            "--max-sandboxes",
+            str(max_sandboxes),
+            "--max-sessions-per-sandbox",
+            str(max_sessions_per_sandbox),
+        ]
         self.data_dir, self.secret_file, self.node_id, self.control_plane = (
             data_dir,
             secret_file,
@@ -139,7 +154,7 @@ class NodeProc:
     def start(self, timeout_s: float = 90.0) -> str:
         """Start the agent and return its endpoint once it listens."""
         cmd = ROCKROLL + ["node", "--id", self.node_id, "--cluster-secret-file", str(self.secret_file)]
-        cmd += ["--state-dir", str(self.state_dir), "--max-sandboxes", "4"]
+        cmd += ["--state-dir", str(self.state_dir), *self.limits]
         cmd += ["--control-plane", self.control_plane] if self.control_plane else []
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, start_new_session=True
@@ -149,7 +164,8 @@ class NodeProc:
 
         def pump() -> None:
             for line in stdout or ():
-                self.lines.append(line)
+                if len(self.lines) < 10_000:  # a long run's log stays bounded
+                    self.lines.append(line)
                 if line.startswith(f"rockroll node {self.node_id} serving "):
                     found.put(line.split()[-1])
 

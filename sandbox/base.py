@@ -95,6 +95,8 @@ class SandboxBackend(abc.ABC):
     """Starts and stops sandboxes; see the module docstring."""
 
     name: str = "abstract"
+    #: while waiting for a sandbox's server, ask :meth:`is_alive` at most this often (seconds); 0: every poll
+    alive_check_s: float = 0.0
 
     @abc.abstractmethod
     def start(self, sandbox_id: str, spec: SandboxSpec, *, labels: dict[str, str]) -> SandboxHandle:
@@ -127,6 +129,7 @@ class SandboxBackend(abc.ABC):
     def wait_ready(self, handle: SandboxHandle, timeout_s: float = 60.0) -> Health:
         """Poll ``health`` until the server answers; record its boot id on ``handle``."""
         client = self.client(handle, timeout_s=5.0)
+        checked = float("-inf")
         try:
             for _ in Backoff(timeout_s=timeout_s, max_delay_s=POLL_MAX_DELAY_S):
                 try:
@@ -135,6 +138,9 @@ class SandboxBackend(abc.ABC):
                     return health
                 except SandboxLost:
                     pass
+                if time.monotonic() - checked < self.alive_check_s:
+                    continue
+                checked = time.monotonic()
                 if not self.is_alive(handle):
                     raise SandboxError(f"sandbox {handle.sandbox_id} died while starting: {self.exit_reason(handle)}")
         finally:

@@ -86,6 +86,9 @@ class DockerBackend(SandboxBackend):
     """
 
     name = "docker"
+    # an inspect per readiness poll cost 64 concurrent starts ~10 CPU-s of this process and dockerd
+    # (bench/docker_burst.py); a container that dies while starting is seen within a second anyway
+    alive_check_s = 1.0
 
     def __init__(
         self, hosts: tuple[str, ...] | list[str] = (), state_dir: str = DEFAULT_STATE_DIR, uid: int = SANDBOX_UID
