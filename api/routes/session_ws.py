@@ -11,7 +11,9 @@ order with the same JSON as the HTTP routes:
 * ``{"op": "state"}`` -> ``{"state": {...}}``; ``{"op": "actions"}`` -> ``{"actions": [...]}``
 
 A bad message or an env error is answered ``{"error": {"code", "message", "details"}, "status": N}``
-(N: the HTTP status the same error has on the HTTP routes) and the socket stays open; a lost sandbox closes it after the ``sandbox_lost`` answer. Steps are counted and
+(N: the HTTP status the same error has on the HTTP routes) and the socket stays open;
+steps and resets of a session on the embedded node agent run on the event loop over the sandbox's
+channel (no worker thread, no HTTP hop), numbered with the data plane's steps; a lost sandbox closes it after the ``sandbox_lost`` answer. Steps are counted and
 timed like HTTP steps.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -29,6 +32,8 @@ from rockroll.api.deps import TOKEN_CACHE_S, principal_for
 from rockroll.api.errors import ApiError, error_body, to_api_error
 from rockroll.api.live import LiveSession
 from rockroll.api.state import AppState
+from rockroll.sandbox.errors import SandboxLost
+from rockroll.sandbox.node.wire import WireError
 
 __all__ = ["router"]
 
@@ -60,6 +65,31 @@ def _call(state: AppState, live: LiveSession, msg: Any) -> dict[str, Any]:
     if op == "actions":
         return {"actions": state.sessions.action_candidates(live)}
     raise ApiError(422, "validation_error", "'op' must be one of step, reset, state, actions")
+
+
+_ON_LOOP = ("step", "reset")
+
+
+async def _on_loop(state: AppState, live: LiveSession, msg: dict[str, Any]) -> dict[str, Any]:
+    """A step or reset of a session on the embedded node agent, from the event loop over its sandbox's
+    channel (:meth:`rockroll.sandbox.node.agent.NodeAgent.acall`; numbered with the data plane's steps)."""
+    op = msg["op"]
+    call = {"op": op, "action": msg.get("action")} if op == "step" else {"op": op, "seed": msg.get("seed"),
+                                                                         "options": msg.get("options")}  # fmt: skip
+    live.last_used = time.monotonic()
+    t0 = time.perf_counter()
+    try:
+        answer = await state.agent.acall(live.entry, call)
+    except WireError as e:  # a malformed action, seed or options
+        raise ApiError(e.status, e.code, str(e)) from e
+    except SandboxLost as e:
+        raise ApiError(410, "sandbox_lost", str(e), {"sandbox_id": live.sandbox_id, "session_id": live.id}) from e
+    if op == "step":
+        answer.pop("seq", None)
+        answer.pop("replayed", None)
+        live.steps += 1
+        state.metrics.observe_step(time.perf_counter() - t0)
+    return answer
 
 
 @router.websocket("/v1/sessions/{session_id}/ws")
@@ -109,7 +139,10 @@ async def _serve(websocket: WebSocket, state: AppState, live: LiveSession) -> No
                     msg = json.loads(text)
                 except ValueError as e:
                     raise ApiError(422, "validation_error", f"not JSON: {e}") from e
-                answer = await run_in_threadpool(_call, state, live, msg)
+                if live.entry is not None and isinstance(msg, dict) and msg.get("op") in _ON_LOOP:
+                    answer = await _on_loop(state, live, msg)
+                else:
+                    answer = await run_in_threadpool(_call, state, live, msg)
             except Exception as e:  # noqa: BLE001 - every failure is answered on the socket
                 mapped = to_api_error(e) or ApiError(500, "internal_error", f"{type(e).__name__}: {e}")
                 body = error_body(mapped.code, mapped.message, mapped.details) | {"status": mapped.status}
