@@ -66,17 +66,11 @@ class BatchCalls:
                     args = {"session_id": remote.session_id, "seed": item.get("seed"), "options": None}
                     calls.append((i, entry, 0, channel.submit("env.reset", args, CALL_TIMEOUT_S)))
                     continue
-                action = item.get("action")
-                if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
-                    raise WireError(422, "validation_error", "'action' must be a string")
-                n, recorded = entry.log.check(item.get("seq"))
-                if recorded is not None:
-                    results[i] = (
-                        error_answer(recorded) if isinstance(recorded, Exception) else recorded | {"replayed": True}
-                    )
+                n = _step_number(entry, item, results, i)
+                if n is None:
                     continue
                 check_session(remote)
-                args = {"session_id": remote.session_id, "action": action}
+                args = {"session_id": remote.session_id, "action": item["action"]}
                 calls.append((i, entry, n, channel.submit("env.step", args, CALL_TIMEOUT_S)))
             except Exception as e:  # noqa: BLE001 - one bad item spoils no other
                 if n:
@@ -182,16 +176,10 @@ class BatchCalls:
                     wire.append((entry.remote, "reset", args))
                     slots.append((i, entry, 0))
                     continue
-                action = item.get("action")
-                if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
-                    raise WireError(422, "validation_error", "'action' must be a string")
-                n, recorded = entry.log.check(item.get("seq"))
-                if recorded is not None:
-                    results[i] = (
-                        error_answer(recorded) if isinstance(recorded, Exception) else recorded | {"replayed": True}
-                    )
+                n = _step_number(entry, item, results, i)
+                if n is None:
                     continue
-                wire.append((entry.remote, "step", {"action": action}))
+                wire.append((entry.remote, "step", {"action": item["action"]}))
                 slots.append((i, entry, n))
             except Exception as e:  # noqa: BLE001
                 results[i] = error_answer(e)
@@ -213,6 +201,19 @@ class BatchCalls:
                 results[i] = step_answer(answer, n)
                 entry.log.record(n, results[i])
                 entry.steps += 1
+
+
+def _step_number(entry: Any, item: dict[str, Any], results: list[dict[str, Any]], i: int) -> int | None:
+    """The step number of batch item ``i`` (its action checked); None when that number was applied before
+    (``results[i]`` is then its recorded answer)."""
+    action = item.get("action")
+    if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
+        raise WireError(422, "validation_error", "'action' must be a string")
+    n, recorded = entry.log.check(item.get("seq"))
+    if recorded is None:
+        return n
+    results[i] = error_answer(recorded) if isinstance(recorded, Exception) else recorded | {"replayed": True}
+    return None
 
 
 def _interrupted(entry: Any) -> SandboxTimeout:

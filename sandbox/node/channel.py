@@ -43,6 +43,7 @@ from rockroll.sandbox.server.channel import (
     channel_path,
     dumps,
     loads,
+    send_pending,
     whole_message,
 )
 from rockroll.sandbox.session import RemoteSession
@@ -245,11 +246,7 @@ class SandboxChannel(asyncio.Protocol):
     def _write(self) -> None:
         """Send what the protocol has to send (frames, pongs, the closing handshake)."""
         transport = self.transport
-        for data in self.proto.data_to_send():
-            if data:
-                transport.write(data)
-            elif transport.can_write_eof():  # the protocol's end of stream: half-close
-                transport.write_eof()
+        send_pending(self.proto, transport)
         if not self._closing and self.proto.close_expected():
             self._closing = True
             self.loop.call_later(1.0, transport.close)  # if the server has not closed it by then

@@ -112,6 +112,15 @@ def _bad(message: str) -> dict[str, Any]:
     return {"error": {"type": "BadRequest", "message": message, "attrs": {}}}
 
 
+def send_pending(proto: Any, transport: Any) -> None:
+    """Write what a sans-I/O WebSocket protocol object has to send; its end of stream half-closes."""
+    for data in proto.data_to_send():
+        if data:
+            transport.write(data)
+        elif transport.can_write_eof():
+            transport.write_eof()
+
+
 def whole_message(frame: Frame, parts: list[bytes]) -> bytes | None:
     """The message ``frame`` completes (its earlier fragments are kept in ``parts``); None while one is
     incomplete, and for control frames (ping, pong, close: the protocol object answers those)."""
@@ -186,11 +195,7 @@ class _Link(asyncio.Protocol):
     def _write(self) -> None:
         """Send what the protocol has to send (answers, pongs, the closing handshake)."""
         transport = self.transport
-        for data in self.proto.data_to_send():
-            if data:
-                transport.write(data)
-            elif transport.can_write_eof():  # the protocol's end of stream: half-close
-                transport.write_eof()
+        send_pending(self.proto, transport)
         if not self.closing and self.proto.close_expected():
             self.closing = True
             self.loop.call_later(1.0, transport.close)  # if the agent has not closed it by then
