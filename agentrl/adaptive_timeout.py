@@ -14,8 +14,8 @@ env manager masks and retries). The cost: a correct answer slower than ``T`` is 
 
 The state lives on the rollout side (many sandboxes serve one task) in one
 :class:`AdaptiveTimeouts`, thread-safe. The env manager (``EpisodeConfig.adaptive_reward_timeout``)
-asks :meth:`AdaptiveTimeouts.reset_timeout` for an episode's ``T``, hands it to the env as the reset
-option ``test_timeout_s`` (SWE-v0 honours it), and reports the episode's end with
+gives the env the reset options of :meth:`AdaptiveTimeouts.reset_options` (SWE-v0 honours them, see
+below), and reports the episode's end with
 :meth:`AdaptiveTimeouts.episode_ended`, which reads the last step's ``test_run_s``,
 ``tests_timed_out`` and ``success``.
 

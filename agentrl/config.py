@@ -104,7 +104,7 @@ class EpisodeConfig(ConfigModel):
     )
     adaptive_reward_timeout: AdaptiveTimeoutConfig | None = Field(
         None,
-        description="per-task timeouts of the env's test runs (reset option test_timeout_s, SWE-v0): "
+        description="per-task timeouts of the env's test runs (reset option test_timeouts, SWE-v0): "
         "min(max(t_min_s, lam * longest correct run), t_max_s); a run past it scores 0 (null: the env's own limit)",
     )
 

@@ -42,7 +42,6 @@ from rockroll.api.session_records import (
     group_spread,
     is_closed,
     open_on_nodes,
-    orphans,
     record_close,
     record_intent,
     record_open,
@@ -194,38 +193,40 @@ class SessionRegistry:
             again = self._opened_with(who, key)
             if again is not None:
                 return again
-        session_id = new_session_id()
-        if self.place is not None:
-            spread = group_spread(self.db, who.owner, group) if group else {}
-            intended: list[str] = []
-
-            def intent(node_id: str) -> None:  # the row first: an agent never holds a session without one
-                record_intent(self.db, session_id, who.owner, env, kwargs, node_id, group_key=group,
-                              server=self.server, key=key)  # fmt: skip
-                intended.append(node_id)
-
-            try:
-                remote, node = self.place(session_id, env, kwargs, who.owner, spread=spread, avoid=avoid,
-                                          before_open=intent)  # fmt: skip
-            except IntegrityError:  # the same key won a race at another replica
-                again = self._opened_with(who, key) if key else None
-                if again is None:
-                    raise
-                return again
-            except BaseException:
-                if intended:
-                    record_close(self.db, session_id, 0)
-                raise
-        else:
-            remote, node = self.open_env(env, kwargs, owner=who.owner), ""  # a sandbox serving who.owner only
         try:
-            return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, node=node,
-                             group=group, key=key)  # fmt: skip
-        except IntegrityError:  # the same key won a race at another replica: this one was closed again
+            return self._open_new(who, env, kwargs, group, avoid, key)
+        except IntegrityError:  # the same key won a race at another replica
             again = self._opened_with(who, key) if key else None
             if again is None:
                 raise
             return again
+
+    def _open_new(
+        self, who: Principal, env: str, kwargs: dict[str, Any], group: str, avoid: Collection[str], key: str
+    ) -> LiveSession:
+        session_id = new_session_id()
+        if self.place is None:  # a sandbox serving who.owner only
+            remote = self.open_env(env, kwargs, owner=who.owner)
+            return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, group=group,
+                             key=key)  # fmt: skip
+        spread = group_spread(self.db, who.owner, group) if group else {}
+        intended = False
+
+        def intent(node_id: str) -> None:  # the row first: an agent never holds a session without one
+            nonlocal intended
+            record_intent(self.db, session_id, who.owner, env, kwargs, node_id, group_key=group,
+                          server=self.server, key=key)  # fmt: skip
+            intended = True
+
+        try:
+            remote, node = self.place(session_id, env, kwargs, who.owner, spread=spread, avoid=avoid,
+                                      before_open=intent)  # fmt: skip
+        except BaseException:
+            if intended:
+                record_close(self.db, session_id, 0)
+            raise
+        return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, node=node,
+                         group=group, key=key)  # fmt: skip
 
     def _opened_with(self, who: Principal, key: str) -> LiveSession | None:
         """The session ``who`` opened with ``key`` (404 once closed); None when there is none, or when its
@@ -363,10 +364,10 @@ class SessionRegistry:
         if self.nodes is None or self.nodes.store is None:
             return
         serving = {n.id: n for n in self.nodes.standalone()}
-        servers = {rec.server for rec in open_on_nodes(self.db, None, list(serving), limit=1000)} - {self.server}
-        live_servers = tag_live(self.db.engine, sorted(servers)) | {self.server}
-        for rec in orphans(self.db, list(serving), live_servers):
-            if rec.id not in self._live:
+        recs = [rec for rec in open_on_nodes(self.db, None, list(serving)) if rec.id not in self._live]
+        live_servers = tag_live(self.db.engine, sorted({rec.server for rec in recs} - {self.server}))
+        for rec in recs:
+            if rec.server != self.server and rec.server not in live_servers:
                 self._adopt(rec, serving[rec.node_id])
 
     def start_reaper(self, ttl_s: float, interval_s: float = 30.0) -> None:

@@ -113,11 +113,13 @@ class NodeTable:
     ) -> tuple[NodeEntry, bool]:
         """Add or refresh a standalone agent; also whether it rejoins after it was lost (it should drop
         the sessions it holds). ``boot`` names the agent's process: another one means it restarted."""
+        local = self._nodes.get(node_id)
+        if local is not None and local.local is not None:
+            raise ApiError(409, "conflict", f"node id {node_id!r} is this server's embedded node")
+        # the database write outside the table's lock: placement (pick) never waits on it
+        before = self.store.heartbeat(node_id, endpoint, capacity, sessions, boot) if self.store else None
         with self._lock:
             entry = self._nodes.get(node_id)
-            if entry is not None and entry.local is not None:
-                raise ApiError(409, "conflict", f"node id {node_id!r} is this server's embedded node")
-            before = self.store.heartbeat(node_id, endpoint, capacity, sessions, boot) if self.store else None
             rejoined = (entry is not None and bool(entry.lost)) or (before is not None and bool(before.lost))
             restarted = entry is not None and (entry.endpoint != endpoint or entry.boot != boot)
             if entry is None or restarted or entry.lost:

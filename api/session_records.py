@@ -3,8 +3,8 @@
 A session opened on a standalone node agent is found by any replica through its row: which agent
 serves it (``node_id``), its env and system prompt, and which server opened it (``server``, that
 server's lease name). Rows also count a rollout group's open sessions per agent, for anti-affinity
-(:func:`group_spread`), and name the sessions whose opening server is gone (:func:`orphans`), which
-another replica adopts so its idle reaper can close them.
+(:func:`group_spread`); sessions whose opening server is gone are adopted by another replica, so its
+idle reaper can close them.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ __all__ = [
     "find_by_key",
     "open_on_nodes",
     "group_spread",
-    "orphans",
     "is_closed",
 ]
 
@@ -136,18 +135,3 @@ def group_spread(db: Database, owner: str, group: str) -> dict[str, int]:
     )
     with db.session() as s:
         return {node: int(n) for node, n in s.execute(query)}
-
-
-def orphans(
-    db: Database, node_ids: Collection[str], live_servers: Collection[str], limit: int = 1000
-) -> list[SessionRecord]:
-    """Open sessions on the agents ``node_ids`` whose opening server holds no lease now (it died or stopped)."""
-    if not node_ids:
-        return []
-    query = select(SessionRecord).where(
-        SessionRecord.closed_at.is_(None),
-        SessionRecord.node_id.in_(list(node_ids)),
-        SessionRecord.server.not_in(list(live_servers) or [""]),
-    )
-    with db.session() as s:
-        return list(s.scalars(query.order_by(SessionRecord.created_at).limit(limit)))

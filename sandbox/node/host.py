@@ -72,7 +72,7 @@ class NodeHost:
         if not isinstance(env, str) or not isinstance(kwargs, dict) or not isinstance(owner, str):
             raise WireError(422, "validation_error", "'env' and 'owner' are strings, 'kwargs' an object")
         with self._lock:
-            if session_id in self._ids() or session_id in self._opening:
+            if session_id in self.agent._sessions or session_id in self._opening:
                 raise WireError(409, "conflict", f"session {session_id!r} is open here already")
             if session_id in self._closed:
                 raise WireError(410, "session_not_found", f"session {session_id!r} was closed before it was opened")

@@ -19,11 +19,10 @@ Ray is an optional dependency: it is imported only when an actor is started or l
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from typing import Any
 
-from rockroll.sandbox.node.serve import Heartbeat, NodeOptions, NodeServer
+from rockroll.sandbox.node.serve import NodeOptions, NodeServer, control_urls
 
 __all__ = [
     "RayNodeAgent",
@@ -49,11 +48,6 @@ def agent_id_for(ray_node_id: str) -> str:
 def agent_name(agent_id: str) -> str:
     """The Ray actor name of agent ``agent_id`` (in namespace :data:`NAMESPACE`)."""
     return f"rockroll-{agent_id}"
-
-
-def control_urls(control_plane: str) -> list[str]:
-    """The URLs in a comma-separated ``control_plane`` (stripped, no trailing ``/``, empties dropped)."""
-    return [u.strip().rstrip("/") for u in control_plane.split(",") if u.strip().rstrip("/")]
 
 
 def merged_control_plane(current: str, adopter: str) -> str:
@@ -93,18 +87,11 @@ class RayNodeAgent:
         sessions, sandboxes and registration id (``boot``) are kept, so no control plane takes it for a
         restarted agent. Returns the heartbeat target now in use."""
         with self._lock:
-            old = self.server.beat
             current = self.server.options.control_plane
             merged = merged_control_plane(current, control_plane)
             if self._stopped.is_set() or merged == current:
                 return current
-            options = dataclasses.replace(self.server.options, control_plane=merged)
-            beat = Heartbeat(options, self.server.host.agent, self.server.host.drop_sessions)
-            if old is not None:
-                beat.boot = old.boot
-                old.stop()
-            self.server.options, self.server.beat = options, beat
-            beat.start()
+            self.server.retarget(merged)
             return merged
 
     def stop(self) -> None:

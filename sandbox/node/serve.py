@@ -12,6 +12,7 @@ it does not answer. It prints one line
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import secrets
@@ -33,7 +34,7 @@ from rockroll.sandbox.node.host import NodeHost, admin_routes
 from rockroll.sandbox.node.tokens import SessionTokens
 from rockroll.sandbox.process import ProcessConfig
 
-__all__ = ["NodeOptions", "NodeServer", "build_node_app", "run_node", "HEARTBEAT_S"]
+__all__ = ["NodeOptions", "NodeServer", "Heartbeat", "build_node_app", "control_urls", "run_node", "HEARTBEAT_S"]
 
 log = logging.getLogger("rockroll.node")
 
@@ -66,6 +67,11 @@ class NodeOptions:
         return self.max_sandboxes * self.max_sessions_per_sandbox
 
 
+def control_urls(control_plane: str) -> list[str]:
+    """The URLs in a comma-separated ``control_plane`` (stripped, no trailing ``/``, empties dropped)."""
+    return [u.strip().rstrip("/") for u in control_plane.split(",") if u.strip().rstrip("/")]
+
+
 def build_node_app(options: NodeOptions, endpoint: str) -> tuple[Starlette, NodeHost]:
     """The agent's app (data plane and admin routes) and its host; the host's manager is started."""
     state_dir = options.state_dir or f"/tmp/rockroll-node-{os.getuid()}-{options.node_id}"
@@ -96,7 +102,7 @@ class Heartbeat:
 
     def __init__(self, options: NodeOptions, agent: NodeAgent, on_forget: Callable[[], Any] | None = None) -> None:
         self.options, self.agent, self.on_forget = options, agent, on_forget
-        self.urls = [u.strip().rstrip("/") for u in options.control_plane.split(",") if u.strip()]
+        self.urls = control_urls(options.control_plane)
         self._at = 0  # the replica that answered last: asked first
         self.boot = secrets.token_hex(8)  # this process: a restarted agent's old sessions are gone
         self._stop = threading.Event()
@@ -105,6 +111,10 @@ class Heartbeat:
 
     def start(self) -> None:
         self._thread.start()
+
+    def retarget(self, control_plane: str) -> None:
+        """Register with ``control_plane`` (URLs, comma-separated) from the next beat on, first URL first."""
+        self.urls, self._at = control_urls(control_plane), 0
 
     def beat(self) -> bool:
         info = self.agent.info()
@@ -183,6 +193,16 @@ class NodeServer:
         if not self.server.started:
             raise RuntimeError(f"node agent {self.options.node_id} did not start serving within {timeout_s} s")
         if self.beat is not None:
+            self.beat.start()
+
+    def retarget(self, control_plane: str) -> None:
+        """Heartbeat to ``control_plane`` from now on (a control plane adopted this agent); the agent's
+        registration id (its boot) is kept, so it is not taken for a restarted agent."""
+        self.options = dataclasses.replace(self.options, control_plane=control_plane)
+        if self.beat is not None:
+            self.beat.retarget(control_plane)
+        else:
+            self.beat = Heartbeat(self.options, self.host.agent, self.host.drop_sessions)
             self.beat.start()
 
     def stop(self) -> None:
