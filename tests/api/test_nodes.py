@@ -121,3 +121,32 @@ def test_an_agent_that_restarted_loses_the_sessions_of_its_old_process(client: T
     assert _put(client, "n-4", NODE | {"boot": "b"}).json()["forget_sessions"] is False  # same port, new process
     assert "restarted" in old.lost and nodes.get("n-4").admin is not old and not nodes.get("n-4").lost
     assert _put(client, "n-4", NODE | {"boot": "x" * 65}).status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        ({"env": "FrozenLake-v0", "group": "no spaces"}, {}),
+        ({"env": "FrozenLake-v0", "group": "g" * 129}, {}),
+        ({"env": "FrozenLake-v0", "avoid_nodes": ["bad id!"]}, {}),
+        ({"env": "FrozenLake-v0", "avoid_nodes": ["n"] * 65}, {}),
+        ({"env": "FrozenLake-v0"}, {"Idempotency-Key": "k" * 65}),
+        ({"env": "FrozenLake-v0"}, {"Idempotency-Key": "no spaces"}),
+    ],
+)
+def test_bad_placement_hints_are_refused_and_open_nothing(client: TestClient, body: dict, headers: dict) -> None:
+    r = client.post("/v1/sessions", json=body, headers=headers)
+    assert r.status_code == 422, r.text
+    assert "error" in r.json()
+    assert client.get("/v1/sessions").json()["sessions"] == []
+
+
+def test_an_open_resent_with_its_idempotency_key_answers_the_same_session(client: TestClient) -> None:
+    key = {"Idempotency-Key": "k-" + secrets.token_hex(8)}
+    first = client.post("/v1/sessions", json={"env": "FrozenLake-v0"}, headers=key).json()
+    again = client.post("/v1/sessions", json={"env": "FrozenLake-v0"}, headers=key).json()
+    assert again["id"] == first["id"]
+    assert [s["id"] for s in client.get("/v1/sessions").json()["sessions"]] == [first["id"]]
+    assert client.delete(f"/v1/sessions/{first['id']}").status_code == 204
+    gone = client.post("/v1/sessions", json={"env": "FrozenLake-v0"}, headers=key)
+    assert gone.status_code == 404, gone.text  # a closed session is not opened again under its key
