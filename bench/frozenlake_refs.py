@@ -30,7 +30,7 @@ COLUMNS = {
     "noslip_blind": "no-slip plan blind",
     "random": "random",
 }
-#: TRAINING-NOTES, slippery 4x4, default generator, 500 held-out maps (seeds not recorded)
+#: configs/README.md (facts section), slippery 4x4, default generator, 500 held-out maps (seeds not recorded)
 NOTES = {20: (74.2, 48.2, 58.8, 14.1, None), 30: (82.3, 47.4, 60.4, 13.2, 29.5)}
 
 
@@ -77,7 +77,7 @@ def main() -> None:
     table.add_row("all", str(len(refs["seeds"])), *(f"{100 * refs['mean'][k]:.1f}%" for k in REFERENCE_KEYS))
     if args.size == 4 and args.p == 0.8 and not args.no_slip and args.steps in NOTES:
         notes = NOTES[args.steps]
-        table.add_row("TRAINING-NOTES", "500", *("" if v is None else f"{v:.1f}%" for v in notes), style="dim")
+        table.add_row("configs/README.md", "500", *("" if v is None else f"{v:.1f}%" for v in notes), style="dim")
     console = Console()
     console.print(table)
     console.print(f"computed in {elapsed:.2f} s (exact DP; best blind is a lower bound)")

@@ -1,7 +1,7 @@
 """Single-turn "whole plan" rollout: the model answers once with every move, the env plays them.
 
 This is the cheap rollout the learning experiments use (one generation per episode instead of
-one per move, see TRAINING-NOTES). Scoring is strict: the answer must parse, hold at most
+one per move, see configs/README.md). Scoring is strict: the answer must parse, hold at most
 ``max_actions`` moves, every move must be valid *and* change the state (no bumping into walls),
 and the episode must end in success exactly on the last move. Anything else scores 0.
 

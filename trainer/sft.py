@@ -1,6 +1,6 @@
 """Supervised warm start on expert demonstrations (cross-entropy on response tokens only).
 
-From random initialisation GRPO gets no reward signal on a tiny model (TRAINING-NOTES); a short
+From random initialisation GRPO gets no reward signal on a tiny model (configs/README.md); a short
 SFT phase on solver plans gives it a starting success rate that RL then improves. Demos come from
 :meth:`rockroll.trainer.plan_rollout.PlanRollout.demo` on training seeds (held-out seeds are never used).
 """

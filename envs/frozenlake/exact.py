@@ -1,6 +1,6 @@
 """Exact success rates on FrozenLake maps, by dynamic programming over the slip distribution.
 
-References for the slippery FrozenLake runs (see TRAINING-NOTES): no sampling, every number is
+References for the slippery FrozenLake runs (configs/README.md lists them): no sampling, every number is
 the exact probability of reaching the goal within ``steps`` steps from the start, under the
 rules of :class:`~rockroll.envs.frozenlake.env.FrozenLakeEnv`:
 
