@@ -16,7 +16,9 @@ Routes (a Starlette app, served by uvicorn; the same routes in the embedded agen
   When the API token the session token was asked with is revoked (the control plane tells the agent),
   the socket is answered ``token_revoked`` and closed (4401) at once, even while it waits for a message.
 * ``POST /v1/node/step``: ``{"steps": [{"token", "op", "seq", "action", "seed"}, ...]}`` ->
-  ``{"results": [...]}``, one round trip per sandbox (:meth:`NodeAgent.batch`).
+  ``{"results": [...]}``, one round trip per sandbox (:meth:`NodeAgent.batch`). The body is read as
+  it streams and refused (413 ``too_large``) once past ``MAX_BATCH_BYTES``; one that is not JSON is
+  422 ``validation_error``.
 * ``GET /v1/node/health``: the agent's id, endpoint, capacity and session count.
 """
 
@@ -27,12 +29,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from rockroll.sandbox import errors as sb
+from rockroll.sandbox.body_limit import BodyError, read_limited
 from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.tokens import TokenExpired, TokenRejected, TokenRevoked
 from rockroll.sandbox.node.wire import WireError, dumps, error_answer, loads
@@ -166,14 +169,15 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
         await send({"type": "websocket.close", "code": 4401, "reason": e.code})
 
     async def step_batch(request: Request) -> Response:
-        body = await request.body()
         try:
             agent = agent_of(request)
-            if len(body) > MAX_BATCH_BYTES:
-                raise WireError(413, "too_large", f"a batch is limited to {MAX_BATCH_BYTES} bytes")
+            try:  # read under the limit as it streams: a body is never held whole before its size is known
+                body = await read_limited(request, MAX_BATCH_BYTES)
+            except BodyError as e:
+                raise WireError(e.status, e.code, str(e)) from e
             try:
                 payload = loads(body)
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:
                 raise WireError(422, "validation_error", f"not JSON: {e}") from e
             steps = payload.get("steps") if isinstance(payload, dict) else None
             if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_BATCH:
@@ -181,6 +185,8 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
         except WireError as e:
             answer = error_answer(e)
             return json_response({"error": answer["error"]}, answer["status"])
+        except ClientDisconnect:  # the client went away mid-body: nobody to answer
+            return Response(status_code=400)
         return json_response({"results": await agent.abatch(steps)})
 
     async def health(request: Request) -> Response:

@@ -7,20 +7,25 @@ it not run, the step runs now). So a step is never applied twice. A number furth
 recorded window, or one that skips ahead, is :class:`SequenceError` (409, naming the expected
 number). A call without a number (the control plane's proxied routes, a reset) takes the next one.
 
-The record is per session and in memory (the session's env state is too). A reset starts no new
-numbering: numbers count every step of the session's life.
+The record is per session and in memory (the session's env state is too), bounded in count
+(:data:`REPLAY_WINDOW`) and in bytes, per session and per process (:mod:`rockroll.sandbox.node.replay`).
+An answer past those bounds is delivered but not kept: a replay of its number is
+:class:`ReplayNotKept` (409 ``replay_not_kept``; the step was applied, it is not run again). A
+reset starts no new numbering: numbers count every step of the session's life.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from rockroll.sandbox.errors import SandboxError
+from rockroll.sandbox.node.replay import FLOOR_BYTES, ReplayBudget, answer_bytes, replay_budget
 
-__all__ = ["SequenceError", "StepLog", "REPLAY_WINDOW"]
+__all__ = ["SequenceError", "ReplayNotKept", "StepLog", "REPLAY_WINDOW"]
 
 REPLAY_WINDOW = 8
 """How many latest answers a session keeps for replays (a client retries its last step only)."""
@@ -42,17 +47,57 @@ class SequenceError(SandboxError, ValueError):
         self.expected = expected
 
 
+class ReplayNotKept(SequenceError):
+    """A replay of a step that was applied but whose answer was not kept (too large for the replay bounds)."""
+
+    code = "replay_not_kept"
+
+    def __init__(self, session_id: str, got: int, expected: int, size: int) -> None:
+        SandboxError.__init__(
+            self,
+            f"step number {got} of session {session_id!r} was applied, but its answer ({size} bytes) was not kept "
+            f"for replay (over the replay byte bounds); it is not run again; the next step is number {expected}",
+        )
+        self.session_id = session_id
+        self.got = got
+        self.expected = expected
+        self.size = size
+
+
+class _NotKept:
+    """The place of an answer that was not kept (or dropped for room) in a session's record."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _give_back(budget: ReplayBudget, held: list[int]) -> None:
+    budget.give(held[0])
+    held[0] = 0
+
+
 class StepLog:
     """The numbering and the recent answers of one session (thread-safe; one step at a time)."""
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, budget: ReplayBudget | None = None) -> None:
         self.session_id = session_id
         self.last = 0
+        self.budget = budget if budget is not None else replay_budget()
         self._answers: OrderedDict[int, Any] = OrderedDict()
+        self._sizes: dict[int, int] = {}  # bytes of each kept answer
+        self._held = [0]  # bytes this log holds, given back to the budget when the log goes
+        weakref.finalize(self, _give_back, self.budget, self._held)
         self.lock = threading.Lock()  # held while a step runs: a replay waits for the answer it replays
 
+    @property
+    def held_bytes(self) -> int:
+        return self._held[0]
+
     def check(self, seq: int | None) -> tuple[int, Any]:
-        """Call under :attr:`lock`: ``(seq, recorded answer or None)``; raise :class:`SequenceError`."""
+        """Call under :attr:`lock`: ``(seq, recorded answer or None)``; raise :class:`SequenceError`
+        (:class:`ReplayNotKept` for a recorded number whose answer was not kept)."""
         if seq is None:
             return self.last + 1, None
         if isinstance(seq, bool) or not isinstance(seq, int):
@@ -60,15 +105,53 @@ class StepLog:
         if seq == self.last + 1:
             return seq, None
         if seq in self._answers:
-            return seq, self._answers[seq]
+            recorded = self._answers[seq]
+            if isinstance(recorded, _NotKept):
+                raise ReplayNotKept(self.session_id, seq, self.last + 1, recorded.size)
+            return seq, recorded
         raise SequenceError(self.session_id, seq, self.last + 1)
 
     def record(self, seq: int, answer: Any) -> None:
-        """Call under :attr:`lock`: step ``seq`` was applied with ``answer`` (errors are answers too)."""
+        """Call under :attr:`lock`: step ``seq`` was applied with ``answer`` (errors are answers too).
+
+        The answer is kept for replays within the byte bounds (older answers of the session make
+        room for it); past them only its place is kept, so a replay says it was not kept.
+        """
         self.last = seq
-        self._answers[seq] = answer
+        self._release(seq)  # a number recorded again (never twice in practice) holds its bytes once
+        budget = self.budget
+        size = answer_bytes(answer, budget.session_bytes)
+        kept = size <= budget.session_bytes
+        if kept:
+            while self._held[0] + size > budget.session_bytes:
+                self._drop_oldest()
+            if not budget.take(size):
+                self._drop_oldest(everything=True)  # the process's bytes are spent: keep at most this one
+                kept = budget.take(size, force=size <= FLOOR_BYTES)
+        if kept:
+            self._answers[seq] = answer
+            self._sizes[seq] = size
+            self._held[0] += size
+        else:
+            self._answers[seq] = _NotKept(size)
         while len(self._answers) > REPLAY_WINDOW:
-            self._answers.popitem(last=False)
+            old, _ = self._answers.popitem(last=False)
+            self._release(old)
+
+    def _drop_oldest(self, everything: bool = False) -> None:
+        """Drop the oldest kept answer (every kept one with ``everything``), keeping its place as not kept."""
+        for seq in list(self._sizes):
+            size = self._release(seq)
+            self._answers[seq] = _NotKept(size)
+            if not everything:
+                return
+
+    def _release(self, seq: int) -> int:
+        size = self._sizes.pop(seq, 0)
+        if size:
+            self._held[0] -= size
+            self.budget.give(size)
+        return size
 
     def run(self, seq: int | None, step: Callable[[], Any]) -> tuple[Any, bool]:
         """Apply ``step`` as number ``seq`` (or replay it): ``(answer, replayed)``.

@@ -7,6 +7,11 @@ every :data:`HEARTBEAT_S` seconds with the cluster secret. Several control-plane
 named (comma-separated URLs): each beat goes to the one that answered last, and on to the next when
 it does not answer. It prints one line
 ``rockroll node <id> serving <endpoint>`` once it listens.
+
+Request bodies are read under ``NodeOptions.max_body_bytes`` (``$ROCKROLL_NODE_MAX_BODY_BYTES``,
+32 MiB by default, 64 KiB..256 MiB): a longer one is refused with 413 while it streams
+(:mod:`rockroll.sandbox.body_limit`). Replay records are bounded by ``$ROCKROLL_REPLAY_SESSION_BYTES``
+and ``$ROCKROLL_REPLAY_TOTAL_BYTES`` (:mod:`rockroll.sandbox.node.replay`).
 """
 
 from __future__ import annotations
@@ -20,17 +25,20 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.body_limit import BodyLimit
 from rockroll.sandbox.manager import ManagerConfig, SandboxManager
 from rockroll.sandbox.node.agent import NodeAgent
-from rockroll.sandbox.node.dataplane import dataplane_routes
+from rockroll.sandbox.node.dataplane import MAX_BATCH_BYTES, dataplane_routes
 from rockroll.sandbox.node.host import NodeHost, admin_routes
+from rockroll.sandbox.node.replay import replay_budget
 from rockroll.sandbox.node.tokens import SessionTokens
 from rockroll.sandbox.process import ProcessConfig
 
@@ -39,6 +47,18 @@ __all__ = ["NodeOptions", "NodeServer", "Heartbeat", "build_node_app", "control_
 log = logging.getLogger("rockroll.node")
 
 HEARTBEAT_S = 1.0
+MAX_BODY_ENV = "ROCKROLL_NODE_MAX_BODY_BYTES"
+MAX_BODY_BYTES = 256 * 1024 * 1024
+"""The server-side cap of the agent's request body limit."""
+MIN_BODY_BYTES = 64 * 1024
+
+
+def _max_body_default() -> int:
+    raw = os.environ.get(MAX_BODY_ENV, "").strip()
+    try:
+        return int(raw) if raw else MAX_BATCH_BYTES
+    except ValueError:
+        raise ValueError(f"{MAX_BODY_ENV} must be a number of bytes, got {raw!r}") from None
 
 
 @dataclass(frozen=True)
@@ -55,8 +75,13 @@ class NodeOptions:
     max_sandboxes: int = 8
     max_sessions_per_sandbox: int = 64
     log_level: str = "warning"
+    max_body_bytes: int = field(default_factory=_max_body_default)
+    """The largest request body the agent reads (default ``$ROCKROLL_NODE_MAX_BODY_BYTES`` or 32 MiB):
+    a longer one is refused (413) as it streams, never read whole."""
 
     def __post_init__(self) -> None:
+        if not MIN_BODY_BYTES <= self.max_body_bytes <= MAX_BODY_BYTES:
+            raise ValueError(f"max_body_bytes must be {MIN_BODY_BYTES}..{MAX_BODY_BYTES}, got {self.max_body_bytes}")
         if not self.node_id or len(self.node_id) > 64 or not self.node_id.replace("-", "").replace("_", "").isalnum():
             raise ValueError(f"node id must be 1-64 letters, digits, '-' or '_', got {self.node_id!r}")
         if self.backend not in ("process", "docker"):
@@ -74,6 +99,7 @@ def control_urls(control_plane: str) -> list[str]:
 
 def build_node_app(options: NodeOptions, endpoint: str) -> tuple[Starlette, NodeHost]:
     """The agent's app (data plane and admin routes) and its host; the host's manager is started."""
+    replay_budget()  # read (and check) the replay bounds of the environment now, not at the first step
     state_dir = options.state_dir or f"/tmp/rockroll-node-{os.getuid()}-{options.node_id}"
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     backend = ProcessConfig(state_dir=state_dir, tie_to_parent=True) if options.backend == "process" else "docker"
@@ -88,7 +114,10 @@ def build_node_app(options: NodeOptions, endpoint: str) -> tuple[Starlette, Node
     )
     agent = NodeAgent(options.node_id, SessionTokens(options.secret), capacity=options.capacity, endpoint=endpoint)
     host = NodeHost(agent, SandboxManager(config), max_sessions_per_sandbox=options.max_sessions_per_sandbox)
-    app = Starlette(routes=dataplane_routes(lambda _app: agent) + admin_routes(host, options.secret))
+    app = Starlette(
+        routes=dataplane_routes(lambda _app: agent) + admin_routes(host, options.secret),
+        middleware=[Middleware(BodyLimit, limit=options.max_body_bytes)],
+    )
     return app, host
 
 

@@ -14,7 +14,8 @@ Threat model: the socket is reachable only by whoever can reach the socket file:
 manager. With agent uids the socket is 0600, owned by the server (or by the uid the backend names in
 ``ROCKROLL_SOCKET_UID``), so no agent command can connect to it or replace it; without them it is
 0666 inside a directory private to the manager on the host side, and agent commands run as the
-server. Inputs are JSON capped at ``MAX_REQUEST_BYTES``; errors are answered as typed JSON, never
+server. Inputs are JSON capped at ``MAX_REQUEST_BYTES`` while they are read (``Content-Length``
+checked up front, a chunked body cut at the limit: :func:`rockroll.sandbox.body_limit.read_body`); errors are answered as typed JSON, never
 as tracebacks that could crash the server.
 """
 
@@ -31,6 +32,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from rockroll.sandbox.body_limit import BodyError, read_body
 from rockroll.sandbox.server.agents import Agents
 from rockroll.sandbox.server.channel import serve_channel
 from rockroll.sandbox.server.execs import run_command
@@ -182,17 +184,18 @@ def _make_handler(server: SandboxServer) -> type[BaseHTTPRequestHandler]:
             return
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_REQUEST_BYTES:
-                self._send(413, {"error": {"type": "BadRequest", "message": "request too large", "attrs": {}}})
+            try:
+                raw = read_body(self.rfile, self.headers, MAX_REQUEST_BYTES)
+            except BodyError as e:  # the rest of the body stays unread: this connection carries no other request
                 self.close_connection = True
+                self._send(e.status, {"error": {"type": "BadRequest", "message": str(e), "attrs": {}}})
                 return
             try:
-                args = json.loads(self.rfile.read(length) or b"{}")
+                args = json.loads(raw or b"{}")
                 if not isinstance(args, dict):
                     raise ValueError("arguments must be a JSON object")
-            except ValueError as e:
-                self._send(400, {"error": {"type": "BadRequest", "message": str(e), "attrs": {}}})
+            except (ValueError, RecursionError) as e:
+                self._send(400, {"error": {"type": "BadRequest", "message": f"not a JSON object: {e}", "attrs": {}}})
                 return
             status, payload = server.dispatch(self.path.lstrip("/"), args)
             self._send(status, payload)
