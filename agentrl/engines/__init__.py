@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.base import (
+    EngineDeadError,
+    EngineError,
+    GenerationRequest,
+    GenerationResult,
+    LLMEngine,
+    SamplingParams,
+)
 from rockroll.envs.registries import Registry
 
 __all__ = [
     "ENGINE_KINDS",
+    "EngineDeadError",
     "EngineError",
     "GenerationRequest",
     "GenerationResult",

@@ -1,9 +1,10 @@
 """The LLM engine interface: batched, async, token-in/token-out, with logprobs.
 
 Engines: ``hf`` (transformers, CPU/CUDA), ``openai`` (any OpenAI-compatible server), ``vllm``
-and ``sglang`` (optional in-process), ``random`` (for env testing). Env managers call
-:meth:`LLMEngine.generate` concurrently, one request per waiting episode; an engine batches
-waiting requests itself, so 64 waiting env managers do not mean 64 separate forward passes.
+(a host process in vLLM's own venv), ``sglang`` (an SGLang server over HTTP), ``random`` (for env
+testing). Env managers call :meth:`LLMEngine.generate` concurrently, one request per waiting
+episode; an engine batches waiting requests itself, so 64 waiting env managers do not mean 64
+separate forward passes.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ from typing import Any, Literal
 
 from rockroll.envs.errors import RockrollError
 
-__all__ = ["SamplingParams", "GenerationRequest", "GenerationResult", "LLMEngine", "EngineError"]
+__all__ = ["SamplingParams", "GenerationRequest", "GenerationResult", "LLMEngine", "EngineError", "EngineDeadError"]
 
 
 class EngineError(RockrollError, RuntimeError):
     """Generation failed for a reason outside the request (server down, OOM, ...)."""
+
+
+class EngineDeadError(EngineError):
+    """The engine's process or server died (an infra failure); ``restart()`` brings it back."""
 
 
 @dataclass

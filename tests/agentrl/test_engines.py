@@ -344,6 +344,8 @@ def test_optional_engines_say_what_is_missing(kind: str, package: str) -> None:
     try:
         __import__(package)
     except ImportError:
+        if kind == "vllm" and (Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python").is_file():
+            pytest.skip("the vLLM venv is built: tests/agentrl/test_vllm_weight_sync.py checks the message without it")
         with pytest.raises(EngineError, match=f"pip install {package}"):
             make_engine(kind, model_path="some/model")
     else:  # pragma: no cover - only where the package is installed
