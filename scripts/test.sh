@@ -9,6 +9,11 @@ EXTRAS="${EXTRAS:-dev,train}" bash scripts/setup.sh
 if ! .venv/bin/python -c "import deepspeed" >/dev/null 2>&1; then
   DS_BUILD_OPS=0 .venv/bin/pip install -q --no-build-isolation "deepspeed==0.19.8"
 fi
+# vLLM in a venv of its own (.venv-vllm; it pins other versions of transformers/fastapi/numpy): the vLLM
+# engine's tests run through it, and skip with the reason it prints where it could not be built
+if [ "${ROCKROLL_SKIP_VLLM:-0}" != "1" ]; then
+  bash scripts/setup-vllm.sh
+fi
 if [ -f scripts/setup-docker.sh ] && [ "${ROCKROLL_SKIP_DOCKER:-0}" != "1" ]; then
   bash scripts/setup-docker.sh
   export ROCKROLL_REQUIRE_DOCKER=1  # the daemon is up: Docker tests must run, not skip
