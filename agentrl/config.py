@@ -1,9 +1,11 @@
 """Typed configuration of env managers and the rollout scheduler (YAML maps 1:1 onto these).
 
-Both are :class:`~rockroll.agentrl.config_loader.ConfigModel`\\ s (the one config dialect). The
-trainer's ``rollout:`` section (:class:`rockroll.trainer.config.RolloutConfig`) is a different
-thing: what a training run plays; in multiturn mode the trainer builds a :class:`SchedulerConfig`
-from it.
+All are :class:`~rockroll.envs.config.ConfigModel`\\ s (the one config dialect), and each setting
+is declared here once: :class:`EpisodeConfig` (how one episode is played), :class:`BatchConfig`
+(the shape and pacing of one batch) and :class:`SchedulerConfig` (a batch plus the envs it draws
+from, the seeds and the episode settings). The trainer's ``rollout:`` section nests the first two
+as ``rollout.episode`` and ``rollout.scheduler`` and adds only what a training run owns (the env
+mix, evaluation seeds, the plan mode).
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from rockroll.agentrl.chat import HistoryMode, ObservationFormat
-from rockroll.agentrl.config_loader import ConfigModel
+from rockroll.envs.config import ConfigModel
 
-__all__ = ["AdaptiveTimeoutConfig", "EpisodeConfig", "SchedulerConfig"]
+__all__ = ["AdaptiveTimeoutConfig", "BatchConfig", "EpisodeConfig", "SchedulerConfig", "check_hedging"]
 
 
 class AdaptiveTimeoutConfig(ConfigModel):
@@ -51,7 +53,9 @@ class EpisodeConfig(ConfigModel):
     """How one env manager plays one episode."""
 
     max_turns: int = Field(10, ge=1, description="model turns per episode; the episode is truncated after that many")
-    max_tokens_per_turn: int = Field(64, ge=1, description="response budget of one turn (max_new_tokens)")
+    max_tokens_per_turn: int = Field(
+        64, ge=1, description="response budget of one turn in tokens (max_new_tokens; a plan rollout: of its response)"
+    )
     temperature: float = Field(1.0, ge=0, description="sampling temperature (0: greedy)")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass")
     history: HistoryMode = Field(
@@ -79,10 +83,11 @@ class EpisodeConfig(ConfigModel):
     step_timeout_s: float = Field(60.0, gt=0, description="most seconds for one reset or step")
     generation_timeout_s: float = Field(300.0, gt=0, description="most seconds for one response")
     max_retries: int = Field(2, ge=0, description="fresh starts after an infra failure before the episode is masked")
-    lockstep: bool = Field(
+    lockstep: bool | Literal["auto"] = Field(
         False,
         description="play the turns of all live episodes in rounds: one batched generation and one batch of env "
-        "steps per round (fast for short prompts such as history_k 0; a round waits for its slowest step)",
+        "steps per round (fast for short prompts such as history_k 0; a round waits for its slowest step); "
+        "false: each episode at its own pace; auto: lockstep when history is last_k with history_k 0",
     )
     max_invalid_actions: int | None = Field(
         None,
@@ -110,6 +115,8 @@ class EpisodeConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _check(self) -> EpisodeConfig:
+        if self.lockstep == "auto":  # resolved once: code reads a bool
+            self.lockstep = self.history == "last_k" and self.history_k == 0
         if self.max_context_tokens is not None and self.max_context_tokens <= self.max_tokens_per_turn:
             raise ValueError(
                 f"max_context_tokens ({self.max_context_tokens}) must exceed max_tokens_per_turn "
@@ -118,28 +125,9 @@ class EpisodeConfig(ConfigModel):
         return self
 
 
-class SchedulerConfig(ConfigModel):
-    """One rollout batch of the scheduler: ``num_env_groups`` groups of ``group_size`` episodes, one seed per group."""
+class BatchConfig(ConfigModel):
+    """The shape and pacing of one rollout batch: ``num_env_groups`` groups of ``group_size`` episodes."""
 
-    env_ids: list[str] = Field(
-        default_factory=lambda: ["FrozenLake-v0"],
-        description="envs the groups are drawn from: cycled group by group, or mixed by env_ratios",
-    )
-    env_kwargs: dict[str, dict[str, Any]] = Field(
-        default_factory=dict,
-        description="constructor kwargs per env id, e.g. {FrozenLake-v0: {size: 4}}, or per tag (an entry keyed "
-        "by an env's tag wins: one env id twice with different kwargs)",
-    )
-    env_tags: list[str] = Field(
-        default_factory=list,
-        description="metric tag of each env_ids entry (env/<tag>/...), distinct (empty: the env id)",
-    )
-    env_ratios: list[float] = Field(
-        default_factory=list,
-        description="sampling ratio of each env_ids entry, e.g. [2, 1]: every batch's groups follow the ratio "
-        "(deterministic: a stream of group slots that keeps every env within one group of its share over the run; "
-        "a failed group is replaced by one of the same env) (empty: cycle group by group)",
-    )
     num_env_groups: int = Field(8, ge=1, description="groups delivered per batch")
     group_size: int = Field(8, ge=1, description="episodes delivered per group (all on the group's seed)")
     group_size_redundancy: int = Field(
@@ -157,7 +145,7 @@ class SchedulerConfig(ConfigModel):
         None, description="most groups one batch may start, a stop against endless failures (null: 4x the groups)"
     )
     max_concurrent_episodes: int | None = Field(
-        None, ge=1, description="episodes running at once (null: all of a batch)"
+        None, ge=1, description="episodes running at once (null: all of a batch; a plan rollout: 8 env threads)"
     )
     tail: Literal["cancel", "carry"] = Field(
         "cancel",
@@ -184,6 +172,52 @@ class SchedulerConfig(ConfigModel):
         description="rollout may run ahead of training by at most this many weight versions; "
         "older samples are dropped (0: on-policy)",
     )
+
+    @model_validator(mode="after")
+    def _check_batch(self) -> BatchConfig:
+        if self.tail == "carry" and self.async_generation_ratio < 1:
+            raise ValueError(
+                "tail: carry needs async_generation_ratio >= 1 (a carried group has turns from older weights, "
+                "which an on-policy run drops as stale)"
+            )
+        if self.max_group_launches is not None and self.max_group_launches < self.num_env_groups:
+            raise ValueError("max_group_launches must be >= num_env_groups or null (4x the groups)")
+        return self
+
+    @property
+    def group_launch_limit(self) -> int:
+        return self.max_group_launches or 4 * (self.num_env_groups + self.extra_groups)
+
+
+def check_hedging(batch: BatchConfig, episode: EpisodeConfig) -> None:
+    """Hedging needs episode mode (a lockstep round cannot hand one episode's call to another sandbox)."""
+    if batch.hedge_quantile is not None and episode.lockstep:
+        raise ValueError("hedging (hedge_quantile) needs episode mode: set episode.lockstep false or hedge null")
+
+
+class SchedulerConfig(BatchConfig):
+    """One rollout batch of the scheduler (its :class:`BatchConfig` fields), the envs its groups are drawn from,
+    one seed per group, and how each episode is played."""
+
+    env_ids: list[str] = Field(
+        default_factory=lambda: ["FrozenLake-v0"],
+        description="envs the groups are drawn from: cycled group by group, or mixed by env_ratios",
+    )
+    env_kwargs: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="constructor kwargs per env id, e.g. {FrozenLake-v0: {size: 4}}, or per tag (an entry keyed "
+        "by an env's tag wins: one env id twice with different kwargs)",
+    )
+    env_tags: list[str] = Field(
+        default_factory=list,
+        description="metric tag of each env_ids entry (env/<tag>/...), distinct (empty: the env id)",
+    )
+    env_ratios: list[float] = Field(
+        default_factory=list,
+        description="sampling ratio of each env_ids entry, e.g. [2, 1]: every batch's groups follow the ratio "
+        "(deterministic: a stream of group slots that keeps every env within one group of its share over the run; "
+        "a failed group is replaced by one of the same env) (empty: cycle group by group)",
+    )
     seed: int = Field(0, description="seeds the groups' env seeds and every turn's sampling")
     first_batch: int = Field(
         0, ge=0, description="index of the first batch (a resumed run continues the seed stream where it stopped)"
@@ -209,20 +243,8 @@ class SchedulerConfig(ConfigModel):
                 raise ValueError(f"env_ratios needs one ratio per env_ids entry ({n}), got {len(self.env_ratios)}")
             if any(not r > 0 for r in self.env_ratios):
                 raise ValueError(f"env_ratios must all be > 0 (leave an env out instead), got {self.env_ratios}")
-        if self.hedge_quantile is not None and self.episode.lockstep:
-            raise ValueError("hedging (hedge_quantile) needs episode mode: set episode.lockstep false or hedge null")
-        if self.tail == "carry" and self.async_generation_ratio < 1:
-            raise ValueError(
-                "tail: carry needs async_generation_ratio >= 1 (a carried group has turns from older weights, "
-                "which an on-policy run drops as stale)"
-            )
-        if self.max_group_launches is not None and self.max_group_launches < self.num_env_groups:
-            raise ValueError("max_group_launches must be >= num_env_groups or null (4x the groups)")
+        check_hedging(self, self.episode)
         return self
-
-    @property
-    def group_launch_limit(self) -> int:
-        return self.max_group_launches or 4 * (self.num_env_groups + self.extra_groups)
 
     def tag(self, i: int) -> str:
         """The metric tag of env entry ``i`` (its env id when no tags are set)."""

@@ -8,7 +8,7 @@ sources hand out objects with the text-env contract (``reset``, ``step``, ``clos
 * :class:`SandboxSource`: ``SandboxManager.open_session`` (warm sandboxes are reused: the manager
   places each session on the least-loaded ready sandbox).
 * :class:`CallableSource`: any ``open(env_id, kwargs)`` function (e.g. a job context's placement).
-* ``RemoteSource`` (:mod:`rockroll.api.remote_source`, beside ``RemoteEnv``): sessions of the
+* ``RemoteSource`` (:mod:`rockroll.agentrl.remote_source`, beside ``RemoteEnv``): sessions of the
   control plane over its HTTP API. It lives in the API layer, above this one.
 
 ``open``/``close`` block; env managers call them in a thread pool. ``close`` never raises, and
@@ -25,9 +25,9 @@ as before. Each call's answer or exception comes back on its own.
 Source kinds (what ``source.kind`` of an eval config names) are a registry, like the engines:
 :data:`SOURCE_KINDS` maps a kind to an opener, ``opener(config)`` a context manager yielding a
 source and closing whatever it started; :func:`open_source` picks one. ``local`` and ``sandbox``
-are registered here; ``remote`` by :mod:`rockroll.api.remote_source`, found through the
-``rockroll.env_sources`` entry point the first time it is asked for. Adding a kind is one opener
-plus :func:`register_source_kind` (and an entry point when it lives above this layer).
+are registered here, ``remote`` as a lazy entry of :mod:`rockroll.agentrl.remote_source` (imported the
+first time it is asked for, so httpx loads only then). Adding a kind is one opener plus
+:func:`register_source_kind`.
 """
 
 from __future__ import annotations
@@ -341,9 +341,8 @@ class CallableSource(EnvSource):
 # ------------------------------------------------------------------ source kinds
 #: ``opener(config)``: a context manager yielding the source ``config`` (an eval ``SourceConfig``) describes
 SourceOpener = Callable[[Any], AbstractContextManager[EnvSource]]
-ENTRY_POINT_GROUP = "rockroll.env_sources"
-#: source kind -> opener (``remote`` comes from :mod:`rockroll.api.remote_source`, through the entry point)
-SOURCE_KINDS: Registry[SourceOpener] = Registry("env source kind", "source.kind", plugins=ENTRY_POINT_GROUP)
+#: source kind -> opener (``remote`` is the lazy entry of :mod:`rockroll.agentrl.remote_source`)
+SOURCE_KINDS: Registry[SourceOpener] = Registry("env source kind", "source.kind")
 
 
 def register_source_kind(kind: str, opener: SourceOpener) -> None:
@@ -382,3 +381,4 @@ def _open_sandbox(config: Any) -> Iterator[EnvSource]:
 
 register_source_kind("local", _open_local)
 register_source_kind("sandbox", _open_sandbox)
+SOURCE_KINDS.add("remote", "rockroll.agentrl.remote_source:open_remote_source")

@@ -6,7 +6,7 @@ training rollout, so infra failures are retried or masked the same way: masked e
 in the report and never scored. With ``source.kind: sandbox`` a local SandboxManager with a warm
 pool hosts the sessions; sandboxes are reused across episodes (several sessions per sandbox). Source
 kinds are a registry (:func:`rockroll.agentrl.env_source.open_source`, re-exported here); ``remote``
-comes from :mod:`rockroll.api.remote_source`.
+comes from :mod:`rockroll.agentrl.remote_source`.
 
 Report per env id and per registry tag: episodes, masked, success rate, valid-action rate (valid
 actions / actions), mean turns, mean final reward, agent failures (context exhausted). The JSON also

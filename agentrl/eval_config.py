@@ -18,8 +18,8 @@ episode per seed, exactly those. ``rockroll eval --model DIR --env ID --seeds A:
 builds such a config with :func:`model_eval_config`; :func:`parse_seeds` and :func:`parse_env_kwargs`
 read its command-line values.
 
-Loaded by the one config loader (:mod:`rockroll.agentrl.config_loader`): unknown keys, wrong types
-and bad choices raise :class:`~rockroll.agentrl.config_loader.ConfigError` naming the dotted key
+Loaded by the one config loader (:mod:`rockroll.envs.config_loader`): unknown keys, wrong types
+and bad choices raise :class:`~rockroll.envs.config.ConfigError` naming the dotted key
 (``envs.0.episodes``) and what it accepts; ``key=value`` overrides work as for ``rockroll train``.
 The choices of ``engine.kind``, ``source.kind`` and ``source.backend`` are their registries' names.
 """
@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,9 +37,10 @@ from pydantic import Field, model_validator
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.config import EpisodeConfig
-from rockroll.agentrl.config_loader import ConfigModel, OneOf, apply_overrides, load_config, parse_config
 from rockroll.agentrl.engines import ENGINE_KINDS
-from rockroll.agentrl.env_source import ENTRY_POINT_GROUP, SOURCE_KINDS
+from rockroll.agentrl.env_source import SOURCE_KINDS
+from rockroll.envs.config import ConfigModel, OneOf, parse_config
+from rockroll.envs.config_loader import apply_overrides, load_config
 from rockroll.sandbox.backends import backend_names
 
 __all__ = [
@@ -60,8 +60,8 @@ MAX_SEEDS = 1_000_000
 
 
 def source_kinds() -> tuple[str, ...]:
-    """Registered env-source kinds, plus those an entry point will register when first asked for."""
-    return tuple(dict.fromkeys([*SOURCE_KINDS, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))]))
+    """Registered env-source kinds (``remote`` included: a lazy entry, imported when first asked for)."""
+    return tuple(SOURCE_KINDS)
 
 
 class EngineConfig(ConfigModel):
@@ -141,7 +141,7 @@ class EvalConfig(ConfigModel):
 
 
 def from_dict(cls: type[Any], data: Any) -> Any:
-    """Validate ``data`` into ``cls`` (:func:`~rockroll.agentrl.config_loader.parse_config`)."""
+    """Validate ``data`` into ``cls`` (:func:`~rockroll.envs.config.parse_config`)."""
     return parse_config(cls, data)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.latency import Latency
+from rockroll.envhub.errors import UnknownEnvError
 
 __all__ = ["FaultyEnv", "register_fault_env", "register_from_environ", "FAULT_MODES", "FAULT_ENVS_VAR"]
 
@@ -145,7 +146,7 @@ def register_fault_env(env_id: str, **kwargs: Any) -> Any:
     inner = kwargs.get("inner", "FrozenLake-v0")
     try:
         expert = envhub.spec(inner).expert
-    except Exception:  # noqa: BLE001 - an inner id unknown here (registered in a sandbox only): no expert
+    except UnknownEnvError:  # an inner id unknown here (registered in a sandbox only): no expert
         expert = None
     return envhub.register(
         env_id,

@@ -1,11 +1,13 @@
 """``RemoteSource``: env sources over the control plane's HTTP API, and the ``remote`` source kind.
 
 :class:`RemoteSource` is the rollout layer's :class:`~rockroll.agentrl.env_source.EnvSource` whose
-envs are :class:`~rockroll.api.remote_env.RemoteEnv` sessions placed by a ``rockroll serve``
+envs are :class:`~rockroll.client.remote_env.RemoteEnv` sessions placed by a ``rockroll serve-api``
 control plane: a rollout group's sessions are spread over node agents, and a hedged copy of an
-episode is opened off the stalled one's agent (:meth:`RemoteSource.location`). Importing this module registers the source kind ``remote`` (an eval config's
-``source: {kind: remote, url: ..., token_env: ...}``); the ``rockroll.env_sources`` entry point
-imports it when an eval asks for that kind, so the rollout layer never imports the API.
+episode is opened off the stalled one's agent (:meth:`RemoteSource.location`).
+:func:`open_remote_source` is the source kind ``remote`` (an eval config's
+``source: {kind: remote, url: ..., token_env: ...}``), registered in :mod:`rockroll.agentrl.env_source`
+as a lazy entry, so httpx loads only when an eval asks for that kind. The client SDK it uses,
+:mod:`rockroll.client`, is the layer below; it never imports the server (:mod:`rockroll.api`).
 """
 
 from __future__ import annotations
@@ -16,18 +18,18 @@ import secrets
 from collections.abc import Collection, Iterator
 from typing import Any
 
-from rockroll.agentrl.env_source import EnvSource, register_source_kind
-from rockroll.api.client import Client
-from rockroll.api.remote_env import RemoteEnv
+from rockroll.agentrl.env_source import EnvSource
+from rockroll.client.remote_env import RemoteEnv
+from rockroll.client.sdk import Client
 
 __all__ = ["RemoteSource", "open_remote_source"]
 
 
 class RemoteSource(EnvSource):
-    """Sessions of the control plane through :class:`~rockroll.api.remote_env.RemoteEnv`.
+    """Sessions of the control plane through :class:`~rockroll.client.remote_env.RemoteEnv`.
 
     Args:
-        client: a :class:`~rockroll.api.client.Client` (owned by the caller).
+        client: a :class:`~rockroll.client.sdk.Client` (owned by the caller).
     """
 
     name = "remote"
@@ -58,6 +60,3 @@ def open_remote_source(config: Any) -> Iterator[EnvSource]:
     """A client of ``config.url`` (token from ``$config.token_env``), closed on exit."""
     with Client(config.url, os.environ.get(config.token_env) or None) as client:
         yield RemoteSource(client)
-
-
-register_source_kind("remote", open_remote_source)

@@ -1,4 +1,10 @@
-"""The control plane: HTTP env API, client SDK and the ``rockroll`` command line.
+"""The control plane: the HTTP env API (server, sessions, sandboxes, nodes, jobs, /ui).
+
+Subpackages by resource: :mod:`~rockroll.api.server` (app factory, settings, auth, errors, shared
+state), :mod:`~rockroll.api.envs`, :mod:`~rockroll.api.sessions`, :mod:`~rockroll.api.sandboxes`,
+:mod:`~rockroll.api.nodes`, :mod:`~rockroll.api.jobs`, :mod:`~rockroll.api.ui`; the routers are in
+:mod:`~rockroll.api.routes` and the tables in :mod:`~rockroll.api.db`. The client SDK is
+:mod:`rockroll.client` (its names are re-exported here) and the command line :mod:`rockroll.cli`.
 
 ``import rockroll.api`` stays light (no FastAPI, SQLAlchemy or httpx until asked for); the names below
 load on first use.
@@ -15,13 +21,13 @@ from typing import Any
 __all__ = ["create_app", "Settings", "Client", "AsyncClient", "ApiClientError", "SandboxLostError", "RemoteEnv"]
 
 _LAZY = {
-    "create_app": "rockroll.api.app",
-    "Settings": "rockroll.api.settings",
-    "Client": "rockroll.api.client",
-    "AsyncClient": "rockroll.api.client",
-    "ApiClientError": "rockroll.api.client",
-    "SandboxLostError": "rockroll.api.client",
-    "RemoteEnv": "rockroll.api.remote_env",
+    "create_app": "rockroll.api.server.app",
+    "Settings": "rockroll.api.server.settings",
+    "Client": "rockroll.client.sdk",
+    "AsyncClient": "rockroll.client.sdk",
+    "ApiClientError": "rockroll.client.sdk",
+    "SandboxLostError": "rockroll.client.sdk",
+    "RemoteEnv": "rockroll.client.remote_env",
 }
 
 

@@ -88,7 +88,7 @@ def run_local(make: Callable[[], object], n: int, seconds: float) -> tuple[list[
 
 
 async def run_api_steps(url: str, token: str, n: int, seconds: float) -> tuple[list[float], int, float]:
-    from rockroll.api.client import AsyncClient
+    from rockroll.client.sdk import AsyncClient
 
     async with AsyncClient(url, token, max_connections=n + 4) as c:
         infos = [await c.create_session(ENV) for _ in range(n)]
@@ -120,7 +120,7 @@ async def run_api_ws(url: str, token: str, n: int, seconds: float) -> tuple[list
 
     from websockets.asyncio.client import connect
 
-    from rockroll.api.client import AsyncClient
+    from rockroll.client.sdk import AsyncClient
 
     async with AsyncClient(url, token) as c:
         infos = [await c.create_session(ENV) for _ in range(n)]
@@ -154,7 +154,7 @@ async def run_api_ws(url: str, token: str, n: int, seconds: float) -> tuple[list
 
 
 def run_api_batch(url: str, token: str, n: int, seconds: float) -> tuple[list[float], int, float]:
-    from rockroll.api.client import Client
+    from rockroll.client.sdk import Client
 
     rng = np.random.default_rng(1)
     with Client(url, token) as c:
@@ -190,7 +190,7 @@ def main() -> None:
     counts = [int(x) for x in args.sessions.split(",")]
 
     import rockroll.envhub as envhub
-    from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+    from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
     from rockroll.sandbox.manager import SandboxManager
 
     console = Console()
@@ -223,7 +223,7 @@ def main() -> None:
         api_pid = [srv.proc.pid] if srv.proc else []
 
         def measured(mode: str, n: int, fn: Callable[[], tuple[list[float], int, float]]) -> None:
-            from rockroll.api.client import Client
+            from rockroll.client.sdk import Client
 
             with Client(srv.url, token) as c:  # grow the pool first, so every sandbox is counted
                 for sid in [c.create_session(ENV)["id"] for _ in range(n)]:

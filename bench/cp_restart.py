@@ -5,7 +5,7 @@
 A real ``rockroll serve`` (Docker backend by default) on a fixed 127.0.0.1 port gets state to keep:
 a token, a custom env (uploaded source), a user sandbox with a file in it, a finished eval job and
 a long one still running. A rollout (:class:`~rockroll.agentrl.scheduler.RolloutScheduler`, ``random``
-engine, :class:`~rockroll.api.remote_source.RemoteSource`: every episode plays a session over HTTP) runs
+engine, :class:`~rockroll.agentrl.remote_source.RemoteSource`: every episode plays a session over HTTP) runs
 against it; once ``--kill-after`` episodes have finished the server gets SIGKILL (no shutdown code
 runs) and is started again on the same port. The client retries connection errors; episodes whose
 sessions died with the server are retried on new sessions (``410 sandbox_lost`` is an infra
@@ -109,9 +109,9 @@ def _rollout(url: str, token: str, groups: int, group_size: int, finished: list[
     from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
     from rockroll.agentrl.engines.random_engine import RandomEngine
     from rockroll.agentrl.latency import Latency
+    from rockroll.agentrl.remote_source import RemoteSource
     from rockroll.agentrl.scheduler import RolloutScheduler
-    from rockroll.api.client import Client
-    from rockroll.api.remote_source import RemoteSource
+    from rockroll.client.sdk import Client
 
     class CountingSource(RemoteSource):
         def close(self, env: Any) -> None:
@@ -142,9 +142,9 @@ def _rollout(url: str, token: str, groups: int, group_size: int, finished: list[
 
 def run_restart(backend: str = "docker", groups: int = 16, group_size: int = 4, kill_after: int = 12) -> RestartResult:
     """SIGKILL and restart a real server during a rollout (see the module docstring)."""
-    from rockroll.api.client import Client
-    from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
-    from rockroll.api.settings import Settings
+    from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
+    from rockroll.api.server.settings import Settings
+    from rockroll.client.sdk import Client
 
     res = RestartResult(backend=backend, groups_requested=groups)
     d = scratch_dir("restart")

@@ -121,11 +121,11 @@ def main() -> None:
         driver.close()
     if args.fork:
         modes[f"fork (no std, k={cfg.algo.fork_k})"] = {"mode": "fork", "norm_std": False}
-    d = regrets(trajs, cfg.rollout.env_kwargs, cfg.rollout.max_turns)
+    d = regrets(trajs, cfg.rollout.env_kwargs, cfg.rollout.episode.max_turns)
     turns = sum(len(t.turns) for t in trajs)
     print(
         f"{len(trajs)} episodes, {turns} turns, success {np.mean([t.success for t in trajs]):.3f}, "
-        f"temperature {cfg.rollout.temperature}, gamma {cfg.algo.step_gamma}, model {args.model}"
+        f"temperature {cfg.rollout.episode.temperature}, gamma {cfg.algo.step_gamma}, model {args.model}"
     )
     print("| credit | corr(adv, regret) | optimal actions | suboptimal actions | separation |")
     print("|---|---|---|---|---|")

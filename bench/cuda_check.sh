@@ -3,7 +3,7 @@
 # throughput on the GPU, then the main job's multi-turn training (SFT warm start, rollout through
 # the hf engine, GRPO/GiGPO updates, export, held-out evaluation) with model.device=cuda, then the
 # exact greedy evaluation of the warm start and the final model on the held-out maps.
-#   bash bench/cuda_check.sh [key=value ...]       e.g. time_budget_s=240 rollout.groups_per_step=64
+#   bash bench/cuda_check.sh [key=value ...]       e.g. time_budget_s=240 rollout.scheduler.num_env_groups=64
 # Needs torch with CUDA, transformers, tokenizers and the base dependencies importable by python3
 # (PYTHONPATH may point at a folder of them); rockroll is imported from this checkout.
 # Output: bench/out/cuda/ (tests.log, engine.log, train.log, exact.log).
@@ -28,7 +28,7 @@ echo "== hf engine generation on CUDA (tokens/s)"
 "$PY" bench/engine_bench.py --device cuda --concurrency 1 16 64 128 --new-tokens 64 2>&1 | tee "$OUT_DIR/engine.log"
 
 echo "== main job's multi-turn training on CUDA"
-"$PY" -c "import typer; from rockroll.trainer.cli import train; typer.run(train)" \
+"$PY" -c "import typer; from rockroll.cli.train import train; typer.run(train)" \
   configs/frozenlake_slippery.yaml model.device=cuda name=cuda-check --overwrite "$@" 2>&1 | tee "$OUT_DIR/train.log"
 
 echo "== exact greedy success on the held-out maps"

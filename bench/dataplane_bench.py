@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.serve_proc import NodeProc, ServerProc, create_token, sandbox_pids, scratch_dir
-from rockroll.api.settings import Settings
+from rockroll.api.server.serve_proc import NodeProc, ServerProc, create_token, sandbox_pids, scratch_dir
+from rockroll.api.server.settings import Settings
+from rockroll.client.sdk import ApiClientError, Client
 from rockroll.sandbox.node.wire import dumps, loads
 
 ACTIONS = ["<answer>Left</answer>", "<answer>Right</answer>", "<answer>Up</answer>", "<answer>Down</answer>"]

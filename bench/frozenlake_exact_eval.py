@@ -3,7 +3,7 @@
     .venv/bin/python bench/frozenlake_exact_eval.py --model runs/NAME/export/final [--model DIR ...]
                                                     [--seeds 1000000:1000500] [--steps 20] [--json PATH]
 
-A model trained with ``history_window: 0`` sees the current grid alone, so its greedy policy is a
+A model trained with ``rollout.episode.history_k: 0`` sees the current grid alone, so its greedy policy is a
 table ``cell -> action`` per map. This asks the model (greedy decoding through the HF engine, with
 the prompt settings recorded beside the export, ``rockroll_episode.json``) for its action at every
 non-terminal cell of each map, then scores that table exactly by dynamic programming over the slips
@@ -72,7 +72,7 @@ def cell_prompts(model_dir: Path, tok: Any, seeds: list[int], size: int) -> tupl
     recorded beside the export: ``(maps, where, prompts, max_new_tokens)``, ``where[i] = (map, row, col)``."""
     settings = json.loads((model_dir / EPISODE_FILE).read_text()) if (model_dir / EPISODE_FILE).exists() else {}
     if settings.get("history", "last_k") != "last_k" or settings.get("history_k", 0) != 0:
-        raise SystemExit(f"{model_dir}: the policy must see the current grid alone (history_window: 0)")
+        raise SystemExit(f"{model_dir}: the policy must see the current grid alone (rollout.episode.history_k: 0)")
     fmt = settings.get("observation_format", "cells")
     system_mode = settings.get("system_prompt", "none")
     max_new = int(settings.get("max_tokens_per_turn", 6))

@@ -4,7 +4,7 @@
                                                      [--seeds 1000000:1000100] [--steps 20] [--temps 1 1.5 2]
 
 RL can only move a policy towards actions it samples. For every non-terminal cell of the held-out
-maps this asks the model (the prompt it sees with ``history_window: 0``, built as
+maps this asks the model (the prompt it sees with ``rollout.episode.history_k: 0``, built as
 ``frozenlake_exact_eval.cell_prompts`` builds it from the settings recorded beside the export) for its distribution over the four actions, and scores each
 action exactly with ``--steps`` steps left (:func:`rockroll.envs.frozenlake.exact.action_values`).
 Printed per model: the share of cells where the greedy action is suboptimal (by more than 0.001),

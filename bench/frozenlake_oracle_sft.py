@@ -68,7 +68,9 @@ def main() -> None:
     import torch
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", type=Path, required=True, help="an exported multi-turn model (history_window 0)")
+    p.add_argument(
+        "--model", type=Path, required=True, help="an exported multi-turn model (rollout.episode.history_k 0)"
+    )
     p.add_argument("--train-maps", type=int, default=2000)
     p.add_argument("--steps", type=int, default=1200)
     p.add_argument("--batch", type=int, default=64)

@@ -49,8 +49,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.serve_proc import NodeProc, ServerProc, create_token, sandbox_pids, scratch_dir
+from rockroll.api.server.serve_proc import NodeProc, ServerProc, create_token, sandbox_pids, scratch_dir
+from rockroll.client.sdk import ApiClientError, Client
 
 ACTIONS = ["<answer>Left</answer>", "<answer>Right</answer>", "<answer>Up</answer>", "<answer>Down</answer>"]
 ENV, KWARGS = "FrozenLake-v0", {"size": 4}

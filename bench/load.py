@@ -61,7 +61,7 @@ def rss_mb(pid: int) -> float:
 
 async def run_level(url: str, token: str, n: int, seconds: float, seed: int = 0) -> Level:
     """N workers stepping N sessions for ``seconds`` (bounded by time; errors counted, not raised)."""
-    from rockroll.api.client import AsyncClient
+    from rockroll.client.sdk import AsyncClient
 
     level = Level(sessions=n)
     lat: list[float] = []
@@ -103,8 +103,8 @@ def run_load(
     counts: list[int], seconds: float, backend: str = "docker", per_sandbox: int = 64
 ) -> tuple[list[Level], list[tuple[float, float]]]:
     """Every level against one server; returns the levels and the server's RSS timeline."""
-    from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
-    from rockroll.api.settings import Settings
+    from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
+    from rockroll.api.server.settings import Settings
 
     sandboxes = max(2, -(-max(counts) // per_sandbox) + 1)
     extra = ["--pool-size", "1", "--max-sandboxes", str(sandboxes), "--max-sessions-per-sandbox", str(per_sandbox)]

@@ -5,7 +5,8 @@ budget, and the mixed run again while sandboxes are killed.
 
 Four runs of ``configs/mixed_frozenlake_sokoban.yaml`` start from one warm start (``--warmstart``: the
 config's own, ``rockroll train configs/mixed_frozenlake_sokoban.yaml total_steps=1``, which imitates both
-experts 2:1) and train ``--steps`` RL steps of the same size (``groups_per_step`` groups of ``group_size``):
+experts 2:1) and train ``--steps`` RL steps of the same size (``scheduler.num_env_groups`` groups of
+``scheduler.group_size``):
 
 * ``mixed``: the config as it is, FrozenLake and Sokoban groups 2:1;
 * ``frozenlake`` and ``sokoban``: the same config with only that env (all groups of one env);

@@ -9,11 +9,11 @@ and :class:`~rockroll.agentrl.env_manager.EnvManager` exactly as the trainer's m
 does (``trainer.multiturn``): one :class:`~rockroll.agentrl.engines.hf.HFEngine` (``max_batch_size=256``,
 as the trainer builds it), batches of ``N / 8`` groups of 8 episodes (all ``N`` episodes of a batch
 run at once), and the episode settings of ``configs/frozenlake_slippery.yaml`` mirrored from
-``trainer.multiturn.episode_config``: no system prompt, ``cells`` observations, 20 turns,
+its ``rollout.episode`` section: no system prompt, ``cells`` observations, 20 turns,
 6 new tokens per turn, temperature 1.5, at most 5 invalid actions in a row. Three settings:
-``window0`` (``history_window: 0``: the prompt is one user turn with the current grid), ``lockstep``
-(the same prompts, the turns of all live episodes played in rounds: ``rollout.turn_batching:
-lockstep``, :mod:`rockroll.agentrl.lockstep`, the trainer's default with ``history_window: 0``) and
+``window0`` (``history: last_k``, ``history_k: 0``: the prompt is one user turn with the current grid), ``lockstep``
+(the same prompts, the turns of all live episodes played in rounds: ``rollout.episode.lockstep:
+true``, :mod:`rockroll.agentrl.lockstep`, the trainer's default with ``history_k: 0``) and
 ``full`` (every prompt extends the previous one). Two env sources: ``local`` (envs in this
 process) and ``sandbox`` (sessions in process sandboxes of a ``SandboxManager(backend="process")``
 with the trainer's defaults: up to 8 sandboxes, 16 sessions each).
@@ -62,7 +62,7 @@ TURN_COLUMNS = (1, 5, 10, 20)
 
 
 def episode_config(history: str) -> EpisodeConfig:
-    """``trainer.multiturn.episode_config`` of configs/frozenlake_slippery.yaml (history_window 0, or None: full)."""
+    """The ``rollout.episode`` section of configs/frozenlake_slippery.yaml (history_k 0, or history full)."""
     return EpisodeConfig(
         max_turns=20,
         max_tokens_per_turn=6,
@@ -359,7 +359,7 @@ def main() -> None:
         nargs="+",
         default=["window0", "lockstep", "full"],
         choices=["window0", "lockstep", "full"],
-        help="lockstep: window0 with the turns of all live episodes in rounds (rollout.turn_batching: lockstep)",
+        help="lockstep: window0 with the turns of all live episodes in rounds (rollout.episode.lockstep: true)",
     )
     p.add_argument("--batches", type=int, default=3, help="timed batches per setting (after one warm-up)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")

@@ -41,11 +41,11 @@ def main() -> None:
 
     from fastapi.testclient import TestClient
 
-    from rockroll.api.app import create_app
     from rockroll.api.db import JobRecord, SandboxOwner
-    from rockroll.api.job_state import JobState
-    from rockroll.api.serve_proc import scratch_dir
-    from rockroll.api.settings import Settings
+    from rockroll.api.server.app import create_app
+    from rockroll.api.server.serve_proc import scratch_dir
+    from rockroll.api.server.settings import Settings
+    from rockroll.client.job_state import JobState
     from rockroll.sandbox.base import SandboxSpec
     from rockroll.sandbox.managed import ManagedSandbox, SandboxState
 

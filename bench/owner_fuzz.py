@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rockroll.api.client import Client  # noqa: E402
-from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir  # noqa: E402
+from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir  # noqa: E402
+from rockroll.client.sdk import Client  # noqa: E402
 
 OWNERS = ("alice", "bob")
 ENV_SOURCE = '''"""A private env of {owner}."""

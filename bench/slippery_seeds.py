@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-ROCKROLL = [sys.executable, "-m", "rockroll.api.cli"]
+ROCKROLL = [sys.executable, "-m", "rockroll.cli"]
 
 
 def _all_row(report: str) -> dict[str, str]:

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

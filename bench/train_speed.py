@@ -50,12 +50,13 @@ _SUCCESS: dict[tuple[Path, int], float] = {}  # (run dir, step) -> held-out succ
 EVAL_SEED_OFFSET = 1_000_000  # the trainer's default rollout.eval_seed_offset: never trained on
 MODES: dict[str, list[str]] = {
     "sync": [
-        "rollout.async_generation_ratio=0", "rollout.turn_batching=lockstep", "rollout.group_size_redundancy=0",
-        "rollout.extra_groups=0",
+        "rollout.scheduler.async_generation_ratio=0", "rollout.episode.lockstep=true",
+        "rollout.scheduler.group_size_redundancy=0", "rollout.scheduler.extra_groups=0",
     ],
     "async": [
-        "rollout.async_generation_ratio=1", "rollout.turn_batching=episode", "rollout.group_size_redundancy=1",
-        "rollout.extra_groups=1", "rollout.tail=carry", "algo.tis_cap=2.0",
+        "rollout.scheduler.async_generation_ratio=1", "rollout.episode.lockstep=false",
+        "rollout.scheduler.group_size_redundancy=1", "rollout.scheduler.extra_groups=1", "rollout.scheduler.tail=carry",
+        "algo.tis_cap=2.0",
     ],
 }  # fmt: skip
 
@@ -74,7 +75,7 @@ def run_config(mode: str, args: argparse.Namespace) -> Any:
     overrides = [
         f"name=speed-{mode}", f"model.path={args.warmstart}", "model.build_tiny=false", "sft.steps=0",
         f"rollout.env_id={ENV_ID}", f"rollout.env_kwargs={json.dumps({'inner': 'Sokoban-v0', 'inner_kwargs': INNER})}",
-        f"rollout.groups_per_step={args.groups}", "total_steps=1000000", f"time_budget_s={args.minutes * 60}",
+        f"rollout.scheduler.num_env_groups={args.groups}", "total_steps=1000000", f"time_budget_s={args.minutes * 60}",
         "rollout.eval_every=0", f"rollout.eval_episodes={args.run_eval_episodes}", "rollout.select_episodes=0",
         f"checkpoint.every_s={args.ckpt_every_s}", "checkpoint.keep=1000", f"logging.run_dir={args.run_dir}",
         "logging.progress=false",

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import typer
 from typer.exceptions import TyperException
 
-from rockroll.agentrl.config_loader import ConfigError
-from rockroll.api.client_errors import ApiClientError
+from rockroll.client.errors import ApiClientError
 from rockroll.envhub.errors import UnknownEnvError
+from rockroll.envs.config import ConfigError
 from rockroll.envs.errors import EnvConfigError, RockrollError
 
 __all__ = ["UserError", "describe", "report"]
 
-_SERVER_HINT = "Start one with `rockroll serve`, or point at yours with --url or $ROCKROLL_URL."
+_SERVER_HINT = "Start one with `rockroll serve-api`, or point at yours with --url or $ROCKROLL_URL."
 _TOKEN_HINT = "Pass a valid token with --token or $ROCKROLL_TOKEN (create one: `rockroll token create --name NAME`)."
 _STATUS_HINTS = {
     401: _TOKEN_HINT,

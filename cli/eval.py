@@ -13,7 +13,7 @@ overrides apply to the config either way (``episode.observation_format=cells``).
 writes the whole report: summary, per-env/per-tag rows and one record per episode (seed, success,
 turns, reward, ...). Bad input is one line on stderr and exit status 2.
 
-Mounted in :mod:`rockroll.api.cli` with ``app.add_typer(eval_app, name="eval")``. Heavy imports happen
+Mounted in :mod:`rockroll.cli.main` with ``app.add_typer(eval_app, name="eval")``. Heavy imports happen
 inside the command, so ``rockroll --help`` stays fast.
 """
 

@@ -1,6 +1,6 @@
 """``rockroll image ...``: build and inspect sandbox images.
 
-Mounted in :mod:`rockroll.api.cli` with ``app.add_typer(image_app, name="image")``.
+Mounted in :mod:`rockroll.cli.main` with ``app.add_typer(image_app, name="image")``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``rockroll`` command line (typer). Sub-commands of other packages are mounted here.
 
 :func:`main` is the console script: it runs the app with typer's pretty tracebacks off and ends a
-user error in one or two lines (:mod:`rockroll.api.cli_errors`); ``rockroll --debug ...`` (or
+user error in one or two lines (:mod:`rockroll.cli.errors`); ``rockroll --debug ...`` (or
 ``$ROCKROLL_DEBUG=1``) shows the traceback too.
 """
 
@@ -17,14 +17,18 @@ from typing import Any, NoReturn
 import typer
 from typer.exceptions import TyperException
 
-from rockroll.agentrl.cli import model_app, serve_model_cmd
-from rockroll.agentrl.cli_eval import eval_app
-from rockroll.api.cli_envs import demo, envs_app, play
-from rockroll.api.cli_errors import report
-from rockroll.api.cli_remote import env_app, job_app, sandbox_app, session_app
-from rockroll.api.cli_server import node, serve, token_app
-from rockroll.sandbox.cli import image_app
-from rockroll.trainer.cli import register as register_train
+from rockroll.cli.envs import demo, envs_app, play
+from rockroll.cli.errors import report
+from rockroll.cli.eval import eval_app
+from rockroll.cli.image import image_app
+from rockroll.cli.job import job_app
+from rockroll.cli.model import model_app, serve_model_cmd
+from rockroll.cli.remote_env import env_app
+from rockroll.cli.sandbox import sandbox_app
+from rockroll.cli.server import node, serve
+from rockroll.cli.session import session_app
+from rockroll.cli.token import token_app
+from rockroll.cli.train import register as register_train
 
 __all__ = ["app", "main"]
 
@@ -71,21 +75,30 @@ def _root(
     _debug["on"] = _debug["on"] or debug
 
 
-app.add_typer(envs_app, name="envs")
+# Local: envs of this machine, training and evaluation runs, the sandbox image, models.
 app.command("play")(play)
 app.command("demo")(demo)
-app.command("serve")(serve)
-app.command("node")(node)
+app.add_typer(envs_app, name="envs")
+register_train(app)  # rockroll train / rockroll plot / rockroll export
+app.add_typer(eval_app, name="eval")
+app.add_typer(image_app, name="image")
+app.add_typer(model_app, name="model")
+# Servers: the control plane, a node agent, a model (each `serve-*`).
+app.command("serve-api")(serve)
+app.command("serve-node")(node)
+app.command("serve-model")(serve_model_cmd)
 app.add_typer(token_app, name="token")
-app.add_typer(env_app, name="env")
+# A control plane's resources, over HTTP (`--url`, `--token`).
+app.add_typer(env_app, name="remote-env")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(session_app, name="session")
 app.add_typer(job_app, name="job")
-app.add_typer(image_app, name="image")
-app.add_typer(model_app, name="model")
-app.command("serve-model")(serve_model_cmd)
-app.add_typer(eval_app, name="eval")
-register_train(app)  # rockroll train / rockroll plot / rockroll export
+
+# Old spellings, kept working but hidden (README commands and scripts of before): `serve` and `node`
+# named no server, `env` was one letter away from the local `envs`.
+app.command("serve", hidden=True)(serve)
+app.command("node", hidden=True)(node)
+app.add_typer(env_app, name="env", hidden=True)
 
 
 @app.command()

@@ -1,6 +1,6 @@
 """``rockroll model ...`` and ``rockroll serve-model``: build the tiny local model, serve a model.
 
-Mounted in :mod:`rockroll.api.cli`. Heavy imports (torch, transformers, uvicorn) happen inside the
+Mounted in :mod:`rockroll.cli.main`. Heavy imports (torch, transformers, uvicorn) happen inside the
 commands, so ``rockroll --help`` stays fast.
 """
 

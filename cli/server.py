@@ -1,4 +1,4 @@
-"""``rockroll serve`` and ``rockroll token ...``: run the control plane and manage its tokens."""
+"""``rockroll serve-api`` and ``rockroll serve-node``: run the control plane and a node agent."""
 
 from __future__ import annotations
 
@@ -6,32 +6,30 @@ import logging
 import os
 import secrets
 import socket
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from rockroll.api.cli_envs import fail
-from rockroll.api.ray_nodes import RayNodes, ray_init_args
+from rockroll.api.nodes.ray import RayNodes, ray_init_args
+from rockroll.cli.envs import fail
 from rockroll.sandbox.backends import backend_names
 from rockroll.sandbox.node.serve import NodeOptions, run_node
 
 if TYPE_CHECKING:
     import uvicorn
 
-    from rockroll.api.settings import Settings
+    from rockroll.api.server.settings import Settings
 
-__all__ = ["node", "serve", "token_app"]
+
+__all__ = ["node", "serve"]
 
 console = Console(stderr=True)
-token_app = typer.Typer(help="Manage API bearer tokens (stored hashed in the server's database).", no_args_is_help=True)
 
 
 def _settings(**overrides: object) -> Settings:
-    from rockroll.api.settings import Settings
+    from rockroll.api.server.settings import Settings
 
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
@@ -80,13 +78,11 @@ def serve(
 ) -> None:
     """Run the control plane (FastAPI + uvicorn); OpenAPI docs at /docs, health page at /ui.
 
-    Example: rockroll serve --port 8080 --backend process --dev
-    Example: rockroll serve --ray 10.0.0.1:6379 --cluster-secret-file secret.txt
-    Example: rockroll serve --db postgresql+psycopg://... --replica a --cluster-secret-file secret.txt
+    Example: rockroll serve-api --port 8080 --backend process --dev
+    Example: rockroll serve-api --ray 10.0.0.1:6379 --cluster-secret-file secret.txt
+    Example: rockroll serve-api --db postgresql+psycopg://... --replica a --cluster-secret-file secret.txt
     """
     import uvicorn
-
-    from rockroll.api.app import create_app
 
     try:
         settings = _settings(
@@ -124,6 +120,8 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.dev_mode:
         console.print(f"[yellow]DEVELOPMENT MODE[/yellow]: requests need no token (bound to {settings.host} only)")
+    from rockroll.api.server.app import create_app
+
     app = create_app(settings)
     config = uvicorn.Config(
         app,
@@ -184,7 +182,7 @@ def node(
 ) -> None:
     """Run a node agent: this machine's sandboxes and the data plane where clients step sessions directly.
 
-    Example: rockroll node --control-plane http://127.0.0.1:8080 --cluster-secret-file secret.txt
+    Example: rockroll serve-node --control-plane http://127.0.0.1:8080 --cluster-secret-file secret.txt
     """
     try:
         secret = _read_secret(cluster_secret_file) or os.environ.get("ROCKROLL_CLUSTER_SECRET", "")
@@ -230,66 +228,3 @@ def _announce_port(server: uvicorn.Server) -> None:
                 return
 
     server.startup = startup
-
-
-@token_app.command("create")
-def create(
-    name: str = typer.Option(..., help="Owner name of the token."),
-    admin: bool = typer.Option(False, "--admin", help="Admins see every owner's resources."),
-    database_url: str = typer.Option(None, "--db", help="The server's database URL."),
-) -> None:
-    """Create a token and print it (shown once; only its hash is stored).
-
-    Example: rockroll token create --name alice --db sqlite:///rockroll.db
-    """
-    from rockroll.api.auth import create_token
-    from rockroll.api.db import Database
-
-    settings = _settings(database_url=database_url)
-    db = Database(settings.resolved_database_url())
-    try:
-        db.migrate()
-        token = create_token(db, name, admin=admin)
-    except ValueError as e:
-        fail(str(e), 2, e)
-    finally:
-        db.close()
-    sys.stdout.write(token + "\n")
-
-
-@token_app.command("list")
-def list_tokens(database_url: str = typer.Option(None, "--db", help="The server's database URL.")) -> None:
-    """List tokens (ids and names; tokens themselves are not stored).
-
-    Example: rockroll token list --db sqlite:///rockroll.db
-    """
-    from rockroll.api.auth import list_tokens as _list
-    from rockroll.api.db import Database
-
-    db = Database(_settings(database_url=database_url).resolved_database_url())
-    try:
-        db.migrate()
-        table = Table("id", "name", "admin", "revoked")
-        for t in _list(db):
-            table.add_row(t.id, t.name, str(t.admin), str(t.revoked))
-        Console().print(table)
-    finally:
-        db.close()
-
-
-@token_app.command("revoke")
-def revoke(token_id: str, database_url: str = typer.Option(None, "--db", help="The server's database URL.")) -> None:
-    """Revoke a token by id.
-
-    Example: rockroll token revoke 3f9a1c2b4d5e6f70 --db sqlite:///rockroll.db
-    """
-    from rockroll.api.auth import revoke_token
-    from rockroll.api.db import Database
-
-    db = Database(_settings(database_url=database_url).resolved_database_url())
-    try:
-        db.migrate()
-        if not revoke_token(db, token_id):
-            fail(f"no token {token_id!r}; `rockroll token list` shows them", 1)
-    finally:
-        db.close()

@@ -79,7 +79,7 @@ def train(
 
         rockroll train configs/frozenlake_tiny.yaml total_steps=20 name=try1
 
-        rockroll train total_steps=5 rollout.group_size=4
+        rockroll train total_steps=5 rollout.scheduler.group_size=4
 
         rockroll train configs/frozenlake_tiny.yaml name=try1 --resume
     """

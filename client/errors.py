@@ -1,6 +1,6 @@
 """Errors of the API's clients: an error answer ``{"error": {"code", "message", "details"}}`` raises
 :class:`ApiClientError` (:class:`SandboxLostError` for ``sandbox_lost`` and ``session_lost``), over HTTP
-(:mod:`rockroll.api.client`) and over a session's WebSocket (:mod:`rockroll.api.session_socket`) alike.
+(:mod:`rockroll.client.sdk`) and over a session's WebSocket (:mod:`rockroll.client.session_socket`) alike.
 """
 
 from __future__ import annotations

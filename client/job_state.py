@@ -2,7 +2,7 @@
 
 A StrEnum, so each state is also its string: records in ``api_jobs``, JSON answers and the web page
 show the same words as before, and ``job["state"] in TERMINAL_STATES`` works on a plain answer.
-Kept apart from :mod:`rockroll.api.jobs` so the client SDK can use it without the server's imports.
+Kept apart from :mod:`rockroll.api.jobs.runner` so the client SDK can use it without the server's imports.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 import gymnasium as gym
 
 import rockroll.envhub as envhub
-from rockroll.api.client_errors import ApiClientError, error_for
-from rockroll.api.client_types import ResetResult, SessionInfo, SessionOpened, StepResult
-from rockroll.api.session_socket import SessionSocket
+from rockroll.client.errors import ApiClientError, error_for
+from rockroll.client.session_socket import SessionSocket
+from rockroll.client.types import ResetResult, SessionInfo, SessionOpened, StepResult
 from rockroll.envs.core import TextSpace
 from rockroll.sandbox.node.client import DataPlaneError, DataPlaneSession
 
@@ -30,7 +30,7 @@ GYM_REMOTE_NAMESPACE = "rockroll-remote"
 
 
 class SessionClient(Protocol):
-    """The session routes :class:`RemoteEnv` calls; :class:`rockroll.api.client.Client` has them.
+    """The session routes :class:`RemoteEnv` calls; :class:`rockroll.client.sdk.Client` has them.
 
     A protocol rather than an import of the client, so that the client can import this module
     (``Client.env``) without an import cycle.

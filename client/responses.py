@@ -1,7 +1,7 @@
 """The API's answers: one TypedDict per JSON response, each route's ``response_model``.
 
 Written once, used on both sides: FastAPI validates every answer against them and shows them in
-the OpenAPI schema (``/docs``), and the client SDK (:mod:`rockroll.api.client`) returns them as its
+the OpenAPI schema (``/docs``), and the client SDK (:mod:`rockroll.client.sdk`) returns them as its
 typed results. TypedDicts, not BaseModels, because the SDK hands out the JSON as plain dicts
 (``job["state"]``).
 
@@ -19,7 +19,7 @@ from typing import Annotated, Any, NotRequired
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
-from rockroll.api.job_state import JobState
+from rockroll.client.job_state import JobState
 
 __all__ = [
     "Number", "Health", "EnvValidation", "EnvInfo", "EnvList", "SandboxInfo", "SandboxList", "ExecOutput",

@@ -1,7 +1,7 @@
 """Python SDK of the control plane (httpx): :class:`Client` and :class:`AsyncClient`.
 
 ``Client(url, token)`` has one typed method per route (the types are the routes' response models,
-:mod:`rockroll.api.responses`); ``Client.env(...)`` opens a :class:`~rockroll.api.remote_env.RemoteEnv`,
+:mod:`rockroll.client.responses`); ``Client.env(...)`` opens a :class:`~rockroll.client.remote_env.RemoteEnv`,
 the text-env contract over HTTP. :class:`AsyncClient` has the same methods as coroutines: both run the
 route table of :class:`_Routes` and differ only in how a request is awaited. HTTP errors raise
 :class:`ApiClientError` carrying the server's ``code``, ``message`` and ``details``.
@@ -32,8 +32,10 @@ from urllib.parse import quote
 
 import httpx
 
-from rockroll.api.client_errors import ApiClientError, SandboxLostError, error_for
-from rockroll.api.client_types import (
+from rockroll.client.errors import ApiClientError, SandboxLostError, error_for
+from rockroll.client.job_state import TERMINAL_STATES
+from rockroll.client.remote_env import RemoteEnv
+from rockroll.client.types import (
     EnvInfo,
     ExecOutput,
     FileWritten,
@@ -46,8 +48,6 @@ from rockroll.api.client_types import (
     SessionOpened,
     StepResult,
 )
-from rockroll.api.job_state import TERMINAL_STATES
-from rockroll.api.remote_env import RemoteEnv
 from rockroll.sandbox.retry import Backoff, aretry_call, retry_call
 
 __all__ = ["Client", "AsyncClient", "ApiClientError", "SandboxLostError", "RemoteEnv", "IDEMPOTENT_METHODS"]

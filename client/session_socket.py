@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rockroll.api.client_errors import error_for
+from rockroll.client.errors import error_for
 
 __all__ = ["SessionSocket"]
 

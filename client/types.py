@@ -1,12 +1,12 @@
-"""Typed shapes of the API's JSON answers, as returned by :class:`rockroll.api.client.Client`.
+"""Typed shapes of the API's JSON answers, as returned by :class:`rockroll.client.sdk.Client`.
 
-They are the routes' response models, defined once in :mod:`rockroll.api.responses`; this module
+They are the routes' response models, defined once in :mod:`rockroll.client.responses`; this module
 re-exports the ones the client's methods return.
 """
 
 from __future__ import annotations
 
-from rockroll.api.responses import (
+from rockroll.client.responses import (
     EnvInfo,
     ExecOutput,
     FileWritten,

@@ -34,10 +34,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["AgentIdentity", "current_agent", "using_agent", "argv_as", "fs_as", "kill_uid", "wipe", "SETPRIV"]
+__all__ = [
+    "AgentIdentity", "current_agent", "using_agent", "argv_as", "fs_as", "kill_uid", "wipe", "SETPRIV", "PRLIMIT",
+    "AGENT_OOM_SCORE_ADJ",
+]  # fmt: skip
 
 #: setpriv by absolute path: an agent's own PATH must never choose what runs with the server's capabilities
 SETPRIV = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.path.exists(p)), "/usr/bin/setpriv")
+PRLIMIT = next((p for p in ("/usr/bin/prlimit", "/bin/prlimit") if os.path.exists(p)), "/usr/bin/prlimit")
+#: the kernel's OOM killer picks an agent's process before the server's (1000: first whatever its size)
+AGENT_OOM_SCORE_ADJ = 1000
 _NOBODY = 0xFFFFFFFF  # (uid_t)-1: setfsuid(-1) changes nothing and answers the current value
 
 
@@ -48,6 +54,9 @@ class AgentIdentity:
     uid: int
     gid: int
     home: str
+    #: RLIMIT_NPROC of each of its commands (its uid's processes and threads), below the sandbox's pids
+    #: limit so a fork bomb leaves the server room (:mod:`rockroll.sandbox.server.agents`); None: no bound
+    max_procs: int | None = None
 
     def __post_init__(self) -> None:
         if not (0 < self.uid < _NOBODY and 0 < self.gid < _NOBODY):
@@ -86,14 +95,21 @@ def argv_as(identity: AgentIdentity | None, argv: list[str], cwd: str | None = N
     as the agent: start the returned command from a folder the caller can enter, e.g. ``/``);
     ``argv`` itself for ``None``.
 
+    Each such command is also bounded: ``prlimit`` sets its ``RLIMIT_NPROC`` to the identity's
+    ``max_procs`` (counted per uid, inherited through ``setpriv``), and it marks itself the OOM
+    killer's first choice (``oom_score_adj`` :data:`AGENT_OOM_SCORE_ADJ`), so a fork bomb or a memory
+    hog fails the command, never the sandbox's server.
+
     Do not start it inside :func:`fs_as`: a child forked with another file uid loses its ambient
     capabilities at ``execve`` and ``setpriv`` could not change uids.
     """
     if identity is None:
         return list(argv)
-    enter = ["/bin/sh", "-c", 'cd -- "$0" && exec "$@"', cwd] if cwd else []
+    oom = f"echo {AGENT_OOM_SCORE_ADJ} > /proc/self/oom_score_adj 2>/dev/null; "
+    enter = ["/bin/sh", "-c", oom + ('cd -- "$0" && exec "$@"' if cwd else 'exec "$@"'), cwd or "sh"]
+    limit = [PRLIMIT, f"--nproc={identity.max_procs}", "--"] if identity.max_procs else []
     return [
-        SETPRIV, f"--reuid={identity.uid}", f"--regid={identity.gid}", "--clear-groups",
+        *limit, SETPRIV, f"--reuid={identity.uid}", f"--regid={identity.gid}", "--clear-groups",
         "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *enter, *argv,
     ]  # fmt: skip
 

@@ -24,7 +24,7 @@ Subclasses implement the underscored hooks: ``_reset``, ``_parse_action``, ``_st
 :class:`TextEnvProtocol` states the contract as a type. Every env handle satisfies it wherever the
 env runs: a :class:`TextEnv`, the :class:`~rockroll.envs.wrappers.MaxSteps` that ``envhub.make``
 returns, a session in a sandbox (:class:`rockroll.sandbox.session.RemoteSession`) and a session over
-HTTP (:class:`rockroll.api.remote_env.RemoteEnv`); code that only plays envs annotates with it.
+HTTP (:class:`rockroll.client.remote_env.RemoteEnv`); code that only plays envs annotates with it.
 """
 
 from __future__ import annotations

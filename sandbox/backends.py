@@ -1,17 +1,16 @@
 """Sandbox backends by type: one registry, ``make_backend("process")``.
 
-Every backend has a config (a frozen dataclass, beside the backend) that declares its ``type`` and
-builds the backend. Its fields are the backend's options; :func:`make_backend` fills the fields it
+Every backend has a config (a frozen :class:`~rockroll.envs.config.ConfigModel`, beside the
+backend) that declares its ``type`` and builds the backend. Its fields are the backend's options; :func:`make_backend` fills the fields it
 declares among the manager's shared settings (``state_dir``, ``docker_hosts``, ``image``), so the
 manager, ``rockroll serve --backend``, the trainer's ``rollout.sandbox`` and the API settings all
 accept every registered type. Adding a backend is one file plus one registration::
 
     @register_backend
-    @dataclass(frozen=True)
     class FirecrackerConfig(BackendConfig):
         type: ClassVar[str] = "firecracker"
-        state_dir: str = "/tmp/rockroll-fc"
-        kernel: str = "/var/lib/firecracker/vmlinux"
+        state_dir: str = Field("/tmp/rockroll-fc", description="host directory of sockets and VM files")
+        kernel: str = Field("/var/lib/firecracker/vmlinux", description="the guest kernel image")
 
         def build(self) -> SandboxBackend:
             return FirecrackerBackend(state_dir=self.state_dir, kernel=self.kernel)
@@ -19,7 +18,7 @@ accept every registered type. Adding a backend is one file plus one registration
 then ``SandboxManager(backend="firecracker")`` or ``SandboxManager(backend=FirecrackerConfig(kernel=...))``.
 The types are one :class:`~rockroll.envs.registries.Registry`; the built-in ones are registered as
 lazy ``"module:Class"`` strings, so listing them imports no backend. This module imports nothing
-beyond the standard library, the registry and the sandbox errors.
+beyond the standard library, pydantic, the config dialect, the registry and the sandbox errors.
 
 Threat model: none of its own; each backend's module states how strongly it isolates.
 """
@@ -27,9 +26,11 @@ Threat model: none of its own; each backend's module states how strongly it isol
 from __future__ import annotations
 
 import abc
-import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from pydantic import ConfigDict
+
+from rockroll.envs.config import ConfigModel
 from rockroll.envs.registries import Registry, UnknownNameError
 from rockroll.sandbox.errors import SandboxError
 
@@ -68,9 +69,13 @@ class UnknownBackendError(UnknownNameError, SandboxError):
         self.backend = backend
 
 
-@dataclasses.dataclass(frozen=True)
-class BackendConfig(abc.ABC):
-    """A backend's options; subclasses are frozen dataclasses with a ``type`` and a :meth:`build`."""
+class BackendConfig(ConfigModel, abc.ABC):
+    """A backend's options; subclasses declare a ``type``, their options as described fields, and a :meth:`build`.
+
+    Frozen and hashable, like every sandbox config (a manager's config holds one).
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     #: the name the backend is chosen by (``ManagerConfig(backend=...)``, ``--backend``)
     type: ClassVar[str] = ""
@@ -78,8 +83,7 @@ class BackendConfig(abc.ABC):
     @classmethod
     def from_settings(cls, **settings: Any) -> BackendConfig:
         """This config from the shared settings it declares as fields (the others are ignored)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in settings.items() if k in names})
+        return cls(**{k: v for k, v in settings.items() if k in cls.model_fields})
 
     @abc.abstractmethod
     def build(self) -> SandboxBackend:
@@ -109,8 +113,6 @@ def register_backend(config_cls: C, *, override: bool = False) -> C:
     kind = config_cls.type
     if not isinstance(kind, str) or not kind.strip():
         raise ValueError(f"{config_cls.__name__} must declare its backend type: type: ClassVar[str] = 'name'")
-    if not dataclasses.is_dataclass(config_cls):
-        raise TypeError(f"{config_cls.__name__} must be a dataclass (@dataclass(frozen=True))")
     again = kind in _BACKENDS and _BACKENDS.entry(kind) is config_cls  # registering the same class twice is fine
     _BACKENDS.add(kind, config_cls, override=override or again)
     return config_cls

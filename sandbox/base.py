@@ -20,8 +20,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from rockroll.envs.config import ConfigModel, parse_config
 from rockroll.sandbox.client import SandboxClient
 from rockroll.sandbox.errors import SandboxError, SandboxLost, SandboxTimeout
 from rockroll.sandbox.results import ExecResult, Health
@@ -32,14 +33,15 @@ __all__ = ["SandboxSpec", "SandboxHandle", "ExecResult", "Health", "SandboxBacke
 DEFAULT_IMAGE = "rockroll-sandbox:latest"
 
 
-class SandboxSpec(BaseModel):
+class SandboxSpec(ConfigModel):
     """How to build one sandbox; also the key of a warm pool (frozen and hashable).
 
-    A pydantic model in rockroll's config dialect (``extra="forbid"``, every field described and
-    bounded); the API's ``SandboxCreate`` body is derived from its fields.
+    A :class:`~rockroll.envs.config.ConfigModel` (every field described and bounded; a bad field
+    raises :class:`~rockroll.envs.config.ConfigError`); the API's ``SandboxCreate`` body is derived
+    from its fields.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     name: str = Field(
         "default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
@@ -63,7 +65,7 @@ class SandboxSpec(BaseModel):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SandboxSpec:
-        return cls.model_validate(data)
+        return parse_config(cls, data)
 
 
 @dataclass
@@ -121,6 +123,11 @@ class SandboxBackend(abc.ABC):
     def logs(self, handle: SandboxHandle, tail: int = 50) -> str:
         """The last lines of the server's log, best effort."""
         return ""
+
+    def release(self, handle: SandboxHandle) -> None:
+        """Leave the sandbox running for a later manager to adopt (a backend whose sandboxes otherwise
+        end with the process that started them, like ``process``, marks it so); a no-op by default."""
+        return None
 
     # --------------------------------------------------------------- shared
     def client(self, handle: SandboxHandle, timeout_s: float = 60.0) -> SandboxClient:

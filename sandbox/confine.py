@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import shlex
 from pathlib import Path
 
@@ -44,6 +45,8 @@ __all__ = [
     "SANDBOX_USER",
     "SANDBOX_DIR",
     "sandbox_user",
+    "agent_pids",
+    "agent_uid_base",
     "confined_argv",
     "make_cgroups",
     "memory_cgroup",
@@ -60,6 +63,25 @@ SANDBOX_DIR = "/run/rockroll"
 AGENT_UID_BASE = 1_800_000_000
 #: what the server keeps to start agent commands as agent uids (and to kill them, own their folders)
 SERVER_CAPS = ("setuid", "setgid", "setpcap", "kill", "chown")
+#: per-sandbox agent uid bases are drawn from this many slots above the backend's first uid
+_UID_SLOTS = 1 << 17
+
+
+def agent_pids(pids_limit: int) -> int:
+    """The processes (threads included) one agent uid may hold in a sandbox of ``pids_limit``: the
+    rest, a quarter of the limit (8 to 32), is the server's, for the threads it answers calls with."""
+    return pids_limit - min(32, max(8, pids_limit // 4))
+
+
+def agent_uid_base(first: int, max_sessions: int) -> int:
+    """A random first agent uid for one sandbox, ``first`` plus a multiple of ``max_sessions + 1``.
+
+    The kernel counts a uid's processes (``RLIMIT_NPROC``) over the whole host, so sandboxes that
+    shared agent uids would share their bound; two of ``2**17`` slots colliding only means that.
+    """
+    return first + secrets.randbelow(_UID_SLOTS) * (max_sessions + 1)
+
+
 _HIDDEN = ("/tmp", "/run", "/root", "/home")
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 

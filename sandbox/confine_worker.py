@@ -1,6 +1,6 @@
 """Confinement of a long-lived worker process started by root (the control plane's job workers).
 
-A job worker (:mod:`rockroll.api.job_worker`) runs the server's own job code on an owner's untrusted
+A job worker (:mod:`rockroll.api.jobs.worker`) runs the server's own job code on an owner's untrusted
 config. :func:`worker_argv` runs it the way :mod:`rockroll.sandbox.confine` runs process sandboxes,
 with two differences that a job needs:
 

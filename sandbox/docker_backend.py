@@ -4,12 +4,15 @@ Each container runs the in-sandbox server as the container's root with every cap
 but the five it needs to run agent code as other uids (``SETUID``, ``SETGID``, ``SETPCAP``,
 ``KILL``, ``CHOWN``; no ``DAC_OVERRIDE``: it cannot read a file its mode denies), and the agent
 code itself as unprivileged uids with no capabilities (:mod:`rockroll.sandbox.server.agents`):
-the sandbox's ``exec`` calls as uid 10001 (:data:`SANDBOX_UID`) in ``/workspace`` (its 0700 tmpfs),
-env session ``n``'s commands as ``10001 + n`` in a 0700 folder of its own under
+the sandbox's ``exec`` calls as its agent uid ``B`` (:data:`SANDBOX_UID` plus a random multiple of
+``max_sessions + 1``, the handle's ``extra["agent_uid"]``: see :func:`~rockroll.sandbox.confine.agent_uid_base`)
+in ``/workspace`` (its 0700 tmpfs), env session ``n``'s commands as ``B + n`` in a 0700 folder of its own under
 :data:`SERVER_DIR` (a root-owned 0711 tmpfs that also holds the server's plugins). The socket
 directory is root's (0700), or, under a non-root manager, sticky and unlistable with the socket
 0600 and owned by the manager: agent uids cannot connect to it or replace it. The handle's
-``extra["agent_isolation"]`` is ``"uid"``. Also:
+``extra["agent_isolation"]`` is ``"uid"``. Agent commands hold at most the container's pids limit
+less the server's share (:func:`~rockroll.sandbox.confine.agent_pids`) and are the OOM killer's first
+choice, so a fork bomb or a memory hog fails its command and the server keeps answering. Also:
 
 * ``network_mode="none"``: no interfaces but its own loopback, so no egress and no way to reach
   the host's loopback services or the Docker bridge. The manager still reaches the server because
@@ -27,6 +30,14 @@ directory is root's (0700), or, under a non-root manager, sticky and unlistable 
   ``rockroll.generation`` and ``rockroll.pool``, which reconciliation uses to adopt or remove
   containers after a manager restart.
 
+The Docker SDK is used from many threads at once (a burst of creates, the warm pool's refills, the
+monitor): each thread gets a client of its own (:meth:`DockerBackend.client_for`). One shared
+client is not safe there: the SDK keeps a connection pool per request URL, at most 25 of them,
+and 64 threads starting 64 containers evict (close) a pool another thread is still using, which
+fails that call with an ``AttributeError`` inside urllib3 (seen once in 8 bursts of 64,
+bench/docker_burst.py). A thread's own client makes one call at a time, so its pools are never
+closed under it.
+
 Several daemons can be listed (``hosts``); a new sandbox goes to the one running the fewest
 rockroll containers. Because the transport is a unix socket on the host's filesystem, every listed
 daemon must run on the manager's machine (a local socket, rootless and rootful daemons, or
@@ -43,13 +54,14 @@ import logging
 import os
 import shutil
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import DEFAULT_IMAGE, SandboxBackend, SandboxHandle, SandboxSpec
-from rockroll.sandbox.confine import private_dir
+from rockroll.sandbox.confine import agent_pids, agent_uid_base, private_dir
 from rockroll.sandbox.errors import BackendUnavailable, ImageNotFound, SandboxStartError
 from rockroll.sandbox.process import DEFAULT_STATE_DIR, ProcessBackend, ProcessConfig
 
@@ -65,7 +77,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: the agent uid of a container's ``exec`` calls (session ``n``'s commands run as SANDBOX_UID + n)
+#: the lowest agent uid of a container's ``exec`` calls (each sandbox draws its own base above it)
 SANDBOX_UID = 10001
 CONTAINER_SOCKET_DIR = "/run/rockroll"
 #: the server's own folder in the container (a tmpfs): session workspaces, plugins
@@ -73,6 +85,18 @@ SERVER_DIR = "/srv/rockroll"
 #: the only capabilities the server (container root) keeps
 SERVER_CAPS = ("SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN")
 LOCAL = "local"
+#: connections each thread's client keeps per daemon URL (a thread makes one call at a time)
+CLIENT_POOL_SIZE = 2
+
+
+def _connect(url: str, version: str | None = None) -> Any:
+    """A Docker SDK client of daemon ``url`` (``local``: the environment's default)."""
+    import docker
+
+    opts: dict[str, Any] = {"timeout": 60, "max_pool_size": CLIENT_POOL_SIZE}
+    if version:  # known already: the client skips asking the daemon for it
+        opts["version"] = version
+    return docker.from_env(**opts) if url == LOCAL else docker.DockerClient(base_url=url, **opts)
 
 
 class DockerBackend(SandboxBackend):
@@ -94,37 +118,53 @@ class DockerBackend(SandboxBackend):
         self, hosts: tuple[str, ...] | list[str] = (), state_dir: str = DEFAULT_STATE_DIR, uid: int = SANDBOX_UID
     ):
         try:
-            import docker
+            import docker  # noqa: F401 - only to say so now when it is missing
         except ImportError as e:  # pragma: no cover - docker is a dependency
             raise BackendUnavailable("the docker package is not installed") from e
         self.state_dir = Path(state_dir)
         self.uid = uid
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, Any] = {}  # this constructing thread's clients; others get their own
+        self._versions: dict[str, str] = {}
+        self._local = threading.local()
+        self._local.clients = self._clients
         self._known_images: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         for url in hosts or (LOCAL,):
             try:
-                client = docker.from_env(timeout=60) if url == LOCAL else docker.DockerClient(base_url=url, timeout=60)
+                client = _connect(url)
                 client.ping()
             except Exception as e:  # noqa: BLE001 - any failure means this daemon is unusable
                 raise BackendUnavailable(f"Docker daemon {url} does not answer: {e}") from e
             self._clients[url] = client
+            self._versions[url] = client.api.api_version
         self._load = {url: len(self._containers(url, {})) for url in self._clients}
 
     # ------------------------------------------------------------- helpers
+    def client_for(self, url: str) -> Any:
+        """The calling thread's Docker SDK client of daemon ``url`` (made on its first call; see the module docstring)."""
+        clients = getattr(self._local, "clients", None)
+        if clients is None:
+            clients = self._local.clients = {}
+        client = clients.get(url)
+        if client is None:
+            if url not in self._versions:
+                raise KeyError(url)
+            client = clients[url] = _connect(url, self._versions[url])
+        return client
+
     def _containers(self, url: str, labels: dict[str, str]) -> list[Any]:
         filters = {"label": ["rockroll.managed=1"] + [f"{k}={v}" for k, v in labels.items()]}
         # ignore_removed: a container removed between listing and inspecting is not an error
-        return self._clients[url].containers.list(all=True, filters=filters, ignore_removed=True)
+        return self.client_for(url).containers.list(all=True, filters=filters, ignore_removed=True)
 
     def has_image(self, image: str, host: str | None = None) -> bool:
         import docker.errors
 
-        url = host or next(iter(self._clients))
+        url = host or next(iter(self._versions))
         if (url, image) in self._known_images:
             return True
         try:
-            self._clients[url].images.get(image)
+            self.client_for(url).images.get(image)
         except docker.errors.ImageNotFound:
             return False
         except docker.errors.APIError:
@@ -167,13 +207,15 @@ class DockerBackend(SandboxBackend):
         name, d = f"rockroll-{manager}-{sandbox_id}-g{generation}", None  # d: the socket dir, once made
         env = {"ROCKROLL_SOCKET": f"{CONTAINER_SOCKET_DIR}/s.sock", "ROCKROLL_WORKSPACE": "/workspace"}
         env.update({"ROCKROLL_MAX_SESSIONS": str(spec.max_sessions), **dict(spec.env)})
-        env.update(ROCKROLL_AGENT_UID=str(self.uid), ROCKROLL_SERVER_DIR=SERVER_DIR)
+        uid = agent_uid_base(self.uid, spec.max_sessions)  # this sandbox's own: RLIMIT_NPROC counts host-wide
+        env.update(ROCKROLL_AGENT_UID=str(uid), ROCKROLL_SERVER_DIR=SERVER_DIR)
+        env["ROCKROLL_AGENT_PIDS"] = str(agent_pids(spec.pids_limit))  # the rest is the server's
         if os.geteuid() != 0:
             env["ROCKROLL_SOCKET_UID"] = str(os.geteuid())  # the socket is 0600: the manager's
         tmpfs_opts = "exec,nosuid,nodev"
         try:
             d = self._socket_dir(manager, sandbox_id, generation)
-            container = self._clients[url].containers.create(
+            container = self.client_for(url).containers.create(
                 spec.image,
                 name=name,
                 user="0:0",
@@ -190,7 +232,7 @@ class DockerBackend(SandboxBackend):
                 pids_limit=spec.pids_limit,
                 read_only=True,
                 tmpfs={
-                    "/workspace": f"size={spec.workspace_mb}m,mode=0700,uid={self.uid},gid={self.uid},{tmpfs_opts}",
+                    "/workspace": f"size={spec.workspace_mb}m,mode=0700,uid={uid},gid={uid},{tmpfs_opts}",
                     SERVER_DIR: f"size={spec.workspace_mb}m,mode=0711,uid=0,gid=0,{tmpfs_opts}",
                     "/tmp": f"size=64m,mode=1777,uid=0,gid=0,{tmpfs_opts}",
                 },
@@ -215,7 +257,7 @@ class DockerBackend(SandboxBackend):
             ref=container.id,
             host=url,
             generation=int(generation),
-            extra={"dir": str(d), "agent_isolation": "uid"},
+            extra={"dir": str(d), "agent_isolation": "uid", "agent_uid": uid},
         )
 
     def _undo_start(self, url: str, name: str | None, d: Path | None) -> None:
@@ -226,7 +268,7 @@ class DockerBackend(SandboxBackend):
             self._load[url] = max(0, self._load[url] - 1)
         if name is not None:
             try:
-                self._clients[url].containers.get(name).remove(force=True)
+                self.client_for(url).containers.get(name).remove(force=True)
             except docker.errors.NotFound:
                 pass
             except Exception as e:  # noqa: BLE001 - keep the start's own error; reconciliation removes it later
@@ -237,9 +279,9 @@ class DockerBackend(SandboxBackend):
     def _container(self, handle: SandboxHandle) -> Any:
         import docker.errors
 
-        client = self._clients.get(handle.host) or next(iter(self._clients.values()))
+        url = handle.host if handle.host in self._versions else next(iter(self._versions))
         try:
-            return client.containers.get(handle.ref)
+            return self.client_for(url).containers.get(handle.ref)
         except docker.errors.NotFound:
             return None
 
@@ -281,7 +323,7 @@ class DockerBackend(SandboxBackend):
 
     def list_managed(self, manager: str) -> list[SandboxHandle]:
         handles = []
-        for url in self._clients:
+        for url in self._versions:
             for c in self._containers(url, {"rockroll.manager": manager}):
                 labels = c.labels
                 d = (
@@ -303,27 +345,25 @@ class DockerBackend(SandboxBackend):
         return handles
 
 
-@dataclass(frozen=True)
 class DockerConfig(BackendConfig):
     """Options of the ``docker`` backend (see :class:`DockerBackend`)."""
 
     type: ClassVar[str] = "docker"
-    docker_hosts: tuple[str, ...] = ()
-    state_dir: str = DEFAULT_STATE_DIR
-    uid: int = SANDBOX_UID
+    docker_hosts: tuple[str, ...] = Field((), description="Docker daemon URLs (empty: the local default socket)")
+    state_dir: str = Field(DEFAULT_STATE_DIR, description="host directory of the sandboxes' sockets")
+    uid: int = Field(SANDBOX_UID, description="user id the in-sandbox server runs as inside the container")
 
     def build(self) -> DockerBackend:
         return DockerBackend(hosts=self.docker_hosts, state_dir=self.state_dir, uid=self.uid)
 
 
-@dataclass(frozen=True)
 class AutoConfig(BackendConfig):
     """The ``auto`` backend: Docker when a daemon answers and ``image`` exists, else processes."""
 
     type: ClassVar[str] = "auto"
-    docker_hosts: tuple[str, ...] = ()
-    state_dir: str = DEFAULT_STATE_DIR
-    image: str = DEFAULT_IMAGE
+    docker_hosts: tuple[str, ...] = Field((), description="Docker daemon URLs (empty: the local default socket)")
+    state_dir: str = Field(DEFAULT_STATE_DIR, description="host directory of the sandboxes' sockets and workspaces")
+    image: str = Field(DEFAULT_IMAGE, description="Docker is used only when this image exists on the daemon")
 
     def build(self) -> DockerBackend | ProcessBackend:
         try:

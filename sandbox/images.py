@@ -9,7 +9,8 @@
    directory, then ``docker import`` as ``rockroll-base:bookworm`` (about a minute, needs only a
    Debian mirror, which ``apt-get`` already uses). Otherwise any base with Python 3.11.
 2. **wheels**: rockroll itself (``pip wheel --no-deps .``) plus the server's runtime dependencies
-   (numpy, gymnasium, pinned to the versions installed on the host) and pip, built or copied from
+   (numpy, gymnasium, bm25s, and websockets and orjson for the data-plane channel, pinned to the
+   versions installed on the host) and pip, built or copied from
    the host's pip cache. Nothing is fetched from inside a container (HTTPS from containers may fail
    certificate checks behind proxies).
 3. **image**: ``sandbox/image/Dockerfile`` with ``BASE`` set, built with ``network_mode="none"``;
@@ -80,7 +81,9 @@ class ImageBuildConfig:
     base: str = "debootstrap"
     suite: str = "bookworm"
     mirror: str = "http://deb.debian.org/debian"
-    runtime_packages: tuple[str, ...] = ("numpy", "gymnasium", "bm25s")  # what envs/ imports (bm25s: WebShop)
+    # what envs/ imports (bm25s: WebShop), and the data-plane channel's (rockroll.sandbox.server.channel)
+    # websockets and orjson, so Docker sandboxes are stepped over the channel like process ones
+    runtime_packages: tuple[str, ...] = ("numpy", "gymnasium", "bm25s", "websockets", "orjson")
     extra_wheels: tuple[str, ...] = ()
     project_dir: str = str(PROJECT_ROOT)
     force: bool = False

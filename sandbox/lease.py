@@ -26,7 +26,7 @@ import time
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from rockroll.sandbox.errors import SandboxError
@@ -176,7 +176,7 @@ class Lease:
             while not self._stop.wait(self.ttl_s / 3):
                 try:
                     self.renew()
-                except Exception as e:  # noqa: BLE001 - a database hiccup: retry on the next beat
+                except SQLAlchemyError as e:  # a database hiccup: retry on the next beat
                     log.warning("cannot renew the lease of manager %r: %s", self.name, e)
 
         self._thread = threading.Thread(target=loop, name=f"lease-{self.name}", daemon=True)
@@ -192,5 +192,5 @@ class Lease:
                 s.execute(
                     delete(ManagerLease).where(ManagerLease.name == self.name, ManagerLease.holder == self.holder)
                 )
-        except Exception as e:  # noqa: BLE001 - closing: the ttl frees it anyway
+        except SQLAlchemyError as e:  # closing: the ttl frees it anyway
             log.warning("cannot release the lease of manager %r: %s", self.name, e)

@@ -30,8 +30,9 @@ import time
 from collections import deque
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.backends import make_backend as build_backend
@@ -79,7 +80,7 @@ class SandboxManager:
     ) -> None:
         if isinstance(backend, (str, BackendConfig)):
             overrides["backend"], backend = backend, None
-        self.config = replace(config or ManagerConfig(), **overrides)
+        self.config = ManagerConfig(**{**(dict(config) if config else {}), **overrides})  # validated again
         self.backend = backend or make_backend(self.config)
         self.reconcile_report: dict[str, list[str]] = {}
         self.store = SandboxStore(self.config.db_url, self.config.name)
@@ -124,7 +125,7 @@ class SandboxManager:
             return
         try:
             self.store.save(sb.to_record())
-        except Exception as e:  # noqa: BLE001 - the database must not take the sandbox down
+        except SQLAlchemyError as e:  # the database must not take the sandbox down
             log.warning("cannot persist sandbox %s: %s", sb.id, e)
 
     def active_count(self) -> int:
@@ -358,6 +359,10 @@ class SandboxManager:
                     self.delete(sb.id)
                 except SandboxError as e:
                     log.warning("cannot delete %s: %s", sb.id, e)
+        else:  # left for the next manager: outliving this process is now intended
+            for sb in self.list():
+                if sb.handle is not None:
+                    self.backend.release(sb.handle)
         self.lease.release()
         self.store.close()
 

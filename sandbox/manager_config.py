@@ -7,9 +7,11 @@ Its own module so the manager's helpers (:mod:`rockroll.sandbox.monitor`,
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ConfigDict, Field, field_validator
+
+from rockroll.envs.config import ConfigModel
 from rockroll.sandbox.backends import BackendConfig, validate_backend_name
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.pool import PoolConfig
@@ -33,45 +35,47 @@ def default_db_url() -> str:
     return f"sqlite:///{data_dir() / 'sandboxes.db'}"
 
 
-@dataclass(frozen=True)
-class ManagerConfig:
-    """Settings of one manager (every field has a working default).
+class ManagerConfig(ConfigModel):
+    """Settings of one manager (every field has a working default; frozen and hashable)."""
 
-    Attributes:
-        name: labels this manager's sandboxes; a restarted manager with the same name adopts them.
-        backend: a registered backend type (:func:`rockroll.sandbox.backends.backend_names`):
-            ``auto`` (Docker when a daemon answers and the image exists, else process), ``docker``,
-            ``process``...; or a :class:`~rockroll.sandbox.backends.BackendConfig` with its own options.
-        docker_hosts: Docker daemon URLs (empty: the local default socket).
-        db_url: SQLAlchemy URL of the sandbox records (default: ``sandboxes.db`` in the user data
-            directory, :func:`default_db_url`); one manager per ``name`` may run on it at a time.
-        state_dir: host directory for sockets and process workspaces (keep the path short).
-        max_sandboxes: most sandboxes at once.
-        default_spec: spec used when a call names none.
-        pools: warm pools.
-        monitor_interval_s: seconds between health probes (None: no monitor thread).
-        failure_threshold: failed probes in a row before a live but silent sandbox is replaced.
-        probe_timeout_s: timeout of one health probe.
-        idle_ttl_s: delete sandboxes unused this long (None: never); pool minimums are kept.
-        auto_restart: replace dead/unhealthy sandboxes (and restore lost ones on start).
-    """
+    model_config = ConfigDict(frozen=True)
 
-    name: str = "default"
-    backend: str | BackendConfig = "auto"
-    docker_hosts: tuple[str, ...] = ()
-    db_url: str = field(default_factory=default_db_url)
-    state_dir: str = DEFAULT_STATE_DIR
-    max_sandboxes: int = 8
-    default_spec: SandboxSpec = field(default_factory=SandboxSpec)
-    pools: tuple[PoolConfig, ...] = ()
-    monitor_interval_s: float | None = 1.0
-    failure_threshold: int = 2
-    probe_timeout_s: float = 2.0
-    idle_ttl_s: float | None = 600.0
-    auto_restart: bool = True
+    name: str = Field(
+        "default", description="labels this manager's sandboxes; a restarted manager with the same name adopts them"
+    )
+    backend: str | BackendConfig = Field(
+        "auto",
+        description="a registered backend type (rockroll.sandbox.backends.backend_names): auto (Docker when a "
+        "daemon answers and the image exists, else process), docker, process...; or a BackendConfig with its "
+        "own options",
+    )
+    docker_hosts: tuple[str, ...] = Field((), description="Docker daemon URLs (empty: the local default socket)")
+    db_url: str = Field(
+        default_factory=default_db_url,
+        description="SQLAlchemy URL of the sandbox records (default: sandboxes.db in the user data directory); "
+        "one manager per name may run on it at a time",
+    )
+    state_dir: str = Field(
+        DEFAULT_STATE_DIR, description="host directory for sockets and process workspaces (keep the path short)"
+    )
+    max_sandboxes: int = Field(8, ge=1, description="most sandboxes at once")
+    default_spec: SandboxSpec = Field(default_factory=SandboxSpec, description="spec used when a call names none")
+    pools: tuple[PoolConfig, ...] = Field((), description="warm pools")
+    monitor_interval_s: float | None = Field(
+        1.0, gt=0, description="seconds between health probes (null: no monitor thread)"
+    )
+    failure_threshold: int = Field(
+        2, ge=1, description="failed probes in a row before a live but silent sandbox is replaced"
+    )
+    probe_timeout_s: float = Field(2.0, gt=0, description="timeout of one health probe")
+    idle_ttl_s: float | None = Field(
+        600.0, gt=0, description="delete sandboxes unused this long (null: never); pool minimums are kept"
+    )
+    auto_restart: bool = Field(True, description="replace dead or unhealthy sandboxes (and restore lost ones on start)")
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.backend, BackendConfig):
-            validate_backend_name(self.backend)  # UnknownBackendError (a ValueError) names close ones
-        if self.max_sandboxes < 1 or self.failure_threshold < 1:
-            raise ValueError("max_sandboxes and failure_threshold must be >= 1")
+    @field_validator("backend")
+    @classmethod
+    def _registered(cls, backend: str | BackendConfig) -> str | BackendConfig:
+        if isinstance(backend, str):
+            validate_backend_name(backend)  # UnknownBackendError (a ValueError) lists the types, names close ones
+        return backend

@@ -35,12 +35,19 @@ only as long as the process that started it, even when that one is SIGKILLed: th
 ``PR_SET_PDEATHSIG`` (from one long-lived spawner thread, since the kernel ties that signal to the
 creating *thread*), bwrap gets ``--die-with-parent`` and ``unshare`` has ``--kill-child``.
 
+Every sandbox also ends with the process that started it, however that one ends (SIGKILL
+included), unless it was handed over: the server watches a *lifeline*, a pipe whose only write end
+this process holds (close-on-exec, so no other child inherits it), and exits when it closes.
+:meth:`ProcessBackend.release` (called by a manager closed with ``stop_sandboxes=False``) writes
+``k`` first, and the server then outlives this process for the next manager to adopt.
+
 Processes carry ``--label rockroll.manager=<name> --label rockroll.sandbox=<id>`` on their command
 line, so a restarted manager finds them in ``/proc`` and adopts or stops them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -50,9 +57,10 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
+
+from pydantic import Field
 
 from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import SandboxBackend, SandboxHandle, SandboxSpec
@@ -60,6 +68,8 @@ from rockroll.sandbox.confine import (
     AGENT_UID_BASE,
     SANDBOX_DIR,
     SANDBOX_USER,
+    agent_pids,
+    agent_uid_base,
     cgroup_dirs,
     confined_argv,
     make_cgroups,
@@ -80,6 +90,8 @@ __all__ = ["ProcessBackend", "ProcessConfig", "detect_isolation", "DEFAULT_STATE
 DEFAULT_STATE_DIR = f"/tmp/rockroll-sb-{os.getuid()}"
 _PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+#: pid of a sandbox started here -> the write end of its lifeline (see ProcessBackend.release)
+_LIFELINES: dict[int, int] = {}
 _ISOLATION: str | None = None
 
 
@@ -142,6 +154,9 @@ class ProcessBackend(SandboxBackend):
             ``agent_uid + n``): a range no host user has.
         tie_to_parent: sandboxes die with this process (see the module docstring); off, they outlive
             it for a restarted manager to adopt.
+        survive_owner: no lifeline: a sandbox outlives this process however it ends (SIGKILL included),
+            for a later manager to adopt; off (the default), only a sandbox handed over with
+            :meth:`release` does, so a crashed owner leaves no sandbox behind.
     """
 
     name = "process"
@@ -154,6 +169,7 @@ class ProcessBackend(SandboxBackend):
         user: str = SANDBOX_USER,
         agent_uid: int = AGENT_UID_BASE,
         tie_to_parent: bool = False,
+        survive_owner: bool = False,
     ):
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -164,6 +180,7 @@ class ProcessBackend(SandboxBackend):
         self.run_as = sandbox_user(user) if self.isolation == "bwrap" else None
         self.agent_uid = agent_uid
         self.tie_to_parent = tie_to_parent
+        self.survive_owner = survive_owner and not tie_to_parent
 
     def _dir(self, manager: str, name: str) -> Path:
         return self.state_dir / manager / name
@@ -196,9 +213,11 @@ class ProcessBackend(SandboxBackend):
             uid, gid = self.run_as
             os.chown(d, uid, gid)
             os.chmod(d, 0o711)  # agents pass through to their workspaces; the socket and log are 0600
-            os.chown(d / "ws", self.agent_uid, self.agent_uid)  # the exec calls' agent uid owns it
-            own_env.update(ROCKROLL_AGENT_UID=str(self.agent_uid), ROCKROLL_SERVER_DIR=f"{SANDBOX_DIR}/srv")
-            extra["agent_isolation"] = "uid"
+            agent_uid = agent_uid_base(self.agent_uid, spec.max_sessions)  # RLIMIT_NPROC counts host-wide
+            os.chown(d / "ws", agent_uid, agent_uid)  # the exec calls' agent uid owns it
+            own_env.update(ROCKROLL_AGENT_UID=str(agent_uid), ROCKROLL_SERVER_DIR=f"{SANDBOX_DIR}/srv")
+            own_env["ROCKROLL_AGENT_PIDS"] = str(agent_pids(spec.pids_limit))  # the rest is the server's
+            extra.update(agent_isolation="uid", agent_uid=agent_uid)
             procs = make_cgroups(cgroup, memory_mb=spec.memory_mb, pids=spec.pids_limit, cpus=spec.cpus)
             seccomp_fd = open_program()
             argv = confined_argv(
@@ -225,6 +244,10 @@ class ProcessBackend(SandboxBackend):
         env.update({"HOME": f"{inner}/ws", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env), **own_env})
         if self.tie_to_parent and "bwrap" in argv:
             argv.insert(argv.index("bwrap") + 1, "--die-with-parent")
+        lifeline, keep = os.pipe2(os.O_CLOEXEC)  # the server ends when `keep` closes (see release)
+        if not self.survive_owner:
+            server += ["--lifeline", str(lifeline)]
+        fds = (lifeline,) if seccomp_fd is None else (lifeline, seccomp_fd)
         try:
             with open(d / "server.log", "wb") as log:
                 os.fchmod(log.fileno(), 0o600)
@@ -233,17 +256,23 @@ class ProcessBackend(SandboxBackend):
                     return subprocess.Popen(
                         argv + server, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                         start_new_session=True, env=env, cwd=str(d),
-                        pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+                        pass_fds=fds,
                         preexec_fn=_die_with(os.getpid()) if self.tie_to_parent else None,
                     )  # fmt: skip
 
                 proc = _SPAWNER.submit(spawn).result() if self.tie_to_parent else spawn()
         except OSError as e:
+            os.close(keep)
             raise SandboxStartError(f"cannot start sandbox process: {e}", sandbox_id=sandbox_id) from e
         finally:
+            os.close(lifeline)
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
         _CHILDREN[proc.pid] = proc
+        if self.survive_owner:
+            os.close(keep)
+        else:
+            _LIFELINES[proc.pid] = keep
         return SandboxHandle(
             sandbox_id=sandbox_id,
             backend=self.name,
@@ -252,8 +281,20 @@ class ProcessBackend(SandboxBackend):
             extra=extra,
         )
 
+    def release(self, handle: SandboxHandle) -> None:
+        """Leave the sandbox running after this process ends, for a later manager to adopt: its lifeline
+        says so (``k``) before it closes. Without this, a sandbox ends with the process that started it."""
+        keep = _LIFELINES.pop(int(handle.ref), None)
+        if keep is not None:
+            with contextlib.suppress(OSError):  # the server is gone already
+                os.write(keep, b"k")
+            os.close(keep)
+
     def stop(self, handle: SandboxHandle) -> None:
         pid = int(handle.ref)
+        keep = _LIFELINES.pop(pid, None)
+        if keep is not None:
+            os.close(keep)
         try:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -370,20 +411,24 @@ def _pgid(pid: int) -> int:
         return -1
 
 
-@dataclass(frozen=True)
 class ProcessConfig(BackendConfig):
     """Options of the ``process`` backend (see :class:`ProcessBackend`)."""
 
     type: ClassVar[str] = "process"
-    state_dir: str = DEFAULT_STATE_DIR
-    isolation: str = "auto"
-    python: str = sys.executable
-    user: str = SANDBOX_USER
-    agent_uid: int = AGENT_UID_BASE
-    tie_to_parent: bool = False
+    state_dir: str = Field(DEFAULT_STATE_DIR, description="host directory of the sandboxes' sockets and workspaces")
+    isolation: Literal["auto", "bwrap", "unshare", "none"] = Field(
+        "auto", description="how each sandbox process is confined: auto picks the strongest that works here"
+    )
+    python: str = Field(sys.executable, description="interpreter that runs the in-sandbox server")
+    user: str = Field(SANDBOX_USER, description="account the sandboxes run as, when the host has it")
+    agent_uid: int = Field(AGENT_UID_BASE, description="first user id of the per-sandbox agent users")
+    tie_to_parent: bool = Field(False, description="stop the sandboxes when this process dies")
+    survive_owner: bool = Field(
+        False, description="sandboxes outlive this process even when it is killed (a later manager adopts them)"
+    )
 
     def build(self) -> ProcessBackend:
         return ProcessBackend(
             state_dir=self.state_dir, isolation=self.isolation, python=self.python, user=self.user,
-            agent_uid=self.agent_uid, tie_to_parent=self.tie_to_parent,
+            agent_uid=self.agent_uid, tie_to_parent=self.tie_to_parent, survive_owner=self.survive_owner,
         )  # fmt: skip

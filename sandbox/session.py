@@ -1,6 +1,16 @@
-"""``RemoteSession``: an env session in a sandbox that looks like a local text env.
+"""The session-handle contract (:class:`EnvSession`) and ``RemoteSession``, a session in a sandbox.
 
-It follows the text-env contract of :mod:`rockroll.envs.core` (``reset``, ``step``, ``close``,
+:class:`EnvSession` is what every handle on one env session offers, wherever the session runs:
+the text-env contract of :class:`~rockroll.envs.core.TextEnvProtocol` plus the session's ids
+(``session_id``, ``env_id``, ``sandbox_id``), ``closed``, ``render`` and ``fork``. A
+:class:`RemoteSession` (a session in a sandbox of this manager) and a
+:class:`~rockroll.sandbox.node.remote.NodeSession` (one on a standalone node agent) satisfy it, as
+do the control plane's handles above this layer; tables of sessions (the node agent's
+``AgentSession``, the control plane's live sessions) hold one. Code that only plays envs keeps
+annotating with ``TextEnvProtocol``; code that needs a session's ids or ``fork`` asks for an
+``EnvSession``.
+
+``RemoteSession`` follows the text-env contract of :mod:`rockroll.envs.core` (``reset``, ``step``, ``close``,
 ``get_state``/``set_state``, ``system_prompt``, ``action_candidates``) plus ``fork``, so rollout
 code runs the same against ``envhub.make(...)`` and ``SandboxManager.open_session(...)``. Env errors
 (``ResetNeeded``, ``EnvConfigError``...) come back as the same exception types.
@@ -15,12 +25,38 @@ Threat model: observations and infos are untrusted strings/JSON from the sandbox
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from rockroll.envs.core import TextEnvProtocol
 from rockroll.sandbox.client import SandboxClient, _to_exception
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout, SessionLost, SessionNotFound
 
-__all__ = ["RemoteSession", "SessionHost", "run_batch"]
+__all__ = ["EnvSession", "RemoteSession", "SessionHost", "run_batch"]
+
+
+@runtime_checkable
+class EnvSession(TextEnvProtocol, Protocol):
+    """A handle on one env session hosted elsewhere (see the module docstring).
+
+    ``isinstance(handle, EnvSession)`` checks that the attributes and methods exist, not their types.
+    """
+
+    #: the session's id where it is hosted
+    session_id: str
+    #: the registered env id it plays
+    env_id: str
+    #: the sandbox that hosts it ("" where the handle does not know)
+    sandbox_id: str
+    #: True once :meth:`close` ran (every later call raises)
+    closed: bool
+
+    def render(self) -> str:
+        """The current observation text ("" where the host does not render on demand)."""
+        ...
+
+    def fork(self) -> EnvSession:
+        """A second session of the same host that continues from this one's current state."""
+        ...
 
 
 class SessionHost(Protocol):
@@ -50,26 +86,31 @@ class RemoteSession:
         self.sandbox_id = sandbox.id
         self.session_id: str = info["session_id"]
         self.env_id: str = info.get("env_id", "")
-        self.spec_id = self.env_id
         self._system_prompt: str = info.get("system_prompt", "")
         self._generation = sandbox.generation
-        self._client = client
+        #: the connection to the sandbox's server (the node agent's channels find the sandbox by it)
+        self.client = client
         self._lock = threading.Lock()
         self.closed = False
 
     def __repr__(self) -> str:
         return f"RemoteSession({self.env_id!r}, sandbox={self.sandbox_id}, session={self.session_id})"
 
-    def _call(self, op: str, **args: Any) -> Any:
+    def check(self) -> None:
+        """Raise what a call would before it is sent: ``SessionNotFound`` once closed, ``SandboxLost``
+        once the sandbox incarnation it lives in is gone."""
         if self.closed:
             raise SessionNotFound(self.session_id)
         if self.sandbox.generation != self._generation or self.sandbox.deleted:
             raise SandboxLost(self.sandbox_id, "the sandbox was restarted or deleted")
+
+    def _call(self, op: str, **args: Any) -> Any:
+        self.check()
         with self._lock:
             if self.closed:  # closed while this call waited for the lock
                 raise SessionNotFound(self.session_id)
             try:
-                return self._client.call(op, session_id=self.session_id, **args)
+                return self.client.call(op, session_id=self.session_id, **args)
             except SessionNotFound as e:
                 raise SandboxLost(self.sandbox_id, "the server no longer knows this session") from e
             except SandboxTimeout:
@@ -119,12 +160,12 @@ class RemoteSession:
                 return
             try:
                 if self.sandbox.generation == self._generation and not self.sandbox.deleted:
-                    self._client.call("env.close", session_id=self.session_id)
+                    self.client.call("env.close", session_id=self.session_id)
             except (SandboxLost, SandboxTimeout):
                 pass
             finally:
                 self.closed = True
-                self._client.close()
+                self.client.close()
                 self.sandbox.session_closed()
 
     def __enter__(self) -> RemoteSession:
@@ -145,11 +186,12 @@ def run_batch(items: list[tuple[RemoteSession, str, dict[str, Any]]]) -> list[An
     results: list[Any] = [None] * len(items)
     groups: dict[int, list[int]] = {}
     for i, (session, op, _args) in enumerate(items):
-        if session.closed:
-            results[i] = SessionNotFound(session.session_id)
-        elif session.sandbox.generation != session._generation or session.sandbox.deleted:
-            results[i] = SandboxLost(session.sandbox_id, "the sandbox was restarted or deleted")
-        elif op not in ("step", "reset"):
+        try:
+            session.check()
+        except (SessionNotFound, SandboxLost) as e:
+            results[i] = e
+            continue
+        if op not in ("step", "reset"):
             results[i] = ValueError(f"batch op must be 'step' or 'reset', got {op!r}")
         else:
             groups.setdefault(id(session.sandbox), []).append(i)
@@ -158,9 +200,9 @@ def run_batch(items: list[tuple[RemoteSession, str, dict[str, Any]]]) -> list[An
         wire = [{"session_id": items[i][0].session_id, "op": items[i][1], **items[i][2]} for i in indices]
         try:
             with first._lock:  # a session closed meanwhile still carries the batch (on a fresh connection)
-                answers = first._client.call("env.batch", items=wire)
+                answers = first.client.call("env.batch", items=wire)
                 if first.closed:
-                    first._client.close()
+                    first.client.close()
         except SandboxLost as e:
             first.sandbox.report_failure()
             for i in indices:

@@ -43,4 +43,4 @@ echo "setup-docker: daemon $(docker info --format '{{.ServerVersion}}' 2>/dev/nu
 
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
-"$PY" -m rockroll.sandbox.cli build
+"$PY" -m rockroll.cli.image build

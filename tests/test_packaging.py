@@ -1,4 +1,4 @@
-"""The six top-level folders install as one namespace, ``rockroll.*``, and nothing else."""
+"""The eight top-level folders install as one namespace, ``rockroll.*``, and nothing else."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TOP = ("envs", "envhub", "sandbox", "agentrl", "trainer", "api")
+TOP = ("envs", "envhub", "sandbox", "client", "agentrl", "trainer", "api", "cli")
 
 
 def _pyproject() -> dict:

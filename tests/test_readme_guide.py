@@ -62,7 +62,7 @@ def test_guide_env_plays_locally(tmp_path: Path) -> None:
 
 
 def test_guide_env_registers_and_runs_in_a_sandbox(tmp_path: Path) -> None:
-    from rockroll.api.serve_proc import ServerProc
+    from rockroll.api.server.serve_proc import ServerProc
 
     project = _project(tmp_path)
     data = Path(tempfile.mkdtemp(prefix="rr-guide-"))  # short: sandbox socket paths must fit in 107 bytes

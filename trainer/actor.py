@@ -18,12 +18,12 @@ if TYPE_CHECKING:
     from rockroll.trainer.batch import Batch
     from rockroll.trainer.config import AlgoConfig, OptimConfig, TrainConfig
 
-__all__ = ["PolicyTrainer", "make_scheduler", "single_pass", "total_updates"]
+__all__ = ["PolicyTrainer", "behaviour_logprobs", "logprob_gap", "make_scheduler", "single_pass", "total_updates"]
 
 
 def total_updates(cfg: TrainConfig) -> int:
     """Optimizer steps of the whole run (for LR schedules)."""
-    n = cfg.rollout.group_size * cfg.rollout.groups_per_step
+    n = cfg.rollout.scheduler.group_size * cfg.rollout.scheduler.num_env_groups
     mb = cfg.optim.mini_batch_size or n
     return cfg.total_steps * cfg.optim.ppo_epochs * max(1, -(-n // mb))
 
@@ -37,6 +37,27 @@ def single_pass(cfg: TrainConfig, rows: int) -> bool:
     """
     mb = cfg.optim.mini_batch_size
     return (mb == 0 or mb >= rows) and not cfg.algo.tis_cap
+
+
+def behaviour_logprobs(engine: torch.Tensor, trainer: torch.Tensor) -> torch.Tensor:
+    """The behaviour policy's logprobs for the off-policy corrections (``algo.tis_cap``, ``decoupled_ppo``):
+    the engine's, as it sampled the tokens; where the engine gave none (NaN, see
+    :class:`~rockroll.agentrl.engines.GenerationResult`) the trainer's, so that token gets weight 1."""
+    import torch
+
+    return torch.where(torch.isnan(engine), trainer, engine)
+
+
+def logprob_gap(trainer: torch.Tensor, engine: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """``actor/logprob_gap_mean`` and ``_max``: ``|engine logprob - trainer logprob|`` over the sampled tokens
+    (``mask > 0``) whose engine logprob is known, both under the weights that generated them."""
+    import torch
+
+    keep = (mask > 0) & torch.isfinite(engine)
+    if not bool(keep.any()):
+        return {}
+    gap = (engine - trainer).abs()[keep]
+    return {"actor/logprob_gap_mean": float(gap.mean()), "actor/logprob_gap_max": float(gap.max())}
 
 
 def make_scheduler(opt: Any, schedule: str, warmup: int, total: int) -> Any:
@@ -165,9 +186,26 @@ class PolicyTrainer:
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
         metrics = {k: v / max(updates, 1) for k, v in sums.items()}
+        metrics.update(self._gap(batch, record))
         metrics["actor/lr"] = float(self.sched.get_last_lr()[0])
         metrics["actor/updates"] = float(updates)
         return metrics
+
+    def _gap(self, batch: Batch, record: torch.Tensor | None) -> dict[str, float]:
+        """The trainer-engine logprob gap of the batch before this update (the recorded first pass, gathered
+        from every rank, or the given ``old_logprobs``)."""
+        old = batch.extras.get("old_logprobs") if record is None else record
+        if old is None:
+            return {}
+        if record is not None and self.world > 1:  # each rank recorded its own rows, zeros elsewhere
+            import torch.distributed as dist
+
+            from rockroll.trainer.batch import module_device
+
+            old = record.to(module_device(self.model))
+            dist.all_reduce(old)
+            old = old.cpu()
+        return logprob_gap(old.cpu(), batch.rollout_logprobs.cpu(), batch.extras["loss_mask"].cpu())
 
     def _minibatch(self, batch: Batch, rows: list[int], record: torch.Tensor | None = None) -> dict[str, float] | None:
         import torch
@@ -203,13 +241,14 @@ class PolicyTrainer:
                 old = lp.detach()
                 if idx and record is not None:
                     record[torch.as_tensor(idx)] = old.to(record.device)
+            behav = behaviour_logprobs(mb.rollout_logprobs, old)  # the engine's: the policy that sampled
             loss_tok, st = policy_loss(
                 a.pg_variant, lp, old, mb.extras["advantages"], mask,
                 clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip or None,
-                behavior_logprobs=mb.rollout_logprobs, behav_cap=a.behav_cap,
+                behavior_logprobs=behav, behav_cap=a.behav_cap,
             )  # fmt: skip
             if a.tis_cap:
-                loss_tok = loss_tok * tis_weights(old, mb.rollout_logprobs, a.tis_cap)
+                loss_tok = loss_tok * tis_weights(old, behav, a.tis_cap)
             pg = aggregate_loss(loss_tok, mask, a.loss_agg_mode, denom)
             loss = pg
             if a.kl_coef and a.use_kl_loss:

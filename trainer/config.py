@@ -1,6 +1,6 @@
 """Typed training config: one model per YAML section (``model:``, ``rollout:``, ``algo:``...).
 
-The dialect of every rockroll config (:mod:`rockroll.agentrl.config_loader`): pydantic models with
+The dialect of every rockroll config (:mod:`rockroll.envs.config`): pydantic models with
 ``extra="forbid"``, ``Literal`` choices (or ``OneOf`` a registry: advantage estimators, policy
 losses, sandbox backends), a description on every field (``rockroll train --help-config`` prints
 them) and a default; checks spanning fields raise ``ValueError`` saying what to set instead.
@@ -9,18 +9,21 @@ Load with :func:`rockroll.trainer.config_io.load_config` (YAML plus ``key=value`
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.config import AdaptiveTimeoutConfig
-from rockroll.agentrl.config_loader import ConfigModel, OneOf
+from rockroll.agentrl.config import BatchConfig, EpisodeConfig, check_hedging
+from rockroll.agentrl.engines.config import EngineConfig, HFEngineConfig
+from rockroll.envs.config import ConfigModel, OneOf, with_defaults
 from rockroll.envs.experts import load_expert_factory
 from rockroll.sandbox.backends import backend_names
 from rockroll.trainer.algos import KL_ESTIMATORS, LOSS_AGG_MODES, REWARD_NORMS
 from rockroll.trainer.algos.estimators import advantage_estimator_names, get_advantage_estimator
 from rockroll.trainer.algos.losses import policy_loss_names
+from rockroll.trainer.plan_rollout import PlanConfig
 
 __all__ = [
     "ModelConfig",
@@ -33,6 +36,7 @@ __all__ = [
     "LoggingConfig",
     "CheckpointConfig",
     "TrainConfig",
+    "TrainEpisodeConfig",
 ]
 
 
@@ -104,14 +108,39 @@ class EnvShareConfig(ConfigModel):
     )
 
 
+_SAME_NAME_EPISODE = ("max_turns", "max_invalid_actions", "max_context_tokens", "system_prompt", "observation_format",
+                      "temperature", "top_p", "reward_timeout_s", "adaptive_reward_timeout", "episode_timeout_s",
+                      "start_timeout_s", "step_timeout_s", "generation_timeout_s", "max_retries")  # fmt: skip
+_SAME_NAME_SCHEDULER = ("group_size", "group_size_redundancy", "extra_groups", "max_concurrent_episodes",
+                        "async_generation_ratio", "tail", "max_carry_batches", "hedge_quantile")  # fmt: skip
+
+# agentrl's EpisodeConfig with a training run's defaults. episode_timeout_s: a step waits for its slowest group, so
+# this caps how long one stuck episode can stall training: one sandbox start at its limit plus 2 minutes of play,
+# ~10x a healthy 20-turn episode of a 0.5B model on a GPU.
+TrainEpisodeConfig = with_defaults(
+    EpisodeConfig,
+    "TrainEpisodeConfig",
+    "agentrl's EpisodeConfig with a training run's defaults (rollout.episode).",
+    max_turns=20,
+    max_tokens_per_turn=24,
+    history="last_k",
+    history_k=2,
+    lockstep="auto",
+    max_invalid_actions=5,
+    episode_timeout_s=240.0,
+)
+
+
 class RolloutConfig(ConfigModel):
-    """The trainer's rollout section (agentrl's scheduler, for multiturn, is configured from it)."""
+    """The trainer's rollout section: the envs of the run and its evaluation seeds; how episodes are played
+    (``episode``), how batches are shaped (``scheduler``) and the plan mode (``plan``) are the rollout's own
+    models, nested."""
 
     env_id: str = f("FrozenLake-v0", "envhub id of the training env (one env; rollout.envs mixes several)")
     env_kwargs: dict[str, Any] = f({}, "keyword arguments for envhub.make (e.g. {is_slippery: false})")
     expert: ExpertName = f(
         "",
-        "multiturn: the warm start's demonstrator, 'module:factory' (e.g. rockroll.envs.alfworld.searcher:expert); "
+        "the multi-turn warm start's demonstrator, 'module:factory' (e.g. rockroll.envs.alfworld.searcher:expert); "
         "empty: the expert the env's spec names",
     )
     envs: list[EnvShareConfig] = f(
@@ -125,105 +154,15 @@ class RolloutConfig(ConfigModel):
         "multiturn: one action per turn, the env answering each turn (agentrl scheduler); plan: one response holds "
         "the whole action plan, executed open loop (cheap, but blind to the env's answers)",
     )
-    history_window: int | None = f(
-        2,
-        "multiturn: past exchanges shown each turn (0: the current observation only, right for fully observed "
-        "envs like FrozenLake; null: the whole conversation)",
-        ge=0,
-    )
-    max_turns: int = f(20, "multiturn: most turns per episode (the env's own step limit may end it first)", ge=1)
-    turn_batching: Literal["auto", "lockstep", "episode"] = f(
-        "auto",
-        "multiturn: lockstep: all live episodes' turns in rounds (one batched generation, one batch of env steps: "
-        "fast for short prompts); episode: each episode at its own pace (a slow env holds up only itself); "
-        "auto: lockstep when history_window is 0",
-    )
-    max_invalid_actions: int | None = f(
-        5, "multiturn: consecutive invalid actions that end an episode (null: no cap)", ge=1
-    )
-    max_context_tokens: int | None = f(
-        None, "multiturn: prompt + response token budget; an episode that outgrows it is truncated (null: none)"
-    )
-    system_prompt: Literal["env", "none"] = f(
-        "env", "multiturn: env: the env's instructions as the system message; none: no system message"
-    )
-    observation_format: Literal["raw", "cells"] = f(
-        "raw", "multiturn: raw observations, or cells: grid characters spaced apart (one token per cell)"
-    )
-    select_episodes: int = f(
-        0,
-        "multiturn: validation episodes (seeds apart from training and eval) that pick the best checkpoint, "
-        "exported as export/final (0: the last step is final)",
-        ge=0,
-    )
-    prompt_style: Literal["short", "grid", "env"] = f(
-        "short",
-        "short: observation + one instruction line; grid: the same with map cells spaced apart (one token per cell, best for tiny models); env: the env's own system prompt too",
-    )
-    group_size: int = f(8, "responses sampled per prompt (GRPO group; group-based estimators need >= 2)", ge=1)
-    groups_per_step: int = f(8, "prompts per training step", ge=1)
-    max_new_tokens: int = f(24, "response length cap in tokens", ge=1)
-    max_actions: int = f(8, "plan mode: actions of a plan that are executed (more is a failure)", ge=1)
-    temperature: float = f(1.0, "sampling temperature for training rollouts", ge=0)
-    top_p: float = f(1.0, "nucleus sampling for training rollouts", gt=0, le=1)
     sandbox: Annotated[str, OneOf(lambda: ("none", *backend_names()))] = f(
         "none",
         "none: env in-process | a sandbox backend (process, docker, auto...): env sessions in sandboxes of a manager",
     )
-    async_generation_ratio: int = f(
+    select_episodes: int = f(
         0,
-        "weight versions rollouts may lag behind training: 0 synchronous; >= 1 plan mode prefetches the next "
-        "batch, multiturn runs the agentrl scheduler that far ahead",
+        "validation episodes (seeds apart from training and eval) that pick the best checkpoint, "
+        "exported as export/final (0: the last step is final; multiturn)",
         ge=0,
-    )
-    group_size_redundancy: int = f(
-        0,
-        "extra episodes started per group; the first group_size to finish win, stragglers are cancelled (a group "
-        "then survives that many masked episodes)",
-        ge=0,
-    )
-    extra_groups: int = f(
-        0,
-        "extra groups started per step; the first groups_per_step complete groups win (a group that cannot "
-        "complete is replaced)",
-        ge=0,
-    )
-    max_concurrent_episodes: int | None = f(
-        None, "episodes running at once (null: all of a step; plan mode: env threads, null: 8)", ge=1
-    )
-    tail: Literal["cancel", "carry"] = f(
-        "cancel",
-        "multiturn: a step's still-running groups are cancelled, or carried into the next step (tail batching)",
-    )
-    max_carry_batches: int = f(
-        1, "multiturn, tail carry: steps a carried group may run on before it is cancelled", ge=1
-    )
-    hedge_quantile: float | None = f(
-        None,
-        "multiturn: copy an episode whose env call runs past this quantile onto another sandbox (null: off)",
-        gt=0,
-        lt=1,
-    )
-    reward_timeout_s: float | None = f(
-        None, "multiturn: most seconds a reward function may take (its own pool; past it: masked)", gt=0
-    )
-    adaptive_reward_timeout: AdaptiveTimeoutConfig | None = f(
-        None,
-        "multiturn: per-task test-run timeouts {t_min_s, lam, t_max_s, env_ids}, sent to envs that run tests "
-        "(SWE-v0) as the reset option test_timeouts (null: the tasks' own limits)",
-    )
-    episode_timeout_s: float = f(
-        240.0,
-        "deadline of one episode, sandbox start and retries included; past it the episode is masked. A step "
-        "waits for its slowest group, so this caps how long one stuck episode can stall training: one sandbox "
-        "start at its limit plus 2 minutes of play, ~10x a healthy 20-turn episode of a 0.5B model on a GPU",
-        gt=0,
-    )
-    start_timeout_s: float = f(120.0, "most seconds to open an env (sandbox start)", gt=0)
-    step_timeout_s: float = f(60.0, "most seconds for one env reset or step", gt=0)
-    generation_timeout_s: float = f(300.0, "most seconds for one response (plan mode: one batch of responses)", gt=0)
-    max_retries: int = f(
-        2, "fresh starts of an episode after an infra failure before it is masked (never scored, never trained)", ge=0
     )
     eval_episodes: int = f(64, "held-out episodes for greedy evaluation (per env of a mix)", ge=0)
     eval_every: int = f(10, "evaluate every N steps (0: only at start and end)", ge=0)
@@ -234,6 +173,36 @@ class RolloutConfig(ConfigModel):
         ge=0,
     )
 
+    episode: TrainEpisodeConfig = Field(
+        default_factory=TrainEpisodeConfig,
+        description="how each episode is played (agentrl's EpisodeConfig; plan mode reads its sampling, response "
+        "length, timeouts and retries)",
+    )
+    scheduler: BatchConfig = Field(
+        default_factory=BatchConfig,
+        description="the shape and pacing of each step's batch (agentrl's BatchConfig; plan mode reads the group "
+        "shape, async_generation_ratio and max_concurrent_episodes)",
+    )
+    plan: PlanConfig = Field(default_factory=PlanConfig, description="the plan rollout's own settings (mode: plan)")
+    engine: EngineConfig = Field(
+        default_factory=HFEngineConfig,
+        description="the engine that generates every rollout and evaluation: kind (hf, vllm, sglang, openai) plus "
+        "that kind's options, e.g. {kind: vllm, dtype: float32, weight_transport: bytes}; weights are synced to it "
+        "after every update (rockroll.agentrl.engines.config)",
+    )
+
+    # keys of this section that moved into its nested models (an old key is a ConfigError naming the new one)
+    moved_keys: ClassVar[Mapping[str, str]] = {
+        **{k: f"episode.{k}" for k in _SAME_NAME_EPISODE},
+        **{k: f"scheduler.{k}" for k in _SAME_NAME_SCHEDULER},
+        "max_new_tokens": "episode.max_tokens_per_turn",
+        "history_window": "episode.history (last_k, with episode.history_k: N; full: the whole conversation)",
+        "turn_batching": "episode.lockstep (auto, true: lockstep, false: episode)",
+        "groups_per_step": "scheduler.num_env_groups",
+        "max_actions": "plan.max_actions",
+        "prompt_style": "plan.prompt_style",
+    }
+
     @model_validator(mode="after")
     def _check(self) -> RolloutConfig:
         if self.train_seeds == 0 and self.eval_seed_offset < 1:
@@ -242,6 +211,7 @@ class RolloutConfig(ConfigModel):
             )
         if self.envs:
             self._check_envs()
+        check_hedging(self.scheduler, self.episode)
         return self
 
     def _check_envs(self) -> None:
@@ -317,12 +287,19 @@ class AlgoConfig(ConfigModel):
     adv_whiten: bool = f(False, "whiten advantages over the batch")
     adv_clip: float = f(0.0, "clip advantages to [-c, c] (0: off)", ge=0)
     dynamic_sampling: bool = f(True, "drop groups whose rewards are all equal (no GRPO signal)")
-    mask_truncated: bool = f(False, "drop responses cut at max_new_tokens")
-    tis_cap: float = f(0.0, "truncated importance sampling cap between trainer and rollout logprobs (0: off)", ge=0)
+    mask_truncated: bool = f(False, "drop responses cut at rollout.episode.max_tokens_per_turn")
+    tis_cap: float = f(
+        0.0,
+        "truncated importance sampling: each token's loss times min(exp(trainer logprob - engine logprob), cap), "
+        "the engine's logprobs (rollout.engine, as it sampled) being the behaviour policy; corrects the "
+        "trainer-engine gap (actor/logprob_gap_*) and stale turns (0: off)",
+        ge=0,
+    )
     behav_cap: float = f(
         5.0,
-        "decoupled_ppo: cap of the detached behaviour weight pi_prox/pi_behav (trainer's logprobs before the "
-        "update over the engine's that generated the tokens)",
+        "decoupled_ppo: cap of the detached behaviour weight pi_prox/pi_behav (the trainer's logprobs before the "
+        "update over the engine's, as it sampled the tokens: rollout.engine is the behaviour policy); a token "
+        "whose engine logprob is missing (NaN) gets weight 1",
         gt=0,
     )
     turn_credit: Literal["episode", "gigpo", "fork", "gae"] = f(
@@ -454,8 +431,8 @@ class TrainConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
-        if get_advantage_estimator(self.algo.adv_estimator).group_based and self.rollout.group_size < 2:
-            raise ValueError(f"adv_estimator {self.algo.adv_estimator} needs rollout.group_size >= 2")
+        if get_advantage_estimator(self.algo.adv_estimator).group_based and self.rollout.scheduler.group_size < 2:
+            raise ValueError(f"adv_estimator {self.algo.adv_estimator} needs rollout.scheduler.group_size >= 2")
         if self.rollout.mode == "multiturn" and self.sft.steps > 0:
             for env in self.rollout.env_mix():
                 if not env.expert and _expert_of(env.env_id) is None:

@@ -1,8 +1,8 @@
 """YAML <-> :class:`rockroll.trainer.config.TrainConfig`, with ``key=value`` overrides.
 
-The trainer's names for the one loader (:mod:`rockroll.agentrl.config_loader`), bound to
+The trainer's names for the one loader (:mod:`rockroll.envs.config_loader`), bound to
 ``TrainConfig``: unknown keys, wrong types and bad choices raise
-:class:`~rockroll.agentrl.config_loader.ConfigError` naming the dotted key and what it accepts;
+:class:`~rockroll.envs.config.ConfigError` naming the dotted key and what it accepts;
 ``a.b=value`` overrides parse ``value`` as YAML. :func:`save_config` writes the resolved config
 (every key), which :func:`load_config` reads back equal.
 """
@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rockroll.agentrl import config_loader as loader
-from rockroll.agentrl.config_loader import ConfigError, ConfigField, apply_overrides, config_to_dict, save_config
+from rockroll.envs import config_loader as loader
+from rockroll.envs.config import ConfigError
+from rockroll.envs.config_loader import ConfigField, apply_overrides, config_to_dict, save_config
 from rockroll.trainer.config import TrainConfig
 
 __all__ = [

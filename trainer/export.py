@@ -30,8 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rockroll.agentrl.config_loader import read_yaml
 from rockroll.agentrl.tiny import TINY_MARKER, load_model_and_tokenizer
+from rockroll.envs.config_loader import read_yaml
 from rockroll.envs.errors import RockrollError
 from rockroll.trainer.checkpoint import is_checkpoint, load_checkpoint
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import Field
 
-from rockroll.agentrl.config_loader import ConfigError, load_config
+from rockroll.envs.config import ConfigError
+from rockroll.envs.config_loader import load_config
 from rockroll.trainer.config import TrainConfig
 
 __all__ = ["run_job", "config_for_job", "TrainJobConfig"]
@@ -45,7 +46,7 @@ def config_for_job(config: dict[str, Any]) -> TrainConfig:
 
 
 def run_job(config: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    """Run a training job with the API's :class:`rockroll.api.job_worker.WorkerContext`; return the final metrics."""
+    """Run a training job with the API's :class:`rockroll.api.jobs.worker.WorkerContext`; return the final metrics."""
     from rockroll.trainer.pipeline import run_training
 
     cfg = config_for_job(config)

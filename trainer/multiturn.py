@@ -19,14 +19,16 @@ from typing import TYPE_CHECKING, Any
 import rockroll.envhub as envhub
 from rockroll.agentrl.async_rollout import AsyncRollout
 from rockroll.agentrl.chat import PromptBuilder, format_observation
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
-from rockroll.agentrl.config_loader import ConfigError
+from rockroll.agentrl.config import SchedulerConfig
 from rockroll.agentrl.env_manager import EpisodeSpec
 from rockroll.agentrl.eval_config import EPISODE_FILE
 from rockroll.agentrl.lockstep import make_env_manager
 from rockroll.agentrl.scheduler import RolloutScheduler
 from rockroll.agentrl.trajectory import Trajectory
+from rockroll.envs.config import ConfigError
+from rockroll.trainer.engine_sync import EngineSync
 from rockroll.trainer.forks import ForkEstimator
+from rockroll.trainer.rollouts import Rollout
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
@@ -35,7 +37,6 @@ __all__ = [
     "LoopThread",
     "MultiTurnDriver",
     "check_context",
-    "episode_config",
     "mean_success",
     "scheduler_config",
     "success_metrics",
@@ -105,53 +106,17 @@ def mean_success(metrics: dict[str, float], prefix: str, tags: list[str]) -> flo
     return sum(metrics[f"{prefix}/{t}/success"] for t in tags) / len(tags)
 
 
-def episode_config(cfg: TrainConfig) -> EpisodeConfig:
-    """How the trainer's multi-turn episodes are played (rollout, warm-start demos and evaluation alike)."""
-    r = cfg.rollout
-    return EpisodeConfig(
-        episode_timeout_s=r.episode_timeout_s,
-        start_timeout_s=r.start_timeout_s,
-        step_timeout_s=r.step_timeout_s,
-        generation_timeout_s=r.generation_timeout_s,
-        max_retries=r.max_retries,
-        max_turns=r.max_turns,
-        max_tokens_per_turn=r.max_new_tokens,
-        temperature=r.temperature,
-        top_p=r.top_p,
-        history="full" if r.history_window is None else "last_k",
-        history_k=r.history_window or 0,
-        max_context_tokens=r.max_context_tokens,
-        max_invalid_actions=r.max_invalid_actions,
-        lockstep=r.turn_batching == "lockstep" or (r.turn_batching == "auto" and r.history_window == 0),
-        system_prompt=r.system_prompt,
-        observation_format=r.observation_format,
-        reward_timeout_s=r.reward_timeout_s,
-        adaptive_reward_timeout=r.adaptive_reward_timeout,
-    )
-
-
-def scheduler_config(cfg: TrainConfig, episode: EpisodeConfig | None = None) -> SchedulerConfig:
-    """The agentrl scheduler's config of a multi-turn run: batch shape, redundancy, env mix, episode settings.
+def scheduler_config(cfg: TrainConfig) -> SchedulerConfig:
+    """The agentrl scheduler's config of a multi-turn run: the run's ``rollout.scheduler`` and
+    ``rollout.episode`` as they are, plus the env mix, the run's seed and the training seed range.
 
     One env keeps the scheduler's plain mode (groups cycle through the one env); a mix passes each
     entry's tag, kwargs (keyed by tag) and ratio.
     """
     r = cfg.rollout
     mix = r.env_mix()
-    shared = {
-        "num_env_groups": r.groups_per_step,
-        "group_size": r.group_size,
-        "group_size_redundancy": r.group_size_redundancy,
-        "extra_groups": r.extra_groups,
-        "max_concurrent_episodes": r.max_concurrent_episodes,
-        "async_generation_ratio": r.async_generation_ratio,
-        "tail": r.tail,
-        "max_carry_batches": r.max_carry_batches,
-        "hedge_quantile": r.hedge_quantile,
-        "seed": cfg.seed,
-        "max_env_seed": r.train_seeds or r.eval_seed_offset,
-        "episode": episode or episode_config(cfg),
-    }
+    shared = {**dict(r.scheduler), "seed": cfg.seed, "max_env_seed": r.train_seeds or r.eval_seed_offset}
+    shared["episode"] = r.episode
     if len(mix) == 1:
         e = mix[0]
         return SchedulerConfig(
@@ -169,62 +134,67 @@ def scheduler_config(cfg: TrainConfig, episode: EpisodeConfig | None = None) -> 
 def write_episode(model_dir: Path, cfg: TrainConfig) -> Path:
     """Record beside an exported model how its episodes were played (``rockroll eval --model`` reads the
     prompt settings) and on which envs (``envs``: id, kwargs, tag, ratio of each)."""
-    data: dict[str, Any] = episode_config(cfg).model_dump() if cfg.rollout.mode == "multiturn" else {}
+    data: dict[str, Any] = cfg.rollout.episode.model_dump() if cfg.rollout.mode == "multiturn" else {}
     data["envs"] = [e.model_dump() for e in cfg.rollout.env_mix()]
     (Path(model_dir) / EPISODE_FILE).write_text(json.dumps(data, indent=2) + "\n")
     return Path(model_dir)
 
 
 def check_context(cfg: TrainConfig, tokenizer: Any) -> None:
-    """Fail before any rollout when a full history window cannot fit ``rollout.max_context_tokens``.
+    """Fail before any rollout when a full history window cannot fit ``rollout.episode.max_context_tokens``.
 
     The window is filled with copies of the first observation and a legal answer, which is what a
     prompt of that many exchanges costs at least.
     """
-    r = cfg.rollout
-    if r.max_context_tokens is None:
+    limit = cfg.rollout.episode.max_context_tokens
+    if limit is None:
         return
-    for e in r.env_mix():
-        _check_env_context(cfg, tokenizer, e.env_id, e.env_kwargs, r.max_context_tokens)
+    for e in cfg.rollout.env_mix():
+        _check_env_context(cfg, tokenizer, e.env_id, e.env_kwargs, limit)
 
 
 def _check_env_context(cfg: TrainConfig, tokenizer: Any, env_id: str, env_kwargs: dict[str, Any], limit: int) -> None:
-    r = cfg.rollout
+    ep = cfg.rollout.episode
     env = envhub.make(env_id, **env_kwargs)
     try:
         obs, _ = env.reset(seed=0)
-        obs = format_observation(obs, r.observation_format)
+        obs = format_observation(obs, ep.observation_format)
         action = f"<answer>{(env.action_candidates() or ['x'])[0]}</answer>"
-        window = r.history_window if r.history_window is not None else r.max_turns - 1
-        builder = PromptBuilder(tokenizer, env.system_prompt() if r.system_prompt == "env" else "", history="last_k")
+        window = ep.history_k if ep.history == "last_k" else ep.max_turns - 1
+        builder = PromptBuilder(tokenizer, env.system_prompt() if ep.system_prompt == "env" else "", history="last_k")
         msgs = builder._messages([(obs, action)] * window, obs)
-        needed = len(tokenizer.encode(builder._render(msgs), add_special_tokens=False)) + r.max_new_tokens
+        needed = len(tokenizer.encode(builder._render(msgs), add_special_tokens=False)) + ep.max_tokens_per_turn
     finally:
         env.close()
     if needed > limit:
+        shown = f"history_k={ep.history_k}" if ep.history == "last_k" else f"history=full over {ep.max_turns} turns"
         raise ConfigError(
-            "rollout.max_context_tokens",
-            f"rollout.history_window={r.history_window} needs about {needed} tokens per turn on {env_id} (prompt + "
-            f"max_new_tokens) but rollout.max_context_tokens is {r.max_context_tokens}: lower history_window "
+            "rollout.episode.max_context_tokens",
+            f"rollout.episode.{shown} needs about {needed} tokens per turn on {env_id} (prompt + "
+            f"max_tokens_per_turn) but rollout.episode.max_context_tokens is {limit}: lower history_k "
             "or raise max_context_tokens",
-            value=r.max_context_tokens,
+            value=limit,
         )
 
 
-class MultiTurnDriver:
+class MultiTurnDriver(Rollout):
     """Training batches and greedy evaluation from agentrl's scheduler (see the module docstring).
 
     With several envs (``rollout.envs``) every batch mixes them by ratio, and evaluation plays the
     held-out seeds on each env (``<prefix>/<tag>/...`` per env, ``<prefix>/success`` their mean).
+    ``sync``: how weights reach the engine (sleep/wake, restarts); given by
+    :func:`rockroll.trainer.rollouts.make_rollout`, whose driver then owns the engine and closes it.
     """
 
-    def __init__(self, cfg: TrainConfig, engine: Any, source: Any) -> None:
+    def __init__(self, cfg: TrainConfig, engine: Any, source: Any, *, sync: EngineSync | None = None) -> None:
         self.cfg, self.engine, self.source = cfg, engine, source
+        self.sync = sync or EngineSync(engine)
+        self._owns_engine = sync is not None
         self.envs = cfg.rollout.env_mix()
         self.tags = [e.tag for e in self.envs]
         self.tag = self.tags[0]
-        self.episode = episode_config(cfg)
-        self.sched_cfg = scheduler_config(cfg, self.episode)
+        self.episode = cfg.rollout.episode
+        self.sched_cfg = scheduler_config(cfg)
         self._facts: dict[tuple[str, int], tuple[int | None, str | None]] = {}
         self._forks: dict[str, ForkEstimator] = {}
         self.last_eval: list[Trajectory] = []
@@ -232,11 +202,11 @@ class MultiTurnDriver:
         self.producer: AsyncRollout | None = None  # started by the first next_batch (after the warm start)
         self.scheduler: RolloutScheduler | None = None
 
-    def start_at(self, batch: int) -> None:
-        """Make the first batch the scheduler plays batch ``batch`` (a resumed run continues its seed stream)."""
+    def start_at(self, step: int, pending: Any = None) -> None:
+        """Make the first batch the scheduler plays batch ``step`` (a resumed run continues its seed stream)."""
         if self.producer is not None:
             raise RuntimeError("start_at must come before the first batch")
-        self.sched_cfg = self.sched_cfg.model_copy(update={"first_batch": batch})
+        self.sched_cfg = self.sched_cfg.model_copy(update={"first_batch": step})
 
     async def _start(self) -> AsyncRollout:
         self.scheduler = RolloutScheduler(self.engine, self.source, self.sched_cfg)
@@ -244,19 +214,34 @@ class MultiTurnDriver:
         producer.start()
         return producer
 
-    def next_batch(self) -> tuple[list[Any], dict[str, float]]:
-        """The next buffered batch: its trajectories (complete groups) and its rollout metrics."""
+    def next_batch(self, step: int | None = None) -> tuple[list[Any], dict[str, float]]:
+        """The next buffered batch: its trajectories (complete groups) and its rollout metrics, with
+        ``rollout/infra_failures`` (every failed attempt, retried or masked, over the scheduler's stages)
+        and ``rollout/engine_restarts``."""
         if self.producer is None:
             self.producer = self.loop.run(self._start())
         batch = self.loop.run(self.producer.get_batch())
-        return batch.trajectories, dict(batch.metrics)
+        metrics = dict(batch.metrics)
+        metrics["rollout/infra_failures"] = float(
+            sum(v for k, v in metrics.items() if k.startswith("rollout/infra_failures/"))
+        )
+        metrics["rollout/engine_restarts"] = self.sync.new_restarts()
+        return batch.trajectories, metrics
 
-    def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
-        """Pause generation, load the weights into the engine, resume (agentrl's protocol)."""
+    def release(self) -> None:
+        if self.sched_cfg.async_generation_ratio == 0:  # the producer waits for the next request
+            self.sync.release()
+
+    def update_weights(self, weights: Any, version: int) -> dict[str, float]:
+        """Pause generation, load the weights into the engine, resume (agentrl's protocol); a dead engine
+        is restarted and the load tried again (:class:`~rockroll.trainer.engine_sync.EngineSync`)."""
+        return self.sync.push(weights, version, self._load)
+
+    def _load(self, weights: Any, version: int) -> None:
         if self.producer is None:
-            self.engine.update_weights(state_dict, version)
+            self.engine.update_weights(weights, version)
         else:
-            self.loop.run(self.producer.update_weights(state_dict, version))
+            self.loop.run(self.producer.update_weights(weights, version))
 
     def fork_values(self, trajs: list[Trajectory]) -> tuple[dict[str, list[float | None]], dict[str, float]]:
         """Per-turn ``V(s_t)`` of the batch from forked continuations (``algo.turn_credit: fork``), each
@@ -284,8 +269,8 @@ class MultiTurnDriver:
         """One episode per seed and env (greedy by default; ``env``: that entry of the mix alone), played by
         the same env manager code as training: infra failures are retried, then masked."""
         episode = self.episode.model_copy(update={"temperature": temperature})
-        r = self.cfg.rollout
-        limit = r.max_concurrent_episodes or max(1, r.groups_per_step * r.group_size)
+        b = self.cfg.rollout.scheduler
+        limit = b.max_concurrent_episodes or max(1, b.num_env_groups * b.group_size)
         envs = self.envs if env is None else [self.envs[env]]
 
         async def run() -> list[Trajectory]:
@@ -367,3 +352,5 @@ class MultiTurnDriver:
             self.loop.run(stop(), timeout=60)
         finally:
             self.loop.close()
+            if self._owns_engine:
+                asyncio.run(self.engine.close())

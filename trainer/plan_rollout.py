@@ -27,7 +27,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.config import EpisodeConfig
@@ -35,13 +37,26 @@ from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
 from rockroll.agentrl.env_source import LocalSource
 from rockroll.agentrl.errors import InfraFailure, boundary
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
+from rockroll.envs.config import ConfigModel
 from rockroll.envs.core import TextEnvProtocol, parse_answer
 from rockroll.envs.experts import expert_for
 from rockroll.sandbox.retry import Backoff
 
-__all__ = ["PlanTask", "PlanRollout", "expert_plan", "plan_batch", "score_plan"]
+__all__ = ["PlanConfig", "PlanTask", "PlanRollout", "expert_plan", "plan_batch", "score_plan"]
 
 _SPLIT = re.compile(r"[\s,]+")
+
+
+class PlanConfig(ConfigModel):
+    """The plan rollout's own settings (``rollout.plan``); the keyword arguments of :class:`PlanRollout` of
+    the same names. Sampling, response length and limits are the episode's (``rollout.episode``)."""
+
+    prompt_style: Literal["short", "grid", "env"] = Field(
+        "short",
+        description="short: observation + one instruction line; grid: the same with map cells spaced apart (one "
+        "token per cell, best for tiny models); env: the env's own system prompt too",
+    )
+    max_actions: int = Field(8, ge=1, description="actions of a plan that are executed (more is a failure)")
 
 
 @dataclass
@@ -275,16 +290,23 @@ class PlanRollout:
                 failure = FailureTag("infra", f.stage, f.error, f.message, retries=attempt)
         return 0.0, False, failure, failure.retries if failure is not None else 0
 
-    async def _generate(self, engine: Any, reqs: list[GenerationRequest]) -> tuple[list[Any] | None, FailureTag | None]:
-        """The batch's responses (one batched call), retried on infra failures; ``(None, tag)`` when all tries failed."""
+    async def _generate(
+        self, engine: Any, reqs: list[GenerationRequest]
+    ) -> tuple[list[Any] | None, FailureTag | None, int]:
+        """The batch's responses (one batched call), retried on infra failures (a dead engine included), and the
+        retries it took; ``(None, tag, retries)`` when all tries failed."""
         lim = self.limits
         failure: FailureTag | None = None
         async for attempt in Backoff(attempts=lim.max_retries + 1, timeout_s=lim.episode_timeout_s):
             try:
-                return await boundary("generation", engine.generate_batch(reqs), lim.generation_timeout_s), None
+                return (
+                    await boundary("generation", engine.generate_batch(reqs), lim.generation_timeout_s),
+                    None,
+                    attempt,
+                )
             except InfraFailure as f:
                 failure = FailureTag("infra", f.stage, f.error, f.message, retries=attempt)
-        return None, failure
+        return None, failure, failure.retries if failure is not None else 0
 
     async def run(
         self,
@@ -308,7 +330,7 @@ class PlanRollout:
             )
             for i, t in enumerate(tasks)
         ]
-        results, gen_failure = await self._generate(engine, reqs)
+        results, gen_failure, gen_retries = await self._generate(engine, reqs)
         if results is None:  # the engine failed every try: the whole batch is masked
             return [
                 Trajectory(t.episode_id, t.group_id, self.env_id, t.seed, env_tag=self.tag, failure=gen_failure,
@@ -342,7 +364,7 @@ class PlanRollout:
                     success=success,
                     terminated=failure is None,
                     failure=failure,
-                    infra_retries=retries,
+                    infra_retries=retries + gen_retries,  # a retried generation counts for each episode of it
                 )
             )
         return trajs

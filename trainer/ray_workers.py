@@ -10,8 +10,9 @@ and the rollout engine as a Ray actor, placed colocated or apart.
   (:class:`rockroll.trainer.critic.CriticTrainer`), updated concurrently with the actor on the same batch.
   Under the deepspeed strategy with ZeRO-3 every rank sees the whole batch in forward passes and
   every rank is asked for the (collectively gathered) weights.
-* :class:`EngineWorker` / :class:`RayEngine`: the :class:`rockroll.agentrl.engines.hf.HFEngine` inside a
-  Ray actor, and an in-controller proxy with the engine interface (``generate``, ``generate_batch``,
+* :class:`EngineWorker` / :class:`RayEngine`: the engine ``rollout.engine`` names (built through the
+  registry by :func:`rockroll.trainer.engine_sync.engine_for`) inside a Ray actor, and an
+  in-controller proxy with the engine interface (``generate``, ``generate_batch``,
   ``update_weights(state_dict, version)``).
 
 Device mapping (:func:`role_options`): colocated roles share devices (fractional GPUs, no CPU
@@ -23,7 +24,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from rockroll.agentrl.engines.hf import HFEngine
 from rockroll.trainer.actor import total_updates
 from rockroll.trainer.strategies.common import free_port
 
@@ -174,13 +174,16 @@ class _EngineWorkerImpl:
         import torch
 
         from rockroll.trainer.config_io import config_from_dict
+        from rockroll.trainer.engine_sync import engine_for
         from rockroll.trainer.models import load_policy
 
         cfg = config_from_dict(cfg_dict)
         torch.set_num_threads(cfg.torch_threads)
         model, tok = load_policy(cfg.model)
         model.load_state_dict(weights)
-        self.engine = HFEngine(model=model, tokenizer=tok, max_batch_size=256, seed=cfg.seed)
+        self.engine = engine_for(cfg, model, tok)
+        if cfg.rollout.engine.kind != "hf":  # a host process loaded the model folder: give it these weights
+            self.engine.update_weights(weights, 0)
 
     async def generate_many(self, requests: list, together: bool = False) -> list:
         """Each request's result, or the exception it raised (one request's failure is its own).
@@ -199,6 +202,9 @@ class _EngineWorkerImpl:
         self.engine.update_weights(state_dict, version)
         return version
 
+    async def close(self) -> None:
+        await self.engine.close()
+
 
 class RayEngine:
     """Controller-side proxy of the engine Ray actor, with the engine interface the rollout uses.
@@ -208,7 +214,7 @@ class RayEngine:
     tiny model's turn. Each request still gets its own result or its own error.
     """
 
-    name = "ray-hf"
+    name = "ray"
 
     def __init__(self, cfg: TrainConfig, weights: dict, tokenizer: Any) -> None:
         from rockroll.trainer.config_io import config_to_dict
@@ -280,7 +286,10 @@ class RayEngine:
     async def close(self) -> None:
         import ray
 
-        ray.kill(self._actor)
+        try:  # the engine's own processes (a vLLM host) stop with it; then the actor goes
+            await self._actor.close.remote()
+        finally:
+            ray.kill(self._actor)
 
 
 class RayWorkers:

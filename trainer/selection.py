@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
-    from rockroll.trainer.multiturn import MultiTurnDriver
+    from rockroll.trainer.rollouts import Rollout
 
 __all__ = ["BestCheckpoint", "select_seeds", "SELECT_SEED_GAP"]
 
@@ -35,15 +35,17 @@ class BestCheckpoint:
         self.step: int | None = None
         self.weights: dict[str, Any] | None = None
 
-    def consider(self, driver: MultiTurnDriver, step: int, weights: dict[str, Any]) -> dict[str, float]:
+    def consider(self, rollout: Rollout, step: int, weights: dict[str, Any]) -> dict[str, float]:
         """Score the current policy on the validation seeds; keep its weights when it is the best so far."""
+        from rockroll.trainer.multiturn import mean_success
+
         if not self.seeds:
             return {}
-        metrics = driver.evaluate(self.seeds, "select")
-        success = driver.success(metrics, "select")  # several envs: the mean of their successes
+        metrics = rollout.evaluate(self.seeds, "select")
+        success = mean_success(metrics, "select", rollout.tags)  # several envs: the mean of their successes
         if success > self.success:
             self.success, self.step = success, step
             self.weights = {k: v.detach().cpu().clone() for k, v in weights.items()}
         out = {k: v for k, v in metrics.items() if k.endswith("/success")}
-        out["select/best" if len(driver.tags) > 1 else f"select/{driver.tag}/best"] = self.success
+        out["select/best" if len(rollout.tags) > 1 else f"select/{rollout.tags[0]}/best"] = self.success
         return out

@@ -42,7 +42,7 @@ def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
             )
         )
     if not out:
-        raise ValueError("no expert demonstration fits rollout.max_actions; raise it")
+        raise ValueError("no expert demonstration fits rollout.plan.max_actions; raise it")
     return out
 
 

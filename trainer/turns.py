@@ -121,7 +121,7 @@ def merge_ok(cfg: Any) -> bool:
     unclipped value loss, the one whose sum over identical rows is that of their mean target."""
     a = cfg.algo
     return bool(
-        a.merge_identical_turns and cfg.rollout.history_window is not None
+        a.merge_identical_turns and cfg.rollout.episode.history == "last_k"
         and a.loss_agg_mode == "token-mean" and not a.tis_cap and (a.turn_credit != "gae" or not a.value_clip)
     )  # fmt: skip
 

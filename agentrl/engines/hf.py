@@ -53,7 +53,7 @@ import asyncio
 import queue
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -63,60 +63,15 @@ from rockroll.agentrl.engines.base import EngineError, GenerationRequest, Genera
 from rockroll.agentrl.engines.fast_decoder import FastDecoder
 from rockroll.agentrl.engines.fast_decoder import plan as plan_fast_decoder
 from rockroll.agentrl.engines.hf_batch import decode_batch
-from rockroll.agentrl.engines.kv import Prefix, PrefixCache, SlotBatch, buffer_cache
+from rockroll.agentrl.engines.hf_rows import Pending, Row, deliver_error, deliver_many, post
+from rockroll.agentrl.engines.hf_slots import SlotDecoding
+from rockroll.agentrl.engines.hf_waves import WaveDecoding
+from rockroll.agentrl.engines.kv import PrefixCache, SlotBatch
 
 __all__ = ["HFEngine"]
 
 
-@dataclass
-class _Pending:
-    request: GenerationRequest
-    future: asyncio.Future
-    loop: asyncio.AbstractEventLoop
-    seed: int
-
-
-@dataclass
-class _Row:
-    """One running request: its sampler and what it generated so far."""
-
-    pending: _Pending
-    gen: Any  # torch.Generator
-    stops: set[int]
-    max_new: int
-    toks: list[int] = field(default_factory=list)
-    lps: list[float] = field(default_factory=list)
-    slot: int = -1
-    uniforms: list[float] = field(default_factory=list)  # drawn, not used yet (last = next)
-
-    @property
-    def params(self) -> SamplingParams:
-        return self.pending.request.params
-
-    def uniform(self) -> float:
-        """The next uniform of the row's generator: drawn 64 at a time (one torch call, not one per
-        token; the same numbers as drawing them one by one)."""
-        if not self.uniforms:
-            n = max(1, min(64, self.max_new - len(self.toks)))
-            self.uniforms = _draw(self.gen, n)[::-1]
-        return self.uniforms.pop()
-
-
-@dataclass
-class _State:
-    """A static wave (fallback path): rows, their KV cache, attention mask [B, S], last positions [B, 1]."""
-
-    rows: list[_Row]
-    cache: Any
-    mask: Any
-    pos: Any
-
-
-# a prompt group of one admission: its tokens, the requests asking for it, cached tokens, path in the prefix cache
-_Group = tuple[tuple[int, ...], list[_Pending], int, Prefix]
-
-
-class HFEngine(LLMEngine):
+class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
     """Batched transformers engine (see the module docstring).
 
     Give either ``model_path`` (loaded with :func:`rockroll.agentrl.tiny.load_model_and_tokenizer`) or a
@@ -203,7 +158,7 @@ class HFEngine(LLMEngine):
         self._can_join: bool | None = None  # fallback path: whether waves may merge
         self._outbox: list[tuple[asyncio.AbstractEventLoop, asyncio.Future, GenerationResult]] = []
         self._rng = np.random.default_rng(seed)
-        self._queue: queue.Queue[_Pending | None] = queue.Queue()
+        self._queue: queue.Queue[Pending | None] = queue.Queue()
         self._weights_lock = threading.Lock()
         self._update_waiting = threading.Event()
         self._closed = False
@@ -221,7 +176,7 @@ class HFEngine(LLMEngine):
         seed = request.params.seed
         if seed is None:
             seed = int(self._rng.integers(2**62))
-        pending = _Pending(request, loop.create_future(), loop, int(seed))
+        pending = Pending(request, loop.create_future(), loop, int(seed))
         self._queue.put(pending)
         return await pending.future
 
@@ -244,7 +199,7 @@ class HFEngine(LLMEngine):
             return []
         if self.batch_path:
             try:
-                rows = [self._new_row(_Pending(r, None, None, int(r.params.seed))) for r in seeded]  # type: ignore[arg-type]
+                rows = [self._new_row(Pending(r, None, None, int(r.params.seed))) for r in seeded]  # type: ignore[arg-type]
                 out = await asyncio.to_thread(decode_batch, self, rows)
             except Exception as e:  # noqa: BLE001 - the caller hears an engine error, as from the queue
                 raise EngineError(f"hf generation failed: {type(e).__name__}: {e}") from e
@@ -303,7 +258,7 @@ class HFEngine(LLMEngine):
                 self._thread = threading.Thread(target=self._loop, name="hf-engine-batcher", daemon=True)
                 self._thread.start()
 
-    def _collect(self, first: _Pending) -> list[_Pending]:
+    def _collect(self, first: Pending) -> list[Pending]:
         batch = [first]
         deadline = time.monotonic() + self.batch_wait_s
         while len(batch) < self.max_batch_size:
@@ -318,9 +273,9 @@ class HFEngine(LLMEngine):
             batch.append(item)
         return batch
 
-    def _take_new(self, capacity: int) -> list[_Pending]:
+    def _take_new(self, capacity: int) -> list[Pending]:
         """Requests already waiting (no waiting window), up to ``capacity``."""
-        items: list[_Pending] = []
+        items: list[Pending] = []
         while len(items) < capacity:
             try:
                 item = self._queue.get_nowait()
@@ -344,7 +299,7 @@ class HFEngine(LLMEngine):
             batch = self._collect(first)
             while self._update_waiting.is_set():
                 time.sleep(0.001)
-            inflight: list[_Pending] = []
+            inflight: list[Pending] = []
             with self._weights_lock:
                 try:
                     if self._mode is None:
@@ -358,7 +313,7 @@ class HFEngine(LLMEngine):
                     err = EngineError(f"hf generation failed: {type(e).__name__}: {e}")
                     err.__cause__ = e
                     for p in inflight:  # delivered ones are done already: no-op for them
-                        _post(p.loop, _deliver_error, p.future, err)
+                        post(p.loop, deliver_error, p.future, err)
                     self._slots = None  # rebuilt clean by the next wave
         # fail whatever is still queued
         while True:
@@ -367,7 +322,7 @@ class HFEngine(LLMEngine):
             except queue.Empty:
                 break
             if item is not None:
-                _post(item.loop, _deliver_error, item.future, EngineError("the hf engine is closed"))
+                post(item.loop, deliver_error, item.future, EngineError("the hf engine is closed"))
 
     def _setup(self) -> None:
         """Pick the path from the model's cache layers and attention (one forward of one token)."""
@@ -395,25 +350,12 @@ class HFEngine(LLMEngine):
         self.stats["forward_calls"] += 1
         return self.model(**kwargs, use_cache=True, logits_to_keep=1)
 
-    def _slots_forward(self, ids: Any, pos: Any, allowed: Any, rows: tuple[int, int], start: int, write: int) -> Any:
-        """Logits ``[B, vocab]`` of the last position of slot rows ``rows`` fed ``ids`` at ``pos``:
-        their KV goes to columns ``[write, write + S)`` of the slot buffer, attention sees columns
-        ``[start, write + S)`` where ``allowed`` (``[B, 1, S, K]`` booleans). Through the TorchScript
-        decoder when the model has one (:mod:`rockroll.agentrl.engines.fast_decoder`), else transformers."""
-        kv = self._sb.kv
-        if self._fast is not None:
-            self.stats["forward_calls"] += 1
-            return self._fast(ids, pos, allowed, kv, rows, start, write)
-        cache = buffer_cache(kv, rows, start, write)
-        out = self._forward(input_ids=ids, attention_mask=self._mask(allowed), position_ids=pos, past_key_values=cache)
-        return out.logits[:, -1, :]
-
-    def _new_row(self, p: _Pending) -> _Row:
+    def _new_row(self, p: Pending) -> Row:
         params = p.request.params
         stops = self.eos_token_ids | set(params.stop_token_ids)
-        return _Row(p, self._torch.Generator().manual_seed(p.seed), stops, params.max_new_tokens)
+        return Row(p, self._torch.Generator().manual_seed(p.seed), stops, params.max_new_tokens)
 
-    def _advance(self, rows: list[_Row], logits: Any, version: int) -> tuple[list[int], Any]:
+    def _advance(self, rows: list[Row], logits: Any, version: int) -> tuple[list[int], Any]:
         """Sample one token per row, queue finished requests' results; return the rows that go on
         (indices) and the sampled tokens (a tensor)."""
         torch = self._torch
@@ -441,298 +383,10 @@ class HFEngine(LLMEngine):
             by_loop.setdefault(loop, []).append((fut, res))
         self._outbox = []
         for loop, items in by_loop.items():
-            _post(loop, _deliver_many, items)
-
-    def _mask(self, allowed: Any) -> Any:
-        """A 4D attention mask from booleans (True: attend): as is for sdpa, additive for eager."""
-        if self._attention == "sdpa":
-            return allowed
-        dtype = self._slots_shape[3]
-        zero = self._torch.zeros(allowed.shape, dtype=dtype, device=self.device)
-        return zero.masked_fill(~allowed, self._torch.finfo(dtype).min)
-
-    # ------------------------------------------------------------ slots path
-    @property
-    def _sb(self) -> SlotBatch:
-        if self._slots is None:
-            raise EngineError("the hf engine's slot batch is not set up")
-        return self._slots
-
-    def _serve_slots(self, batch: list[_Pending], version: int, inflight: list[_Pending]) -> None:
-        """Serve until the running batch is empty; waiting requests are admitted at every step
-        (unless a weight update waits)."""
-        if self._slots is None or self._slots.live:
-            layers, heads, dim, dtype = self._slots_shape
-            self._slots = SlotBatch(self._torch, self.device, (layers, heads, dim), dtype)
-        slots = self._slots
-        self.stats["waves"] += 1
-        waiting = batch
-        while True:
-            if waiting:
-                inflight.extend(waiting)
-                self.stats["requests"] += len(waiting)
-                self._admit(waiting, version)
-                self._flush_outbox()
-            if not slots.live:
-                break
-            self._decode(version)
-            self._flush_outbox()
-            room = self.max_batch_size - slots.live
-            waiting = self._take_new(room) if room > 0 and not self._update_waiting.is_set() else []
-
-    def _admit(self, items: list[_Pending], version: int) -> None:
-        """Group identical prompts, look each up in the prefix cache; prompts missing one token go
-        straight into slots (the next step computes it), the others are prefilled first."""
-        pc = self.prefix_cache
-        groups: dict[tuple[int, ...], list[_Pending]] = {}
-        for p in items:
-            groups.setdefault(tuple(p.request.prompt_ids), []).append(p)
-        direct: list[_Group] = []
-        prefill: list[_Group] = []
-        for key, ps in groups.items():
-            cached, path = pc.match(key, len(key) - 1) if pc is not None else (0, Prefix([], None))
-            self.stats["prompt_tokens"] += len(key) * len(ps)
-            (direct if len(key) - cached == 1 else prefill).append((key, ps, cached, path))
-        if prefill:
-            prefill.sort(key=lambda g: len(g[0]) - g[2], reverse=True)
-            bucket: list[_Group] = []
-            for g in prefill:  # rows needing at most half the longest one's tokens get a forward of their own
-                if bucket and 2 * (len(g[0]) - g[2]) <= len(bucket[0][0]) - bucket[0][2]:
-                    self._prefill(bucket, version)
-                    bucket = []
-                bucket.append(g)
-            self._prefill(bucket, version)
-        if direct:
-            slots = self._sb
-            slots.reserve(sum(len(g[1]) for g in direct), max(g[2] for g in direct))
-            end = slots.end
-            placed: list[int] = []
-            lengths: list[int] = []
-            feeds: list[int] = []
-            stacked: dict[int, tuple[list[int], list[Any]]] = {}  # length -> slots, their prefix KV
-            for key, ps, cached, path in direct:
-                src = pc.source(path, cached) if cached and pc is not None else None
-                first = -1
-                for p in ps:
-                    slot = slots.alloc(self._new_row(p))
-                    placed.append(slot)
-                    lengths.append(cached)
-                    feeds.append(key[-1])
-                    if not cached or pc is None:
-                        continue
-                    if src is not None:  # one tensor already: copied below with the others of its length
-                        bucket = stacked.setdefault(cached, ([], []))
-                        bucket[0].append(slot)
-                        bucket[1].append(src)
-                    elif first < 0:
-                        pc.copy_into(path, cached, slots.kv[:, :, slot, :, end - cached : end])
-                        first = slot
-                    else:  # the same prompt again: copy the copy
-                        slots.copy_row(first, slot, cached)
-                self.stats["prefill_tokens"] += len(ps)
-            for n, (where, srcs) in stacked.items():
-                idx = self._torch.tensor(where, device=self.device)
-                slots.kv[:, :, idx, :, end - n : end] = self._torch.stack(srcs, dim=2)
-            slots.place_many(placed, lengths, feeds)
-
-    def _prefill(self, groups: list[_Group], version: int) -> None:
-        """One forward over the groups' uncached tokens, computed in place in a block of fresh
-        slots (each row computes the same number ``S`` of columns: rows that need fewer recompute
-        cached ones rather than pad); then sample their first tokens. Duplicate requests get a
-        copy of their prompt's row; finished ones free their slots."""
-        torch = self._torch
-        slots, pc = self._sb, self.prefix_cache
-        width = max(len(k) - c for k, _ps, c, _path in groups)  # S: new columns per row
-        used = [max(0, len(k) - width) for k, _ps, _c, _path in groups]  # cached tokens each row takes
-        total = max(used) + width
-        m = len(groups)
-        firsts = [self._new_row(ps[0]) for _k, ps, _c, _path in groups]
-        block = slots.take_block(firsts, total)  # slots [block, block + m), tokens ending at ``end``
-        end = slots.end
-        ids: list[list[int]] = []
-        pos: list[list[int]] = []
-        lengths: list[int] = []
-        for i, ((key, _ps, _c, path), u) in enumerate(zip(groups, used, strict=True)):
-            n, k = len(key), len(key) - u
-            if u and pc is not None:
-                pc.copy_into(path, u, slots.kv[:, :, block + i, :, end - n : end - k])
-            ids.append([self.pad_token_id] * (width - k) + list(key[u:]))
-            pos.append([0] * (width - k) + list(range(u, n)))
-            lengths.append(n)
-            self.stats["prefill_tokens"] += k
-        rows_valid = slots.mark(range(block, block + m), lengths, total)  # [m, total] columns end - total ..
-        q = torch.arange(width, device=self.device)
-        causal = torch.arange(total, device=self.device)[None, :] <= (total - width + q)[:, None]
-        allowed = rows_valid[:, None, None, :] & causal[None, None]
-        allowed[:, :, q, total - width + q] = True  # padding queries attend to themselves: none is all masked
-        logits = self._slots_forward(
-            torch.tensor(ids, device=self.device),
-            torch.tensor(pos, device=self.device),
-            allowed,
-            (block, block + m),
-            end - total,
-            end - width,
-        ).float()
-        rows: list[_Row] = []
-        src: list[int] = []
-        first_at: list[int] = []
-        kv_of = slots.tokens_of(list(range(block, block + m)), lengths) if pc is not None else []
-        for i, (key, ps, _c, _path) in enumerate(groups):
-            if pc is not None:  # later requests with this prompt (or extending it) find it at once
-                pc.insert(key, kv_of[i])
-            first_at.append(len(rows))
-            rows.append(firsts[i])
-            src.append(i)
-            for p in ps[1:]:
-                rows.append(self._new_row(p))
-                src.append(i)
-        if len(src) > m:
-            logits = logits[torch.tensor(src, device=self.device)]
-        keep, _ = self._advance(rows, logits, version)
-        kept = set(keep)
-        dups = [(src[j], rows[j]) for j in keep if rows[j] is not firsts[src[j]]]
-        if dups:  # the same prompt asked for again: a copy of its row (while that row still holds it)
-            slots.reserve(len(dups), total)
-            for i, r in dups:
-                slots.copy_row(firsts[i].slot, slots.alloc(r), total)
-        for r, j in zip(firsts, first_at, strict=True):
-            if j not in kept:
-                slots.release(r.slot)
-        if keep:
-            slots.feed([rows[j].slot for j in keep], [rows[j].toks[-1] for j in keep], [lengths[src[j]] for j in keep])
-
-    def _decode(self, version: int) -> None:
-        """One decoding step of every slot: write column ``end``, sample, retire finished requests
-        (their tokens go to the prefix cache)."""
-        torch = self._torch
-        slots, pc = self._sb, self.prefix_cache
-        slots.reserve(0, 0, 1)
-        hi, start, end = slots.hi, slots.start, slots.end
-        slots.valid[:hi, end] = True
-        logits = self._slots_forward(
-            slots.next_tok[:hi, None],
-            slots.pos[:hi, None],
-            slots.valid[:hi, None, None, start : end + 1],
-            (0, hi),
-            start,
-            end,
-        )
-        slots.end = end + 1
-        slots.pos[:hi] += 1
-        self.stats["steps"] += 1
-        self.stats["step_rows"] += slots.live
-        live = slots.live_slots()
-        rows = [slots.rows[s] for s in live]
-        idx = torch.tensor(live, device=self.device) if len(live) < hi else None  # free slots computed padding
-        if idx is not None:
-            logits = logits[idx]
-        keep, chosen = self._advance(rows, logits.float(), version)
-        if idx is None:
-            slots.next_tok[:hi] = chosen
-        else:
-            slots.next_tok[idx] = chosen
-        if len(keep) < len(rows):
-            kept = set(keep)
-            done = [r for j, r in enumerate(rows) if j not in kept]
-            if pc is not None:  # their tokens (prompt and response but its last) go to the prefix cache
-                seqs = [[*r.pending.request.prompt_ids, *r.toks[:-1]] for r in done]
-                for seq, kv_of in zip(
-                    seqs, slots.tokens_of([r.slot for r in done], [len(q) for q in seqs]), strict=True
-                ):
-                    pc.insert(seq, kv_of)
-            for r in done:
-                slots.release(r.slot)
-
-    # ------------------------------------------------------------ fallback: static waves
-    def _serve_waves(self, batch: list[_Pending], version: int, inflight: list[_Pending]) -> None:
-        """Decode ``batch`` to the end, one batched forward per step. New requests join the running
-        batch at step boundaries unless a weight update is waiting or the model's cache cannot be
-        merged; then they wait for the batch to drain."""
-        state: _State | None = None
-        waiting = batch
-        self.stats["waves"] += 1
-        while True:
-            if waiting:
-                inflight.extend(waiting)
-                self.stats["requests"] += len(waiting)
-                state = self._wave_admit(state, waiting, version)
-                self._flush_outbox()
-            if state is None:
-                break
-            state = self._wave_step(state, version)
-            self._flush_outbox()
-            room = self.max_batch_size - (len(state.rows) if state else 0)
-            joinable = state is None or self._can_join
-            waiting = self._take_new(room) if joinable and room > 0 and not self._update_waiting.is_set() else []
-
-    def _wave_admit(self, state: _State | None, items: list[_Pending], version: int) -> _State | None:
-        """Prefill ``items`` (left-padded), sample their first token, merge them into ``state``."""
-        torch = self._torch
-        dev = self.device
-        n = len(items)
-        width = max(len(p.request.prompt_ids) for p in items)
-        ids = torch.full((n, width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(items):
-            k = len(p.request.prompt_ids)
-            ids[i, width - k :] = torch.tensor(list(p.request.prompt_ids), dtype=torch.long)
-            mask[i, width - k :] = 1
-        ids, mask = ids.to(dev), mask.to(dev)
-        self.stats["prompt_tokens"] += int(mask.sum())
-        self.stats["prefill_tokens"] += int(mask.sum())
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        rows = [self._new_row(p) for p in items]
-        out = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos)
-        new = _State(rows, out.past_key_values, mask, pos[:, -1:])
-        new = self._wave_keep(new, self._advance(rows, out.logits[:, -1, :].float(), version)[0])
-        if new is None or state is None:
-            return new if new is not None else state
-        return self._wave_merge(state, new)
-
-    def _wave_step(self, state: _State, version: int) -> _State | None:
-        """One decoding step of every running row."""
-        torch = self._torch
-        dev = self.device
-        next_ids = torch.tensor([[r.toks[-1]] for r in state.rows], device=dev)
-        mask = torch.cat([state.mask, torch.ones((len(state.rows), 1), dtype=state.mask.dtype, device=dev)], dim=1)
-        pos = state.pos + 1
-        out = self._forward(input_ids=next_ids, attention_mask=mask, position_ids=pos, past_key_values=state.cache)
-        keep, _ = self._advance(state.rows, out.logits[:, -1, :].float(), version)
-        return self._wave_keep(_State(state.rows, out.past_key_values, mask, pos), keep)
-
-    def _wave_keep(self, state: _State, keep: list[int]) -> _State | None:
-        """Drop finished rows from the batch and the KV cache; trim all-padding columns."""
-        if not keep:
-            return None
-        if len(keep) < len(state.rows):
-            idx = self._torch.tensor(keep, device=self.device)
-            state.cache.batch_select_indices(idx)
-            state = _State([state.rows[j] for j in keep], state.cache, state.mask[idx], state.pos[idx])
-        if self._can_join:
-            first = int(state.mask.any(0).to(self._torch.int8).argmax())
-            if first > 0:
-                for layer in state.cache.layers:
-                    layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
-                state.mask = state.mask[:, first:]
-        return state
-
-    def _wave_merge(self, a: _State, b: _State) -> _State:
-        """One batch from two: left-pad the shorter cache (masked zeros), stack along the batch."""
-        torch = self._torch
-        F = torch.nn.functional
-        width = max(a.mask.shape[1], b.mask.shape[1])
-
-        def pad_kv(t: Any) -> Any:
-            return F.pad(t, (0, 0, width - t.shape[2], 0))
-
-        for la, lb in zip(a.cache.layers, b.cache.layers, strict=True):
-            la.keys = torch.cat([pad_kv(la.keys), pad_kv(lb.keys)], dim=0)
-            la.values = torch.cat([pad_kv(la.values), pad_kv(lb.values)], dim=0)
-        mask = torch.cat([F.pad(m, (width - m.shape[1], 0)) for m in (a.mask, b.mask)], dim=0)
-        return _State(a.rows + b.rows, a.cache, mask, torch.cat([a.pos, b.pos], dim=0))
+            post(loop, deliver_many, items)
 
     # ------------------------------------------------------------ sampling
-    def _sample(self, logits: Any, params: list[SamplingParams], rows: list[_Row]) -> Any:
+    def _sample(self, logits: Any, params: list[SamplingParams], rows: list[Row]) -> Any:
         """One token per row: argmax where temperature is 0, else inverse-CDF sampling from the
         temperature/top-k/top-p distribution with the next uniform of the row's generator."""
         torch = self._torch
@@ -761,29 +415,3 @@ class HFEngine(LLMEngine):
         sampled = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
         sampled = sampled.clamp(max=logits.shape[-1] - 1)
         return torch.where(temps == 0, greedy_tok, sampled)
-
-
-def _draw(gen: Any, n: int) -> list[float]:
-    import torch
-
-    return torch.rand(n, generator=gen, dtype=torch.float64).tolist()
-
-
-def _deliver_many(items: list[tuple[asyncio.Future, GenerationResult]]) -> None:
-    for fut, result in items:
-        if not fut.done():
-            fut.set_result(result)
-
-
-def _deliver_error(fut: asyncio.Future, err: BaseException) -> None:
-    if not fut.done():
-        fut.set_exception(err)
-
-
-def _post(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
-    """Hand a result to the requester's event loop; a loop that has closed meanwhile (its
-    request was cancelled and its ``asyncio.run`` ended) has nobody left to tell."""
-    try:
-        loop.call_soon_threadsafe(fn, *args)
-    except RuntimeError:
-        pass

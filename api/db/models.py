@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy import JSON, Boolean, Float, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from rockroll.api.job_state import JobState
+from rockroll.client.job_state import JobState
 from rockroll.sandbox.models import Base
 
 __all__ = [

@@ -38,9 +38,9 @@ from typing import Any
 from sqlalchemy import select
 
 import rockroll.envhub as envhub
-from rockroll.api.auth import Principal
 from rockroll.api.db import Database, EnvRecord
-from rockroll.api.errors import ApiError
+from rockroll.api.server.auth import Principal
+from rockroll.api.server.errors import ApiError
 
 __all__ = ["CustomEnv", "Catalog", "KINDS", "VISIBILITIES", "RESERVED_NAMESPACE", "Viewer"]
 

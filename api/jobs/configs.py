@@ -1,8 +1,8 @@
 """Job configs: checked when a job is submitted, and turned into the *effective* config its worker runs.
 
 The effective config is the validated config with every path resolved inside the owner's job
-directory (:mod:`rockroll.api.job_paths`) and every URL checked against the allowlist
-(:mod:`rockroll.api.job_urls`):
+directory (:mod:`rockroll.api.jobs.paths`) and every URL checked against the allowlist
+(:mod:`rockroll.api.jobs.urls`):
 
 * ``train``: the merged :class:`~rockroll.trainer.config.TrainConfig` (``config_path`` file, keys, then
   ``overrides``) as a mapping; ``logging.run_dir`` and ``model.path`` absolute; the run name not ``..``;
@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.config_loader import ConfigError, config_to_dict, parse_config
 from rockroll.agentrl.eval_config import EvalConfig
-from rockroll.api.errors import ApiError
-from rockroll.api.job_paths import JobDirs, JobPathError, check_strings, config_file, confine
-from rockroll.api.job_urls import SETTING, JobUrlError, check_url
-from rockroll.api.schemas import EvalJobConfig, is_model_eval
+from rockroll.api.jobs.paths import JobDirs, JobPathError, check_strings, config_file, confine
+from rockroll.api.jobs.urls import SETTING, JobUrlError, check_url
+from rockroll.api.server.errors import ApiError
+from rockroll.api.server.schemas import EvalJobConfig, is_model_eval
+from rockroll.envs.config import ConfigError, parse_config
+from rockroll.envs.config_loader import config_to_dict
 from rockroll.trainer.jobs import config_for_job
 
 __all__ = ["effective_config", "check_expert"]

@@ -33,8 +33,8 @@ from rockroll.sandbox.confine_worker import can_confine_workers, worker_argv
 __all__ = ["WorkerIdentity", "find_worker_identity", "worker_identity", "worker_command", "worker_env", "WORKER"]
 
 log = logging.getLogger("rockroll.api")
-WORKER = [sys.executable, "-m", "rockroll.api.job_worker"]
-_PROBE = [sys.executable, "-c", "import rockroll.api.job_worker"]
+WORKER = [sys.executable, "-m", "rockroll.api.jobs.worker"]
+_PROBE = [sys.executable, "-c", "import rockroll.api.jobs.worker"]
 _PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE")
 
 

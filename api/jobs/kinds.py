@@ -1,4 +1,4 @@
-"""What each job kind runs, inside its worker process (:mod:`rockroll.api.job_worker`).
+"""What each job kind runs, inside its worker process (:mod:`rockroll.api.jobs.worker`).
 
 * ``eval`` with a model-eval config (``engine``/``envs`` keys, the YAML of ``rockroll eval``):
   :func:`rockroll.agentrl.eval.run_eval_job` runs that engine on the envs, every session opened through
@@ -10,8 +10,8 @@
 * ``train``: :func:`rockroll.trainer.jobs.run_job`, the pipeline of ``rockroll train``, its rollouts on
   sessions of the server's sandboxes (``ctx.env_source()``).
 
-``ctx`` is a :class:`rockroll.api.job_worker.WorkerContext`; configs are the effective configs of
-:mod:`rockroll.api.job_configs`.
+``ctx`` is a :class:`rockroll.api.jobs.worker.WorkerContext`; configs are the effective configs of
+:mod:`rockroll.api.jobs.configs`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.config_loader import parse_config
 from rockroll.agentrl.eval import run_eval_job
-from rockroll.api.schemas import PolicyEvalConfig, is_model_eval
+from rockroll.api.server.schemas import PolicyEvalConfig, is_model_eval
+from rockroll.envs.config import parse_config
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.envs.play import play_episode
 from rockroll.trainer.jobs import run_job

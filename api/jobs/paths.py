@@ -11,7 +11,7 @@ resolved here, in the control plane, before the job is queued (and again before 
 * ``config_path`` may also name a config shipped with the server (``configs/NAME.yaml`` or
   ``NAME.yaml``) when the owner's folder has no such file;
 * any other string of the config that looks like a path (absolute, ``~``, ``..``) is refused, and a URL
-  must match ``Settings.job_engine_urls`` (:mod:`rockroll.api.job_urls`). Env kwargs are left alone:
+  must match ``Settings.job_engine_urls`` (:mod:`rockroll.api.jobs.urls`). Env kwargs are left alone:
   they go to the env inside its sandbox.
 
 The answer is the job's *effective* config: the validated config with every path absolute and inside
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rockroll.api.errors import RockrollError
-from rockroll.api.job_urls import check_url
+from rockroll.api.jobs.urls import check_url
+from rockroll.api.server.errors import RockrollError
 
 __all__ = ["JobDirs", "JobPathError", "confine", "config_file", "owner_folder", "check_strings", "SERVER_CONFIGS"]
 
-#: configs shipped with the server (``rockroll job train --server-config NAME``)
-SERVER_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+#: configs shipped with the server (``rockroll job submit-train --server-config NAME``)
+SERVER_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 _SLUG = re.compile(r"[^A-Za-z0-9_-]+")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 

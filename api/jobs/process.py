@@ -1,15 +1,15 @@
 """One job's worker process, seen from the control plane (issue 13 item 4).
 
-:class:`JobProcess` starts ``python -m rockroll.api.job_worker`` in the owner's job directory, in a
+:class:`JobProcess` starts ``python -m rockroll.api.jobs.worker`` in the owner's job directory, in a
 session of its own, with a scrubbed environment (:func:`worker_env`: no token, no settings, no
-database URL) and as the identity :mod:`rockroll.api.job_identity` picked: as root with
+database URL) and as the identity :mod:`rockroll.api.jobs.identity` picked: as root with
 ``Settings.job_user`` and bubblewrap, that unprivileged user confined to the owner's folder (the
 interpreter under a 0700 ``/root`` included); otherwise, said in the job's log, as that user directly
 or as the server's user: still a separate process that holds none of the server's objects, every path
-it is given confined to the owner's folder (:mod:`rockroll.api.job_paths`), but then the OS does not
+it is given confined to the owner's folder (:mod:`rockroll.api.jobs.paths`), but then the OS does not
 stop it from reading what its user can read.
 
-It then serves the worker's messages (:mod:`rockroll.api.job_protocol`): log lines and reports go to
+It then serves the worker's messages (:mod:`rockroll.api.jobs.protocol`): log lines and reports go to
 the job record, env-session calls run here on sandboxes of the placement, as the job's owner (at most
 :data:`MAX_SESSIONS` open at once), and the end message decides the job's state. A cancel is sent to the
 worker (checked between steps); a worker still running ``grace_s`` later is killed, and so is one that
@@ -30,10 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rockroll.api.job_identity import WORKER, WorkerIdentity, worker_command, worker_env, worker_identity
-from rockroll.api.job_logs import MAX_LINE_CHARS, JobLogs
-from rockroll.api.job_protocol import MAX_LINE, ProtocolError, clean_metrics, decode, encode, error_to_dict
-from rockroll.api.job_state import JobState
+from rockroll.api.jobs.identity import WORKER, WorkerIdentity, worker_command, worker_env, worker_identity
+from rockroll.api.jobs.logs import MAX_LINE_CHARS, JobLogs
+from rockroll.api.jobs.protocol import MAX_LINE, ProtocolError, clean_metrics, decode, encode, error_to_dict
+from rockroll.client.job_state import JobState
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
 
 __all__ = ["JobProcess", "WorkerIdentity", "worker_identity", "worker_env", "MAX_SESSIONS", "WORKER"]

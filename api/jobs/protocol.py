@@ -17,7 +17,7 @@ import json
 import math
 from typing import Any
 
-from rockroll.api.errors import ApiError, RockrollError
+from rockroll.api.server.errors import ApiError, RockrollError
 from rockroll.envs import errors as env_errors
 from rockroll.sandbox import errors as sb_errors
 

@@ -2,10 +2,10 @@
 
 States: ``queued`` -> ``running`` -> ``succeeded`` | ``failed`` | ``cancelled``. The control plane
 never runs a job's work itself: :class:`JobRunner` keeps ``workers`` threads, each serving one job's
-worker process (:mod:`rockroll.api.job_process`), which runs the job kind
-(:mod:`rockroll.api.job_kinds`) with the *effective* config (:mod:`rockroll.api.job_configs`: every
+worker process (:mod:`rockroll.api.jobs.process`), which runs the job kind
+(:mod:`rockroll.api.jobs.kinds`) with the *effective* config (:mod:`rockroll.api.jobs.configs`: every
 path inside the owner's job directory, every URL allowed). Its log lines go to rotated files
-(:mod:`rockroll.api.job_logs`), its reports and end to the ``api_jobs`` record. Cancellation is
+(:mod:`rockroll.api.jobs.logs`), its reports and end to the ``api_jobs`` record. Cancellation is
 cooperative (checked between steps) with a kill after a grace period. On server start, jobs left
 ``running`` by a dead server are marked failed and ``queued`` ones are queued again.
 
@@ -17,7 +17,7 @@ recorded (``cancel_requested``); the runner looks for such requests every :data:
 while it runs jobs.
 
 Job configs are the typed configs (``TrainJobConfig``, ``EvalConfig``, ``PolicyEvalConfig`` in
-:mod:`rockroll.api.schemas`), checked when a job is submitted: a bad key answers 400 ``invalid_job``
+:mod:`rockroll.api.server.schemas`), checked when a job is submitted: a bad key answers 400 ``invalid_job``
 naming it (``details.key``, ``details.allowed``), a path leaving the owner's job directory 422
 ``job_path``, a URL off the allowlist 422 ``job_url``; never a failed job later.
 
@@ -42,17 +42,17 @@ from typing import Any
 
 from sqlalchemy import select
 
-from rockroll.api.auth import Principal
 from rockroll.api.db import Database, JobRecord
-from rockroll.api.errors import ApiError
-from rockroll.api.job_configs import effective_config
-from rockroll.api.job_identity import WorkerIdentity, find_worker_identity
-from rockroll.api.job_logs import JobLogs
-from rockroll.api.job_paths import JobDirs
-from rockroll.api.job_process import JobProcess
-from rockroll.api.job_protocol import Cancelled, clean_metrics
-from rockroll.api.job_state import TERMINAL_STATES, JobState
-from rockroll.api.schemas import JobKind
+from rockroll.api.jobs.configs import effective_config
+from rockroll.api.jobs.identity import WorkerIdentity, find_worker_identity
+from rockroll.api.jobs.logs import JobLogs
+from rockroll.api.jobs.paths import JobDirs
+from rockroll.api.jobs.process import JobProcess
+from rockroll.api.jobs.protocol import Cancelled, clean_metrics
+from rockroll.api.server.auth import Principal
+from rockroll.api.server.errors import ApiError
+from rockroll.api.server.schemas import JobKind
+from rockroll.client.job_state import TERMINAL_STATES, JobState
 from rockroll.sandbox.lease import tag_live
 
 __all__ = ["JobRunner", "JOB_KINDS", "JobState", "TERMINAL_STATES", "Cancelled"]
@@ -163,7 +163,7 @@ class JobRunner:
         return job
 
     def effective(self, kind: str, config: Any, owner: str) -> dict[str, Any]:
-        """The config ``owner``'s worker runs (:func:`rockroll.api.job_configs.effective_config`)."""
+        """The config ``owner``'s worker runs (:func:`rockroll.api.jobs.configs.effective_config`)."""
         owner_dir = self.dirs.ensure(owner)
         return effective_config(kind, config, dirs=self.dirs, owner_dir=owner_dir, engine_urls=self.engine_urls)
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from urllib.parse import SplitResult, urlsplit
 
-from rockroll.api.errors import RockrollError
+from rockroll.api.server.errors import RockrollError
 
 __all__ = ["JobUrlError", "check_url", "url_allowed", "SETTING"]
 

@@ -1,9 +1,9 @@
-"""The job worker: ``python -m rockroll.api.job_worker``, one process per job (issue 13 item 4).
+"""The job worker: ``python -m rockroll.api.jobs.worker``, one process per job (issue 13 item 4).
 
-The control plane starts it (:mod:`rockroll.api.job_process`) in the owner's job directory, with a
+The control plane starts it (:mod:`rockroll.api.jobs.process`) in the owner's job directory, with a
 scrubbed environment and, where it can, as an unprivileged user. It reads one ``start`` message, runs
-the job kind (:data:`rockroll.api.job_kinds.KINDS`) with a :class:`WorkerContext`, and ends with one
-``done``, ``cancelled`` or ``failed`` message (the wire: :mod:`rockroll.api.job_protocol`).
+the job kind (:data:`rockroll.api.jobs.kinds.KINDS`) with a :class:`WorkerContext`, and ends with one
+``done``, ``cancelled`` or ``failed`` message (the wire: :mod:`rockroll.api.jobs.protocol`).
 
 What it cannot do: open the server's database, read its tokens or settings (none are passed), or run
 an env here: ``ctx.open_session`` asks the server, which opens the session in one of its sandboxes
@@ -23,8 +23,8 @@ from concurrent.futures import Future
 from typing import Any, BinaryIO
 
 from rockroll.agentrl.env_source import CallableSource
-from rockroll.api.job_kinds import KINDS
-from rockroll.api.job_protocol import MAX_LINE, Cancelled, encode, error_from_dict
+from rockroll.api.jobs.kinds import KINDS
+from rockroll.api.jobs.protocol import MAX_LINE, Cancelled, encode, error_from_dict
 
 __all__ = ["WorkerContext", "SessionProxy", "Channel", "main"]
 

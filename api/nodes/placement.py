@@ -8,7 +8,7 @@ its own whose sandboxes receive the env's files through the file API before its 
 custom code loads inside those sandboxes only, never in the control plane nor next to other envs'
 sessions.
 
-A sandbox serves one owner (:mod:`rockroll.api.sandbox_owners`): a session of owner X lands on
+A sandbox serves one owner (:mod:`rockroll.api.sandboxes.owners`): a session of owner X lands on
 the least-loaded sandbox of X's pool for that spec (``sessions@<X>``, ``env-<fp>@<X>``); when
 none has a free slot, X takes an idle sandbox of the warm pool (which the monitor then refills)
 or starts one, within X's quota. Sandboxes that hosted no session for ``idle_ttl_s`` are stopped
@@ -28,8 +28,8 @@ import time
 from typing import Any
 
 from rockroll.api.db import Database
-from rockroll.api.sandbox_owners import OwnerLedger, base_pool, owner_pool
-from rockroll.api.sandbox_views import describe, pool_views, snapshot
+from rockroll.api.sandboxes.owners import OwnerLedger, base_pool, owner_pool
+from rockroll.api.sandboxes.views import describe, pool_views, snapshot
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
 from rockroll.sandbox.managed import SandboxState
@@ -74,7 +74,7 @@ class Placement:
         self.reaped = 0
         self.owners = OwnerLedger(db, per_owner=max_sandboxes_per_owner, total=max_sandboxes)
         self.session_spec = self.spec(name=SESSION_POOL, max_sessions=max_sessions_per_sandbox)
-        pools = (PoolConfig(self.session_spec, min_idle=min(pool_size, max_sandboxes), max_total=max_sandboxes),)
+        pools = (PoolConfig(spec=self.session_spec, min_idle=min(pool_size, max_sandboxes), max_total=max_sandboxes),)
         config = ManagerConfig(
             name=manager_name,
             backend=backend,
@@ -366,7 +366,7 @@ class Placement:
             self.owners.forget([sandbox_id])
 
     def stop(self, sandbox_id: str) -> None:
-        """Stop a sandbox but keep its owner record (an expired user sandbox: :mod:`rockroll.api.sandbox_ttl`)."""
+        """Stop a sandbox but keep its owner record (an expired user sandbox: :mod:`rockroll.api.sandboxes.ttl`)."""
         self.manager.delete(sandbox_id)
 
     def restart(self, sandbox_id: str) -> Any:

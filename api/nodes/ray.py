@@ -1,4 +1,4 @@
-"""Ray as the cluster: one node agent per Ray node, started (or adopted) and watched by ``rockroll serve --ray ADDRESS``.
+"""Ray as the cluster: one node agent per Ray node, started (or adopted) and watched by ``rockroll serve-api --ray ADDRESS``.
 
 :class:`RayNodes` connects this server to a Ray cluster as a driver and, every :data:`SYNC_S`,
 compares the cluster's live nodes (``ray.nodes()``) with the agents it holds:
@@ -6,7 +6,7 @@ compares the cluster's live nodes (``ray.nodes()``) with the agents it holds:
 * a live Ray node without an agent gets one: a detached, named
   :class:`~rockroll.sandbox.node.ray_agent.RayNodeAgent` actor pinned to it (node-affinity
   scheduling), bound to the node's address, which registers with the control plane like a
-  standalone ``rockroll node`` and from then on heartbeats. An agent already running there (started
+  standalone ``rockroll serve-node`` and from then on heartbeats. An agent already running there (started
   by an earlier serve, or by another control-plane replica on the same cluster) is *adopted*
   instead: found by its name, watched, and told this server's ``control_url`` (put first among the
   URLs it heartbeats to, the earlier ones kept behind); its sessions are untouched and it registers
@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from rockroll.api.periodic import Periodic
+from rockroll.api.server.periodic import Periodic
 from rockroll.sandbox.node.ray_agent import NAMESPACE, agent_id_for, control_urls, ensure_agent
 from rockroll.sandbox.node.serve import NodeOptions
 

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from sqlalchemy import select
 
 from rockroll.api.db import Database, TokenRecord
-from rockroll.api.nodes import NodeEntry, NodeTable
-from rockroll.api.periodic import Periodic
+from rockroll.api.nodes.table import NodeEntry, NodeTable
+from rockroll.api.server.periodic import Periodic
 from rockroll.sandbox.errors import SandboxError
 from rockroll.sandbox.node.agent import NodeAgent
 

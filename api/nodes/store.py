@@ -3,7 +3,7 @@
 :class:`NodeStore` is the whole of it: a registration writes the agent's row (endpoint, capacity,
 sessions, boot id, wall-clock heartbeat); a loss sets its ``lost`` reason once; each replica reads all
 rows every tick (:meth:`NodeStore.rows`) to learn of agents that heartbeat to another replica and of
-losses another replica declared. See :mod:`rockroll.api.nodes`.
+losses another replica declared. See :mod:`rockroll.api.nodes.table`.
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 
 Each agent has an id, an endpoint (the base URL of its data plane) and a capacity (most sessions).
 The embedded agent (``Settings.embedded_node``) runs inside this server on its sandboxes; a
-standalone ``rockroll node`` registers itself with ``PUT /v1/nodes/{id}`` (the cluster secret as
+standalone ``rockroll serve-node`` registers itself with ``PUT /v1/nodes/{id}`` (the cluster secret as
 its bearer token) and repeats it every ``HEARTBEAT_S`` seconds with its session count. An agent
 not heard from for ``STALE_S`` seconds leaves placement until it registers again.
 
-An agent that died is *lost* (:meth:`NodeTable.lose`, called by :mod:`rockroll.api.node_watch`
-when an agent stops answering, or by :mod:`rockroll.api.ray_nodes` when its Ray node leaves): its
+An agent that died is *lost* (:meth:`NodeTable.lose`, called by :mod:`rockroll.api.nodes.watch`
+when an agent stops answering, or by :mod:`rockroll.api.nodes.ray` when its Ray node leaves): its
 sessions answer ``410 session_lost`` with the reason from then on, even if it comes back. When it
 registers again it is a new entry, back in placement, and is told to drop any session it still
 holds (``forget_sessions``: the control plane has given them up).
@@ -16,9 +16,9 @@ Placement: a session goes to the live agent with the most free capacity (the emb
 counted like the others), and a rollout group's sessions spread over agents first (anti-affinity:
 the agent holding the fewest of the group's open sessions wins; ``avoid`` names agents a hedged
 copy should stay off). Custom envs stay on this server's sandboxes, where their files are
-provisioned (:mod:`rockroll.api.placement`).
+provisioned (:mod:`rockroll.api.nodes.placement`).
 
-Shared by replicas: the standalone agents are rows of the database (:mod:`rockroll.api.node_store`).
+Shared by replicas: the standalone agents are rows of the database (:mod:`rockroll.api.nodes.store`).
 A registration writes its row; a loss sets the row's reason once; every tick of the node watch,
 :meth:`NodeTable.sync` reads the rows, so each control-plane replica knows the agents that heartbeat
 to another replica (their last heartbeat, their sessions) and the losses another replica declared.
@@ -35,8 +35,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rockroll.api.errors import ApiError
-from rockroll.api.node_store import NodeRow, NodeStore
+from rockroll.api.nodes.store import NodeRow, NodeStore
+from rockroll.api.server.errors import ApiError
 from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.remote import NodeAdmin
 
@@ -90,7 +90,7 @@ class NodeTable:
         self._nodes: dict[str, NodeEntry] = {}
         self._lock = threading.Lock()
         self.store = store
-        self.revoked: list[str] = []  # ids of revoked API tokens, told to agents (rockroll.api.revocations)
+        self.revoked: list[str] = []  # ids of revoked API tokens, told to agents (rockroll.api.nodes.revocations)
         if local is not None:
             self._nodes[local.id] = NodeEntry(local.id, local.endpoint, local.capacity, local=local)
 
@@ -178,7 +178,9 @@ class NodeTable:
                 default=None,
             )
             if best is None:
-                raise ApiError(503, "no_node", "no node agent with free capacity is registered; start `rockroll node`")
+                raise ApiError(
+                    503, "no_node", "no node agent with free capacity is registered; start `rockroll serve-node`"
+                )
             if best.local is None:
                 best.sessions += 1  # counted until its next heartbeat reports it
             return best

@@ -4,15 +4,15 @@
 standalone agent's last heartbeat: an agent silent for more than :data:`SUSPECT_S` (two missed
 beats) is asked ``GET /v1/node/health`` with a :data:`PROBE_TIMEOUT_S` limit. When that fails (the
 port is closed: the agent died; no answer in time: it hangs; another agent's id answers: it was
-replaced) the agent is declared lost (:meth:`rockroll.api.nodes.NodeTable.lose`). A SIGKILLed agent
+replaced) the agent is declared lost (:meth:`rockroll.api.nodes.table.NodeTable.lose`). A SIGKILLed agent
 is so lost within ``SUSPECT_S + TICK_S + PROBE_TIMEOUT_S`` (under 4 s) of its last heartbeat.
 
 Heartbeats that reached another control-plane replica count: each tick first reads the agents' rows
-(:meth:`rockroll.api.nodes.NodeTable.sync`).
+(:meth:`rockroll.api.nodes.table.NodeTable.sync`).
 
 An agent that still answers its probe but whose heartbeats do not arrive (it cannot reach the
 control plane) is not lost: its sessions keep working on the data plane; it only leaves placement
-after ``STALE_S`` (:mod:`rockroll.api.nodes`).
+after ``STALE_S`` (:mod:`rockroll.api.nodes.table`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 
 import httpx
 
-from rockroll.api.nodes import HEARTBEAT_S, NodeEntry, NodeTable
-from rockroll.api.periodic import Periodic
+from rockroll.api.nodes.table import HEARTBEAT_S, NodeEntry, NodeTable
+from rockroll.api.server.periodic import Periodic
 
 __all__ = ["NodeWatch", "probe", "SUSPECT_S", "TICK_S", "PROBE_TIMEOUT_S"]
 

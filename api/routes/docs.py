@@ -3,7 +3,7 @@
 FastAPI's own pages load Swagger UI and ReDoc from a CDN, so they are blank offline. The same
 pages here point at ``/docs/assets/...``, served from the files the ``fastapi-offline`` package
 ships (Swagger UI 5, which renders OpenAPI 3.1, and ReDoc 2). The bearer scheme is declared on the
-auth dependency (:mod:`rockroll.api.deps`), so Swagger UI's "Authorize" button takes a token.
+auth dependency (:mod:`rockroll.api.server.deps`), so Swagger UI's "Authorize" button takes a token.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 
-from rockroll.api.errors import ApiError
+from rockroll.api.server.errors import ApiError
 
 __all__ = ["router", "ASSETS_DIR"]
 

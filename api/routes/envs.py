@@ -1,7 +1,7 @@
 """EnvHub routes: list, show, register (validated in a sandbox) and delete envs.
 
 Custom env ids are namespaced by owner (``alice/Maze-v0``), so the routes that name one take a path;
-what a caller may see, and how ids resolve, is :mod:`rockroll.api.catalog`'s to say.
+what a caller may see, and how ids resolve, is :mod:`rockroll.api.envs.catalog`'s to say.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from rockroll.api.catalog import CustomEnv
-from rockroll.api.deps import StateDep, Who
-from rockroll.api.errors import ApiError, to_api_error
-from rockroll.api.responses import EnvInfo, EnvList
-from rockroll.api.schemas import EnvCreate
-from rockroll.api.state import AppState
+from rockroll.api.envs.catalog import CustomEnv
+from rockroll.api.server.deps import StateDep, Who
+from rockroll.api.server.errors import ApiError, to_api_error
+from rockroll.api.server.schemas import EnvCreate
+from rockroll.api.server.state import AppState
+from rockroll.client.responses import EnvInfo, EnvList
 
 __all__ = ["router"]
 

@@ -13,8 +13,8 @@ from typing import Any
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from rockroll.api.deps import StateDep
-from rockroll.api.responses import Health
+from rockroll.api.server.deps import StateDep
+from rockroll.client.responses import Health
 
 __all__ = ["router"]
 

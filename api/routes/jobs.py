@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
 from rockroll.api.db import JobRecord
-from rockroll.api.deps import StateDep, Who
-from rockroll.api.responses import JobInfo, JobList, JobMetrics
-from rockroll.api.schemas import JobCreate, is_model_eval
+from rockroll.api.server.deps import StateDep, Who
+from rockroll.api.server.schemas import JobCreate, is_model_eval
+from rockroll.client.responses import JobInfo, JobList, JobMetrics
 
 __all__ = ["router", "job_view"]
 

@@ -1,5 +1,5 @@
 """Node agents: ``PUT /v1/nodes/{id}`` (an agent registers and heartbeats), ``POST /v1/nodes/{id}/lost`` (the
-cluster's supervisor, e.g. ``rockroll serve --ray``, reports an agent gone), ``GET /v1/nodes`` (admins)."""
+cluster's supervisor, e.g. ``rockroll serve-api --ray``, reports an agent gone), ``GET /v1/nodes`` (admins)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Header, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from rockroll.api.deps import StateDep, Who
-from rockroll.api.errors import ApiError
-from rockroll.api.nodes import HEARTBEAT_S, STALE_S
-from rockroll.api.responses import NodeList, NodeLostAnswer, NodeRegistered
+from rockroll.api.nodes.table import HEARTBEAT_S, STALE_S
+from rockroll.api.server.deps import StateDep, Who
+from rockroll.api.server.errors import ApiError
+from rockroll.client.responses import NodeList, NodeLostAnswer, NodeRegistered
 
 __all__ = ["router"]
 

@@ -8,16 +8,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy import select
 
-from rockroll.api.auth import Principal
-from rockroll.api.caps import capped_sandbox, check_exec_timeout
 from rockroll.api.db import SandboxOwner
-from rockroll.api.deps import StateDep, Who
-from rockroll.api.errors import ApiError, capacity_error
-from rockroll.api.owner_limits import CallsDep
-from rockroll.api.responses import ExecOutput, FileWritten, SandboxInfo, SandboxList
-from rockroll.api.sandbox_ttl import check_not_expired
-from rockroll.api.schemas import ExecRequest, SandboxCreate
-from rockroll.api.state import AppState
+from rockroll.api.sandboxes.owner_limits import CallsDep
+from rockroll.api.sandboxes.ttl import check_not_expired
+from rockroll.api.server.auth import Principal
+from rockroll.api.server.caps import capped_sandbox, check_exec_timeout
+from rockroll.api.server.deps import StateDep, Who
+from rockroll.api.server.errors import ApiError, capacity_error
+from rockroll.api.server.schemas import ExecRequest, SandboxCreate
+from rockroll.api.server.state import AppState
+from rockroll.client.responses import ExecOutput, FileWritten, SandboxInfo, SandboxList
 
 __all__ = ["router"]
 
@@ -69,7 +69,7 @@ def create_sandbox(body: SandboxCreate, state: StateDep, who: Who) -> dict[str, 
                              "sandboxes per owner")  # fmt: skip
     fields = body.model_dump(exclude_none=True, exclude={"ttl_s"})
     sb = state.placement.create_sandbox(**fields)
-    expires_at = time.time() + body.ttl_s  # its lifetime starts once it is ready (rockroll.api.sandbox_ttl)
+    expires_at = time.time() + body.ttl_s  # its lifetime starts once it is ready (rockroll.api.sandboxes.ttl)
     with state.db.session() as s:
         s.add(SandboxOwner(sandbox_id=sb.id, owner=who.owner, expires_at=expires_at))
     return _view(state, sb, (who.owner, expires_at))

@@ -28,10 +28,10 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 
-from rockroll.api.deps import TOKEN_CACHE_S, principal_for
-from rockroll.api.errors import ApiError, error_body, to_api_error
-from rockroll.api.live import LiveSession
-from rockroll.api.state import AppState
+from rockroll.api.server.deps import TOKEN_CACHE_S, principal_for
+from rockroll.api.server.errors import ApiError, error_body, to_api_error
+from rockroll.api.server.state import AppState
+from rockroll.api.sessions.live import LiveSession
 from rockroll.sandbox.errors import SandboxLost
 from rockroll.sandbox.node.wire import WireError
 

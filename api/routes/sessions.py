@@ -7,11 +7,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from rockroll.api.auth import Principal
-from rockroll.api.deps import StateDep, Who
-from rockroll.api.errors import ApiError
-from rockroll.api.live import LiveSession
-from rockroll.api.responses import (
+from rockroll.api.server.auth import Principal
+from rockroll.api.server.deps import StateDep, Who
+from rockroll.api.server.errors import ApiError
+from rockroll.api.server.schemas import BatchStepRequest, ResetRequest, SessionCreate, StateBody, StepRequest
+from rockroll.api.server.state import AppState
+from rockroll.api.sessions.live import LiveSession
+from rockroll.client.responses import (
     Actions,
     BatchResults,
     DataPlaneToken,
@@ -23,8 +25,6 @@ from rockroll.api.responses import (
     SessionState,
     StepResult,
 )
-from rockroll.api.schemas import BatchStepRequest, ResetRequest, SessionCreate, StateBody, StepRequest
-from rockroll.api.state import AppState
 
 __all__ = ["router"]
 

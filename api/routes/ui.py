@@ -7,7 +7,7 @@ each restart's reason, and recent jobs with their metric history (the page plots
 It is polled every second, so it is a bounded summary (issue 13 item 10): the counts cover everything,
 each list holds its first ``limit`` items (``totals`` says how many there are; the list routes page
 through the rest), jobs come without their configs, the newest few with a thinned metric history, and
-:func:`rockroll.api.overview_fit.fit` cuts the lists further until the JSON is under :data:`MAX_BYTES`.
+:func:`rockroll.api.ui.overview_fit.fit` cuts the lists further until the JSON is under :data:`MAX_BYTES`.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from fastapi.responses import FileResponse, RedirectResponse
 from sqlalchemy import select
 
 from rockroll.api.db import SandboxOwner
-from rockroll.api.deps import StateDep, Who
-from rockroll.api.errors import ApiError
-from rockroll.api.overview_fit import fit, thin
-from rockroll.api.responses import Overview
 from rockroll.api.routes.jobs import job_view
+from rockroll.api.server.deps import StateDep, Who
+from rockroll.api.server.errors import ApiError
+from rockroll.api.ui.overview_fit import fit, thin
+from rockroll.client.responses import Overview
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["ui"])
-STATIC = Path(__file__).resolve().parent.parent / "static"
+STATIC = Path(__file__).resolve().parent.parent / "ui" / "static"
 _ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
 #: items of each list by default, and at most (``?limit=``)
 DEFAULT_ITEMS, MAX_ITEMS = 50, 100

@@ -23,7 +23,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
-from rockroll.api.errors import capacity_error
+from rockroll.api.server.errors import capacity_error
 
 __all__ = ["CallLimits", "get_call_limits", "CallsDep"]
 

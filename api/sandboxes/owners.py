@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from sqlalchemy import delete, select
 
 from rockroll.api.db import Database, SandboxOwner
-from rockroll.api.errors import capacity_error
+from rockroll.api.server.errors import capacity_error
 
 __all__ = ["OwnerLedger", "base_pool", "owner_pool"]
 

@@ -2,7 +2,7 @@
 
 A caller may give ``ttl_s`` when creating a sandbox (``POST /v1/sandboxes``); left out, it is the
 server's ``sandbox_ttl_s``, and over ``max_sandbox_ttl_s`` it answers 422 ``over_cap``
-(:func:`rockroll.api.caps.capped_sandbox`). The sandbox's owner record keeps ``expires_at`` (shown in
+(:func:`rockroll.api.server.caps.capped_sandbox`). The sandbox's owner record keeps ``expires_at`` (shown in
 the sandbox's view), so a restarted server keeps the lifetimes of the sandboxes it adopts.
 
 From ``expires_at`` on, every call naming the sandbox answers 404 ``sandbox_expired`` (404 like any
@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import select
 
 from rockroll.api.db import Database, SandboxOwner
-from rockroll.api.errors import ApiError
+from rockroll.api.server.errors import ApiError
 from rockroll.sandbox.errors import SandboxError, SandboxNotFound
 
 __all__ = ["ExpiryReaper", "EXPIRED_KEPT_S", "check_not_expired"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rockroll.api.sandbox_owners import base_pool
+from rockroll.api.sandboxes.owners import base_pool
 from rockroll.sandbox.managed import SandboxState
 
 __all__ = ["describe", "pool_views", "snapshot"]

@@ -1,9 +1,9 @@
 """``create_app(settings) -> FastAPI``: the control plane's HTTP app.
 
-Routers live in :mod:`rockroll.api.routes` (one per resource); errors are shaped in :mod:`rockroll.api.errors`; the
+Routers live in :mod:`rockroll.api.routes` (one per resource); errors are shaped in :mod:`rockroll.api.server.errors`; the
 long-lived objects (database, catalog, sandbox placement, sessions, jobs, metrics) are built on
-start-up by :func:`rockroll.api.state.build_state` and closed on shutdown. Request bodies over the largest
-legitimate upload are refused with 413 before they are read (:mod:`rockroll.api.body_limit`).
+start-up by :func:`rockroll.api.server.state.build_state` and closed on shutdown. Request bodies over the largest
+legitimate upload are refused with 413 before they are read (:mod:`rockroll.api.server.body_limit`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from rockroll.api.auth import list_tokens
-from rockroll.api.body_limit import BodyLimit, body_limit_for
-from rockroll.api.errors import install_error_handlers
-from rockroll.api.host_check import DevHostCheck
-from rockroll.api.metrics import RequestTimer
 from rockroll.api.routes import docs, envs, health, jobs, nodes, sandboxes, session_ws, sessions, ui
 from rockroll.api.routes.sandboxes import MAX_FILE_BYTES
-from rockroll.api.settings import Settings
-from rockroll.api.state import AppState, build_state
+from rockroll.api.server.auth import list_tokens
+from rockroll.api.server.body_limit import BodyLimit, body_limit_for
+from rockroll.api.server.errors import install_error_handlers
+from rockroll.api.server.host_check import DevHostCheck
+from rockroll.api.server.metrics import RequestTimer
+from rockroll.api.server.settings import Settings
+from rockroll.api.server.state import AppState, build_state
 from rockroll.sandbox.node.dataplane import dataplane_routes
 
 __all__ = ["create_app"]
@@ -69,7 +69,7 @@ def create_app(settings: Settings | None = None, *, state: AppState | None = Non
 
     app.add_middleware(_LazyTimer)
     app.add_middleware(BodyLimit, limit=lambda _scope: limit)
-    if settings.dev_mode:  # no token: refuse DNS-rebound requests from web pages (rockroll.api.host_check)
+    if settings.dev_mode:  # no token: refuse DNS-rebound requests from web pages (rockroll.api.server.host_check)
         app.add_middleware(DevHostCheck, hosts=settings.dev_hosts)
     return app
 

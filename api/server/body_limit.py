@@ -17,7 +17,7 @@ from collections.abc import Callable
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rockroll.api.errors import error_body
+from rockroll.api.server.errors import error_body
 
 __all__ = ["BodyLimit", "body_limit_for"]
 

@@ -2,7 +2,7 @@
 
 A caller sets a user sandbox's CPUs, memory, processes, workspace and network (``POST /v1/sandboxes``)
 and each command's timeout (``POST /v1/sandboxes/{id}/exec``). The server's operator bounds them in
-:class:`rockroll.api.settings.Settings` (``max_cpus``, ``max_memory_mb``, ``max_pids``,
+:class:`rockroll.api.server.settings.Settings` (``max_cpus``, ``max_memory_mb``, ``max_pids``,
 ``max_workspace_mb``, ``max_exec_timeout_s``, ``max_sandbox_ttl_s``; ``network_owners`` names the
 owners that may ask for a network, nobody by default). A request over a cap answers 422 ``over_cap``
 naming the field, the cap and the setting that raises it; a value the caller leaves out defaults to
@@ -10,7 +10,7 @@ the smaller of the sandbox default (``sandbox_ttl_s`` for the lifetime) and the 
 
 Threat model: every token owner is untrusted; without caps one could take the machine's memory,
 processes or disk from every other owner, or reach the network from a sandbox, or hold a sandbox
-forever (a sandbox's lifetime, ``ttl_s``, is capped and enforced by :mod:`rockroll.api.sandbox_ttl`).
+forever (a sandbox's lifetime, ``ttl_s``, is capped and enforced by :mod:`rockroll.api.sandboxes.ttl`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rockroll.api.errors import ApiError
-from rockroll.api.settings import Settings
+from rockroll.api.server.errors import ApiError
+from rockroll.api.server.settings import Settings
 
 __all__ = ["Cap", "SANDBOX_CAPS", "capped_sandbox", "check_exec_timeout"]
 

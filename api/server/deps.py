@@ -9,9 +9,9 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from rockroll.api.auth import DEV_PRINCIPAL, Principal, lookup_token
-from rockroll.api.errors import ApiError
-from rockroll.api.state import AppState
+from rockroll.api.server.auth import DEV_PRINCIPAL, Principal, lookup_token
+from rockroll.api.server.errors import ApiError
+from rockroll.api.server.state import AppState
 
 __all__ = ["get_state", "get_principal", "principal_for", "TOKEN_CACHE_S", "StateDep", "Who"]
 

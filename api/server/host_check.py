@@ -14,7 +14,7 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from rockroll.api.errors import error_body
+from rockroll.api.server.errors import error_body
 
 __all__ = ["DevHostCheck", "host_name"]
 

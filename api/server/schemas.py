@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, SkipValidation, Tag, create_model, field_validator
 
-from rockroll.agentrl.config_loader import ConfigModel, OneOf
 from rockroll.agentrl.eval_config import EvalConfig
+from rockroll.envs.config import ConfigModel, OneOf
 from rockroll.envs.play import POLICIES
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.trainer.jobs import TrainJobConfig
@@ -37,7 +37,7 @@ class _Body(BaseModel):
 
 
 class EnvCreate(_Body):
-    """A custom env to register (see :mod:`rockroll.api.catalog` for the kinds)."""
+    """A custom env to register (see :mod:`rockroll.api.envs.catalog` for the kinds)."""
 
     id: str = Field(
         ...,

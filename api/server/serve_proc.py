@@ -1,4 +1,4 @@
-"""Start and stop a real ``rockroll serve`` subprocess (used by the tests and ``bench/api_bench.py``)."""
+"""Start and stop a real ``rockroll serve-api`` subprocess (used by the tests and ``bench/api_bench.py``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 __all__ = ["ServerProc", "NodeProc", "scratch_dir", "create_token", "sandbox_pids"]
 
-ROOT = Path(__file__).resolve().parents[1]
-ROCKROLL = [sys.executable, "-m", "rockroll.api.cli"]
+ROOT = Path(__file__).resolve().parents[2]
+ROCKROLL = [sys.executable, "-m", "rockroll.cli"]
 
 
 def scratch_dir(tag: str) -> Path:
@@ -46,7 +46,7 @@ def _interrupt(proc: subprocess.Popen[str] | None) -> None:
 
 
 class ServerProc:
-    """One ``rockroll serve`` subprocess on a free port; ``start()``/``stop()`` can be repeated."""
+    """One ``rockroll serve-api`` subprocess on a free port; ``start()``/``stop()`` can be repeated."""
 
     def __init__(
         self,
@@ -69,7 +69,7 @@ class ServerProc:
     def start(self, timeout_s: float = 90.0) -> str:
         """Start the server and return its URL once it listens."""
         cmd = ROCKROLL + [
-            "serve",
+            "serve-api",
             "--port",
             "0",
             "--backend",
@@ -100,7 +100,7 @@ class ServerProc:
             self.url = found.get(timeout=timeout_s)
         except queue.Empty:
             self.stop()
-            raise RuntimeError("rockroll serve did not start:\n" + "".join(self.lines[-50:])) from None
+            raise RuntimeError("rockroll serve-api did not start:\n" + "".join(self.lines[-50:])) from None
         return self.url
 
     def stop(self, *, kill_sandboxes: bool = False) -> None:
@@ -122,7 +122,7 @@ class ServerProc:
 
 
 class NodeProc:
-    """One ``rockroll node`` subprocess (a standalone node agent) on a free port."""
+    """One ``rockroll serve-node`` subprocess (a standalone node agent) on a free port."""
 
     def __init__(
         self,
@@ -153,7 +153,7 @@ class NodeProc:
 
     def start(self, timeout_s: float = 90.0) -> str:
         """Start the agent and return its endpoint once it listens."""
-        cmd = ROCKROLL + ["node", "--id", self.node_id, "--cluster-secret-file", str(self.secret_file)]
+        cmd = ROCKROLL + ["serve-node", "--id", self.node_id, "--cluster-secret-file", str(self.secret_file)]
         cmd += ["--state-dir", str(self.state_dir), *self.limits]
         cmd += ["--control-plane", self.control_plane] if self.control_plane else []
         self.proc = subprocess.Popen(
@@ -174,7 +174,7 @@ class NodeProc:
             self.endpoint = found.get(timeout=timeout_s)
         except queue.Empty:
             self.stop()
-            raise RuntimeError("rockroll node did not start:\n" + "".join(self.lines[-50:])) from None
+            raise RuntimeError("rockroll serve-node did not start:\n" + "".join(self.lines[-50:])) from None
         return self.endpoint
 
     def stop(self) -> None:

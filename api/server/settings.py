@@ -1,7 +1,9 @@
 """The control plane's one ``Settings`` object (pydantic-settings, env prefix ``ROCKROLL_``).
 
-Every field can be set from the environment (``ROCKROLL_PORT=9000``) or from ``rockroll serve``
+Every field can be set from the environment (``ROCKROLL_PORT=9000``) or from ``rockroll serve-api``
 options. Paths starting with ``~`` are expanded against the home directory of the server user.
+A bad setting, from either source, raises the config dialect's
+:class:`~rockroll.envs.config.ConfigError` naming the key and what it allows.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import hashlib
 import ipaddress
 import os
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rockroll.sandbox.backends import validate_backend_name
+from rockroll.envs.config import ConfigError, OneOf
+from rockroll.sandbox.backends import backend_names
 
 __all__ = ["Settings", "is_loopback", "REPLICA_SEP"]
 
@@ -33,13 +37,19 @@ def is_loopback(host: str) -> bool:
 
 
 class Settings(BaseSettings):
-    """Configuration of ``rockroll serve``."""
+    """Configuration of ``rockroll serve-api``."""
 
     model_config = SettingsConfigDict(env_prefix="ROCKROLL_", extra="forbid")
 
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as e:  # one error style for every config: the key and what it allows
+            raise ConfigError.from_validation(e, type(self)) from e
+
     host: str = Field("127.0.0.1", description="Address to bind.")
     port: int = Field(8080, ge=0, le=65535, description="TCP port to bind (0: any free port).")
-    backend: str = Field(
+    backend: Annotated[str, OneOf(backend_names)] = Field(
         "auto",
         description="Sandbox backend type (rockroll.sandbox.backends): auto uses Docker when a daemon answers, "
         "else processes; docker; process; or any registered one.",
@@ -148,7 +158,7 @@ class Settings(BaseSettings):
         le=600,
         description="A file read or write the sandbox does not answer within this many seconds fails with 504.",
     )
-    # caps a caller may ask for (issue 13 item 5): over one answers 422 over_cap (rockroll.api.caps)
+    # caps a caller may ask for (issue 13 item 5): over one answers 422 over_cap (rockroll.api.server.caps)
     max_cpus: float = Field(2.0, gt=0, le=64, description="Most CPU cores a caller may give a sandbox.")
     max_memory_mb: int = Field(2048, ge=32, le=262_144, description="Most memory (MiB) a caller may give a sandbox.")
     max_pids: int = Field(512, ge=16, le=65_536, description="Most processes a caller may give a sandbox.")
@@ -238,11 +248,6 @@ class Settings(BaseSettings):
             return self.instance
         digest = hashlib.sha256(self.resolved_database_url().encode()).hexdigest()[:10]
         return f"api-{digest}"
-
-    @field_validator("backend")
-    @classmethod
-    def _registered_backend(cls, value: str) -> str:
-        return validate_backend_name(value)
 
     def check(self) -> None:
         """Raise ``ValueError`` for combinations that must not run."""

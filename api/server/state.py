@@ -15,17 +15,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from rockroll.api.catalog import Catalog
 from rockroll.api.db import Database
-from rockroll.api.jobs import JobRunner
-from rockroll.api.live import SessionRegistry
-from rockroll.api.metrics import Metrics
-from rockroll.api.node_store import NodeStore
-from rockroll.api.node_watch import NodeWatch
-from rockroll.api.nodes import NodeTable
-from rockroll.api.revocations import RevocationWatch
-from rockroll.api.sandbox_ttl import ExpiryReaper
-from rockroll.api.settings import REPLICA_SEP, Settings
+from rockroll.api.envs.catalog import Catalog
+from rockroll.api.jobs.runner import JobRunner
+from rockroll.api.nodes.revocations import RevocationWatch
+from rockroll.api.nodes.store import NodeStore
+from rockroll.api.nodes.table import NodeTable
+from rockroll.api.nodes.watch import NodeWatch
+from rockroll.api.sandboxes.ttl import ExpiryReaper
+from rockroll.api.server.metrics import Metrics
+from rockroll.api.server.settings import REPLICA_SEP, Settings
+from rockroll.api.sessions.live import SessionRegistry
 from rockroll.sandbox.errors import SandboxLost
 from rockroll.sandbox.lease import ManagerBusy, live_leases
 from rockroll.sandbox.node.agent import NodeAgent
@@ -94,9 +94,9 @@ class AppState:
     started_at: float = field(default_factory=time.time)
     token_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
     metric_history: MetricHistory = field(default_factory=MetricHistory)
-    expiry: Any = None  # the reaper of expired user sandboxes (rockroll.api.sandbox_ttl)
+    expiry: Any = None  # the reaper of expired user sandboxes (rockroll.api.sandboxes.ttl)
     tokens: SessionTokens | None = None  # signs the data plane's session tokens
-    nodes: NodeTable | None = None  # the node agents sessions are placed on (rockroll.api.nodes)
+    nodes: NodeTable | None = None  # the node agents sessions are placed on (rockroll.api.nodes.table)
     agent: NodeAgent | None = None  # the embedded node agent (Settings.embedded_node)
     watchers: list[Any] = field(default_factory=list)  # background duties with close(): node watch, revocations
 
@@ -133,7 +133,7 @@ def check_deployment(settings: Settings, db: Database) -> None:
 
 def build_state(settings: Settings) -> AppState:
     """Open the database (migrating it), the catalog and the sandbox manager."""
-    from rockroll.api.placement import Placement
+    from rockroll.api.nodes.placement import Placement
 
     settings.check()
     db = Database(settings.resolved_database_url())

@@ -2,7 +2,7 @@
 
 The live :class:`~rockroll.sandbox.session.RemoteSession` objects are kept in memory (the hot path: a step
 touches no database); each session is also recorded in ``api_sessions`` with its owner, env,
-sandbox, node agent and step count (written at open and at close, :mod:`rockroll.api.session_records`).
+sandbox, node agent and step count (written at open and at close, :mod:`rockroll.api.sessions.records`).
 
 A session on a standalone node agent outlives the server that opened it: any control-plane replica
 on the database, or the next server after a restart, finds its row and *adopts* it (a handle on the
@@ -30,12 +30,12 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from rockroll.api.auth import Principal
 from rockroll.api.db import Database
-from rockroll.api.errors import ApiError
-from rockroll.api.live_batch import lost_guard, node_lost, run_items
-from rockroll.api.metrics import Metrics
-from rockroll.api.session_records import (
+from rockroll.api.server.auth import Principal
+from rockroll.api.server.errors import ApiError
+from rockroll.api.server.metrics import Metrics
+from rockroll.api.sessions.live_batch import lost_guard, node_lost, run_items
+from rockroll.api.sessions.records import (
     drop_key,
     find,
     find_by_key,
@@ -109,7 +109,7 @@ class SessionRegistry:
         self.metrics = metrics
         self.place = place  # (session id, env, kwargs, owner) -> (remote, node id): picks a node agent
         self.agent = agent  # the embedded node agent: sessions on this server's sandboxes are served by it
-        self.nodes = nodes  # the node agents (rockroll.api.nodes.NodeTable): where adopted sessions run
+        self.nodes = nodes  # the node agents (rockroll.api.nodes.table.NodeTable): where adopted sessions run
         self.server = server  # this server's lease tag (name@holder), recorded with the sessions it opens
         self._live: dict[str, LiveSession] = {}
         self._lock = threading.Lock()
@@ -321,13 +321,13 @@ class SessionRegistry:
 
         Items are grouped by sandbox; each group runs in order on one worker, groups run in
         parallel (so sessions spread over several sandboxes use several cores). Each result is
-        the step/reset answer or ``{"error": {...}, "status": N}`` (:mod:`rockroll.api.live_batch`).
+        the step/reset answer or ``{"error": {...}, "status": N}`` (:mod:`rockroll.api.sessions.live_batch`).
         """
         return run_items(self, who, items)
 
     @contextmanager
     def _guard(self, live: LiveSession) -> Iterator[None]:
-        """:func:`~rockroll.api.live_batch.lost_guard`, and 404 for a session another replica closed (its agent no longer holds it)."""
+        """:func:`~rockroll.api.sessions.live_batch.lost_guard`, and 404 for a session another replica closed (its agent no longer holds it)."""
         try:
             with lost_guard(live):
                 yield

@@ -1,7 +1,7 @@
 """The batch step route's work: many sessions' steps and resets in one call, grouped by sandbox.
 
 :func:`run_items` runs ``(session_id, op, action, seed)`` items for
-:meth:`rockroll.api.live.SessionRegistry.batch`; the error mapping of one call (a lost sandbox or node
+:meth:`rockroll.api.sessions.live.SessionRegistry.batch`; the error mapping of one call (a lost sandbox or node
 agent as 410) is shared with the single-call routes (:func:`lost_guard`).
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rockroll.api.auth import Principal
-from rockroll.api.errors import ApiError, to_api_error
+from rockroll.api.server.auth import Principal
+from rockroll.api.server.errors import ApiError, to_api_error
 from rockroll.sandbox.errors import SandboxLost
 from rockroll.sandbox.node.wire import step_answer
 from rockroll.sandbox.session import RemoteSession, run_batch

@@ -47,7 +47,7 @@ def record_intent(
 
 
 def record_open(db: Database, live: Any, *, group: str = "", server: str = "", key: str = "") -> None:
-    """Write the row of a newly opened session (a :class:`rockroll.api.live.LiveSession`), or confirm its
+    """Write the row of a newly opened session (a :class:`rockroll.api.sessions.live.LiveSession`), or confirm its
     :func:`record_intent`; ``key``: the client's idempotency key (``IntegrityError`` when the owner opened
     a session with it already)."""
     with db.session() as s:

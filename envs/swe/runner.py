@@ -142,7 +142,7 @@ def run_file(path, timeout_s):
     base = os.path.basename(path)
     try:
         source, namespace = _load(path)
-    except BaseException as exc:  # noqa: B036 - a broken import fails the whole file, never the runner
+    except BaseException as exc:  # noqa: B036, BLE001 - a broken import fails the whole file, never the runner
         return [{"test": f"{base}::<module>", "outcome": "ERROR", "detail": _error_detail(exc, "", path)}]
     results = []
     for name, func in list(namespace.items()):
@@ -156,7 +156,7 @@ def run_file(path, timeout_s):
             results.append({"test": test_id, "outcome": "PASSED", "detail": None})
         except CheckFailed as exc:
             results.append({"test": test_id, "outcome": "FAILED", "detail": exc.detail})
-        except BaseException as exc:  # noqa: B036 - SystemExit and friends are test failures too
+        except BaseException as exc:  # noqa: B036, BLE001 - SystemExit and friends are test failures too
             results.append({"test": test_id, "outcome": "FAILED", "detail": _error_detail(exc, source, path)})
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)

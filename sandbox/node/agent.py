@@ -6,7 +6,7 @@ session goes through that log, whether it comes from a client on the data plane 
 number) or from the control plane's proxied routes (without one), so numbering stays whole.
 
 The agent has an id, an endpoint (the base URL of its data plane) and a capacity (most sessions);
-the control plane keeps a table of agents with these (``api/nodes.py``). It also holds the ids
+the control plane keeps a table of agents with these (``api/nodes/table.py``). It also holds the ids
 of revoked API tokens (:meth:`NodeAgent.revoke`, told by the control plane): a session token asked
 with one of them is refused, and the data-plane sockets opened with one are closed at once. Sessions are attached by
 whoever opened them: the control plane's placement for the embedded agent, the agent's own
@@ -43,6 +43,7 @@ from rockroll.sandbox.node.channel import (
 from rockroll.sandbox.node.sequence import StepLog
 from rockroll.sandbox.node.tokens import SessionClaims, SessionTokens, TokenInvalid, TokenRevoked
 from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, step_answer
+from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["AgentSession", "NodeAgent", "MAX_ACTION_CHARS"]
 
@@ -53,7 +54,7 @@ class AgentSession:
 
     id: str
     owner: str
-    remote: Any  # a RemoteSession (anything with the text-env calls)
+    remote: RemoteSession  # the session's handle in its sandbox (an EnvSession whose channel the agent finds)
     log: StepLog
     steps: int = 0
     last_used: float = field(default_factory=time.monotonic)
@@ -81,7 +82,7 @@ class NodeAgent(BatchCalls):
         return {"id": self.id, "endpoint": self.endpoint, "capacity": self.capacity, "sessions": len(self)}
 
     # ------------------------------------------------------------ table
-    def attach(self, session_id: str, owner: str, remote: Any) -> AgentSession:
+    def attach(self, session_id: str, owner: str, remote: RemoteSession) -> AgentSession:
         """Serve ``remote`` as ``session_id`` of ``owner`` from now on."""
         entry = AgentSession(session_id, owner, remote, StepLog(session_id))
         with self._lock:
@@ -230,7 +231,7 @@ class NodeAgent(BatchCalls):
             entry.channel = False
             return None
         if entry.channel is None:  # the session's HTTP connection idles from now on: free its server thread
-            entry.remote._client.close()  # (it reconnects for the next call that needs it)
+            entry.remote.client.close()  # (it reconnects for the next call that needs it)
         entry.channel = found
         return found
 

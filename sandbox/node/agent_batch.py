@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout
-from rockroll.sandbox.node.channel import CallTimeout, ChannelClosed, answer_of, check_session
+from rockroll.sandbox.node.channel import CallTimeout, ChannelClosed, answer_of
 from rockroll.sandbox.node.wire import WireError, error_answer, step_answer
 from rockroll.sandbox.session import RemoteSession, run_batch
 
@@ -62,14 +62,14 @@ class BatchCalls:
             n = 0
             try:
                 if item.get("op", "step") == "reset":
-                    check_session(remote)
+                    remote.check()
                     args = {"session_id": remote.session_id, "seed": item.get("seed"), "options": None}
                     calls.append((i, entry, 0, channel.submit("env.reset", args, CALL_TIMEOUT_S)))
                     continue
                 n = _step_number(entry, item, results, i)
                 if n is None:
                     continue
-                check_session(remote)
+                remote.check()
                 args = {"session_id": remote.session_id, "action": item["action"]}
                 calls.append((i, entry, n, channel.submit("env.step", args, CALL_TIMEOUT_S)))
             except Exception as e:  # noqa: BLE001 - one bad item spoils no other
@@ -181,7 +181,7 @@ class BatchCalls:
                     continue
                 wire.append((entry.remote, "step", {"action": item["action"]}))
                 slots.append((i, entry, n))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - one bad item spoils no other
                 results[i] = error_answer(e)
         if not wire:
             return
@@ -219,7 +219,7 @@ def _step_number(entry: Any, item: dict[str, Any], results: list[dict[str, Any]]
 def _interrupted(entry: Any) -> SandboxTimeout:
     return SandboxTimeout(
         f"the call on session {entry.id!r} was interrupted before its answer came; its outcome is unknown",
-        sandbox_id=getattr(entry.remote, "sandbox_id", ""),
+        sandbox_id=entry.remote.sandbox_id,
     )
 
 
@@ -235,7 +235,7 @@ def _check_reset(seed: Any, options: Any) -> None:
         raise WireError(422, "validation_error", "'options' must be null or an object")
 
 
-def _one(remote: Any, op: str, args: dict[str, Any]) -> Any:
+def _one(remote: RemoteSession, op: str, args: dict[str, Any]) -> Any:
     try:
         return remote.step(args["action"]) if op == "step" else remote.reset(seed=args.get("seed"))
     except Exception as e:  # noqa: BLE001 - an answer like run_batch's

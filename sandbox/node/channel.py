@@ -48,20 +48,11 @@ from rockroll.sandbox.server.channel import (
 )
 from rockroll.sandbox.session import RemoteSession
 
-__all__ = ["CallTimeout", "ChannelClosed", "SandboxChannel", "Channels", "check_session", "answer_of"]
+__all__ = ["CallTimeout", "ChannelClosed", "SandboxChannel", "Channels", "answer_of"]
 
 OPEN_TIMEOUT_S = 5.0
 SWEEP_S = 0.25
 """How often a channel with waiting calls fails those past their deadline (their timeouts are this coarse)."""
-
-
-def check_session(remote: RemoteSession) -> None:
-    """Raise what :class:`RemoteSession` raises before a call: a closed session, a lost incarnation."""
-    if remote.closed:
-        raise SessionNotFound(remote.session_id)
-    sandbox = remote.sandbox
-    if sandbox.generation != remote._generation or sandbox.deleted:
-        raise SandboxLost(remote.sandbox_id, "the sandbox was restarted or deleted")
 
 
 def answer_of(remote: RemoteSession, answer: dict[str, Any]) -> Any:
@@ -130,7 +121,7 @@ class SandboxChannel(asyncio.Protocol):
 
     async def call(self, remote: RemoteSession, op: str, timeout_s: float = 60.0, **args: Any) -> Any:
         """Run ``op`` on ``remote``'s session (``session_id`` is added); its result, or its error raised typed."""
-        check_session(remote)
+        remote.check()
         args["session_id"] = remote.session_id
         try:
             if self._waiting or self._outbox:
@@ -298,7 +289,7 @@ class Channels:
         """The channel of ``remote``'s sandbox (a :class:`RemoteSession`), or None where it has none."""
         if not isinstance(remote, RemoteSession):
             return None
-        client = remote._client
+        client = remote.client
         key = (client.socket_path, client.boot_id)
         while True:
             found = self._open.get(key, False)
@@ -333,7 +324,7 @@ class Channels:
 
 
 async def _connect(remote: RemoteSession) -> SandboxChannel | None:
-    client = remote._client
+    client = remote.client
     channel: SandboxChannel | None = None
     try:
         async with asyncio.timeout(OPEN_TIMEOUT_S):

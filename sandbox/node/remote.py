@@ -2,7 +2,8 @@
 
 :class:`NodeAdmin` calls the agent's admin routes (``/v1/node/admin/...``, see
 :mod:`rockroll.sandbox.node.host`) with the cluster secret; :class:`NodeSession` is one session on
-that agent with the text-env calls of a :class:`~rockroll.sandbox.session.RemoteSession`, so the
+that agent, an :class:`~rockroll.sandbox.session.EnvSession` like a
+:class:`~rockroll.sandbox.session.RemoteSession`, so the
 control plane's session registry and its proxied per-step routes serve it unchanged. Its steps go
 through the agent's step log like the data plane's (numbered next).
 
@@ -113,8 +114,7 @@ class NodeSession:
 
     def __init__(self, admin: NodeAdmin, info: dict[str, Any]) -> None:
         self.admin = admin
-        self.control_id: str = info["session_id"]  # the control plane's id is the agent's too
-        self.session_id = self.control_id
+        self.session_id: str = info["session_id"]  # the control plane's id is the agent's too
         self.sandbox_id: str = info.get("sandbox_id", "")
         self.env_id: str = info.get("env_id", "")
         self._system_prompt: str = info.get("system_prompt", "")

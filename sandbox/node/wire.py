@@ -3,7 +3,7 @@
 An answer to a step is ``{"seq", "observation", "reward", "terminated", "truncated", "info"}`` (plus
 ``"replayed": true`` when it is the recorded answer of a step already applied); a reset's is
 ``{"observation", "info"}``. An error is ``{"error": {"code", "message", "details"}, "status": N}``
-with the HTTP status the control plane's routes give the same error (``api/errors.py``), so a
+with the HTTP status the control plane's routes give the same error (``api/server/errors.py``), so a
 client handles both planes alike. :func:`dumps` and :func:`loads` are the data plane's JSON codec
 (orjson where installed, the ``json`` module otherwise), shared with the sandbox channel.
 """

@@ -1,13 +1,81 @@
-"""``python -m rockroll.sandbox.server --socket PATH --workspace DIR [--max-sessions N]``."""
+"""``python -m rockroll.sandbox.server --socket PATH --workspace DIR [--max-sessions N] [--lifeline FD]``.
+
+The server ends promptly: SIGTERM (or the close of its ``--lifeline``, the pipe whose write end the
+process backend's manager holds: :mod:`rockroll.sandbox.process`) closes its sessions for at most
+:data:`GRACE_S`, then kills what its agents still run (every running command's process group and
+every process of its agent uids, which would otherwise keep a bwrap pid namespace alive) and exits
+without waiting for busy threads: a data-plane step or a command in flight never holds it up.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from types import FrameType
 
+from rockroll.sandbox.server.agents import AGENT_UID_ENV
 from rockroll.sandbox.server.app import serve
+from rockroll.sandbox.server.execs import kill_running
+
+#: seconds the server may spend closing its sessions after SIGTERM before it exits regardless
+GRACE_S = 2.0
+
+
+def _kill_agents(max_sessions: int, patience_s: float = 2.0) -> None:
+    """SIGKILL every running command's group and every process of the agent uids, until none is left."""
+    kill_running()
+    first = int(os.environ.get(AGENT_UID_ENV) or 0)
+    uids = range(first, first + max_sessions + 1)
+    if first <= 0 or os.geteuid() in uids:
+        return
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
+        found = False
+        for entry in os.scandir("/proc"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if entry.name.isdigit() and os.stat(entry.path).st_uid in uids:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    found = True
+        if not found:
+            break
+
+
+def _end(code: int, max_sessions: int) -> None:
+    with contextlib.suppress(Exception):
+        _kill_agents(max_sessions)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _on_term(max_sessions: int) -> Callable[[int, FrameType | None], None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the rest of the way out is not interrupted
+        try:  # the way out below closes the sessions; this deadline ends the server if that hangs
+            threading.Timer(GRACE_S, _end, (128 + signum, max_sessions)).start()
+        except RuntimeError:  # no thread to be had (a full pids limit): end now
+            _end(128 + signum, max_sessions)
+        raise SystemExit(128 + signum)
+
+    return handler
+
+
+def _watch_lifeline(fd: int) -> None:
+    """SIGTERM this server when the lifeline closes, unless its holder handed the sandbox over (``k``)."""
+    try:
+        data = os.read(fd, 1)
+    except OSError:
+        data = b""
+    if data != b"k":
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -16,9 +84,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workspace", default=os.environ.get("ROCKROLL_WORKSPACE", "/workspace"))
     p.add_argument("--max-sessions", type=int, default=int(os.environ.get("ROCKROLL_MAX_SESSIONS", "16")))
     p.add_argument("--label", action="append", default=[], help="key=value, for finding the process (ignored)")
+    p.add_argument("--lifeline", type=int, default=-1, help="a pipe's read end: exit when it closes")
     args = p.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    serve(args.socket, args.workspace, args.max_sessions)
+    signal.signal(signal.SIGTERM, _on_term(args.max_sessions))
+    if args.lifeline >= 0:
+        os.set_inheritable(args.lifeline, False)  # agent commands do not hold it
+        threading.Thread(target=_watch_lifeline, args=(args.lifeline,), name="lifeline", daemon=True).start()
+    code = 1
+    try:
+        serve(args.socket, args.workspace, args.max_sessions)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - said, then the way out below ends the process
+        traceback.print_exc()
+    finally:
+        _end(code, args.max_sessions)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@ The backend starts the server with the capabilities to change uids (``CAP_SETUID
   (``1 <= n <= max_sessions``) acts as ``B + n`` in ``<server dir>/sessions/<n>``, a 0700 folder
   of its own, made when the session first runs agent code and wiped (its processes killed first)
   when the session closes, before the slot serves another session.
+* ``ROCKROLL_AGENT_PIDS``: the ``RLIMIT_NPROC`` of every agent command (per agent uid), the
+  sandbox's pids limit less what the server keeps for itself (:func:`rockroll.sandbox.confine.agent_pids`):
+  a fork bomb in a command fails that command ("Cannot fork") while the server still starts the
+  threads it answers with. Each sandbox gets agent uids of its own (a random base), since the
+  kernel counts a uid's processes across the whole host.
 * ``ROCKROLL_SERVER_DIR``: a folder of the server's (0711), holding ``sessions/`` and the server's
   own files (``.rockroll/``, 0711: custom env plugins, which agent uids may read, as a session's
   custom env worker must, but never list or write).
@@ -29,9 +34,10 @@ import threading
 
 from rockroll.envs.agent_identity import AgentIdentity, kill_uid, wipe
 
-__all__ = ["Agents", "AGENT_UID_ENV", "SERVER_DIR_ENV", "NEEDED_CAPS"]
+__all__ = ["Agents", "AGENT_UID_ENV", "AGENT_PIDS_ENV", "SERVER_DIR_ENV", "NEEDED_CAPS"]
 
 AGENT_UID_ENV = "ROCKROLL_AGENT_UID"
+AGENT_PIDS_ENV = "ROCKROLL_AGENT_PIDS"
 SERVER_DIR_ENV = "ROCKROLL_SERVER_DIR"
 #: capability numbers: CAP_CHOWN 0, CAP_KILL 5, CAP_SETGID 6, CAP_SETUID 7, CAP_SETPCAP 8
 NEEDED_CAPS = (0, 5, 6, 7, 8)
@@ -57,6 +63,7 @@ class Agents:
         self.server_dir = os.environ.get(SERVER_DIR_ENV, "")
         self._lock = threading.Lock()
         self._free: list[int] = []
+        self.max_procs = int(os.environ.get(AGENT_PIDS_ENV, "0")) or None
         first = os.environ.get(AGENT_UID_ENV, "")
         if self.server_dir:
             os.makedirs(self.server_dir, mode=0o711, exist_ok=True)
@@ -73,7 +80,7 @@ class Agents:
         self.sessions_dir = os.path.join(self.server_dir, "sessions")
         os.makedirs(self.sessions_dir, mode=0o711, exist_ok=True)
         os.chmod(self.sessions_dir, 0o711)
-        self.exec_identity = AgentIdentity(self.base, self.base, os.path.realpath(workspace))
+        self.exec_identity = AgentIdentity(self.base, self.base, os.path.realpath(workspace), self.max_procs)
         self._free = list(range(max_sessions, 0, -1))
         self.mode = "uid"
 
@@ -85,7 +92,8 @@ class Agents:
             if not self._free:
                 raise RuntimeError("no agent uid left: more sessions than the sandbox's max_sessions")
             slot = self._free.pop()
-        ident = AgentIdentity(self.base + slot, self.base + slot, os.path.join(self.sessions_dir, str(slot)))
+        home = os.path.join(self.sessions_dir, str(slot))
+        ident = AgentIdentity(self.base + slot, self.base + slot, home, self.max_procs)
         try:
             self._clear(ident)
             os.mkdir(ident.home, 0o700)

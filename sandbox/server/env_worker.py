@@ -29,8 +29,6 @@ import struct
 import sys
 from typing import Any, BinaryIO
 
-import rockroll.envhub as envhub
-
 __all__ = ["main", "read_frame", "write_frame", "MAX_FRAME_BYTES"]
 
 #: the largest frame either side accepts (the in-sandbox server's own request cap)
@@ -88,6 +86,8 @@ class _Host:
 
     def make(self, env_id: str, kwargs: dict[str, Any] | None = None, state: Any = None) -> dict[str, Any]:
         _import_modules()
+        import rockroll.envhub as envhub  # here: the server imports this module's framing without gymnasium
+
         self.env = envhub.make(env_id, **(kwargs or {}))
         if state is not None:
             self.env.set_state(state)

@@ -17,6 +17,12 @@ Given an ``identity`` (:mod:`rockroll.sandbox.server.agents`), the command runs 
 with no capabilities (:func:`~rockroll.envs.agent_identity.argv_as`), ``HOME`` its home, and the
 server reads its processes' environments with that identity's file rights.
 
+With an identity the command is also bounded (:func:`~rockroll.envs.agent_identity.argv_as`): its
+uid holds at most the sandbox's agent pids (``RLIMIT_NPROC``, below the sandbox's pids limit) and its
+processes are the OOM killer's first choice, so a fork bomb or a memory hog ends as this command's
+result ("Cannot fork", ``oom_killed``) while the server keeps the threads and memory it answers with.
+When the server goes away, :func:`kill_running` ends every command still running.
+
 Threat model: the command is untrusted. With an identity it cannot write the server's socket or
 files, nor signal or trace the server; without one (``agent_isolation == "none"``) it runs with the
 server's own rights. The sandbox around the server (container or namespaces) is the boundary
@@ -37,13 +43,24 @@ from typing import Any
 from rockroll.envs.agent_identity import AgentIdentity, argv_as, fs_as
 from rockroll.sandbox.retry import FIRST_DELAY_S, Backoff
 
-__all__ = ["run_command", "oom_kill_count"]
+__all__ = ["run_command", "oom_kill_count", "kill_running"]
 
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 #: the variable that marks every process of one command (see the module docstring)
 EXEC_ID = "ROCKROLL_EXEC_ID"
 #: the exit status of a shell whose (last) child was killed by SIGKILL
 _SHELL_KILLED = 128 + signal.SIGKILL
+#: the commands running now (their process groups), for :func:`kill_running` at the server's end
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+
+
+def kill_running() -> None:
+    """SIGKILL the process group of every command still running (the server is going away)."""
+    for proc in list(_RUNNING):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
 
 
 def _oom_files() -> tuple[str, ...]:
@@ -217,6 +234,18 @@ def run_command(
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
         return {"exit_code": 127, "stdout": "", "stderr": f"{type(e).__name__}: {e}", "duration_s": 0.0}
+    _RUNNING.add(proc)
+    try:
+        return _finish(proc, stdin, max_output, cmd_timeout_s, exec_id, identity, oom_before, start)
+    finally:
+        _RUNNING.discard(proc)
+
+
+def _finish(
+    proc: subprocess.Popen[bytes], stdin: str | None, max_output: int, cmd_timeout_s: float, exec_id: str,
+    identity: AgentIdentity | None, oom_before: int, start: float,
+) -> dict[str, Any]:  # fmt: skip
+    """Collect a started command's output and end, kill what it left as :func:`run_command` says."""
     out, err, truncated, timed_out = _collect(
         proc, stdin.encode() if stdin is not None else None, max_output, float(cmd_timeout_s)
     )

@@ -49,9 +49,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import rockroll.envhub as envhub
-import rockroll.envhub.registry as registry
-from rockroll.envhub.errors import UnknownEnvError
 from rockroll.envs.agent_identity import AgentIdentity, using_agent
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
 from rockroll.sandbox.server.agents import Agents
@@ -64,6 +61,21 @@ QUICK_S = 0.002
 
 #: modules of ``ROCKROLL_ENV_MODULES`` that load others' code: never imported by an isolated server
 _LOADERS = frozenset({"rockroll.sandbox.server.plugins"})
+
+
+PRELOAD_ENV = "ROCKROLL_PRELOAD_ENVS"
+"""Set to ``1``, the server imports the env registry (gymnasium, numpy) in the background once it
+answers, so a first session opens without that wait; unset, the first ``env.make`` imports it. The
+warm pool sets it on its idle sandboxes (:mod:`rockroll.sandbox.warm`); a cold start leaves it off, so
+a burst of starts does not spend its CPU on imports no session asked for yet."""
+
+
+def _envhub() -> Any:
+    """:mod:`rockroll.envhub`, imported on first use: it imports gymnasium and numpy (most of the
+    server's start-up when imported at start) and registers the built-in envs."""
+    import rockroll.envhub
+
+    return rockroll.envhub
 
 
 def trusted_module(name: str) -> bool:
@@ -142,6 +154,11 @@ class SessionStore:
         """Import the ``ROCKROLL_ENV_MODULES`` (run in a thread at server start)."""
         isolated = self._agents is not None and self._agents.mode == "uid"
         try:
+            if os.environ.get(PRELOAD_ENV) == "1":
+                try:
+                    _envhub()
+                except Exception as e:  # noqa: BLE001 - env.make raises it again, with its session
+                    print(f"sandbox server: cannot import the env registry: {e}", file=sys.stderr, flush=True)
             for name in [m.strip() for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
                 if isolated and not trusted_module(name):
                     continue  # custom code: each of its sessions' workers imports it
@@ -185,7 +202,7 @@ class SessionStore:
                 assert identity is not None  # _custom is true only with agent uids
                 return WorkerEnv(identity, env_id, kwargs, state), agent
             with using_agent(agent):
-                env = envhub.make(env_id, **kwargs)
+                env = _envhub().make(env_id, **kwargs)
                 if state is not None:
                     env.set_state(state)
         except BaseException:
@@ -198,9 +215,10 @@ class SessionStore:
         not know (it holds only rockroll's own envs then, see the module docstring)."""
         if self._agents is None or self._agents.mode != "uid":
             return False
+        envhub = _envhub()
         try:
-            registry.spec(env_id)
-        except UnknownEnvError:
+            envhub.registry.spec(env_id)  # looked up now: plugins may have replaced it
+        except envhub.UnknownEnvError:
             return True
         return False
 

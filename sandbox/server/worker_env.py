@@ -31,7 +31,6 @@ import threading
 import time
 from typing import Any
 
-from rockroll.envhub import errors as envhub_errors
 from rockroll.envs import errors as envs_errors
 from rockroll.envs.agent_identity import AgentIdentity, argv_as
 from rockroll.sandbox.errors import RemoteError, SessionLost
@@ -56,6 +55,8 @@ def _rebuild(err: Any) -> Exception:
     if not isinstance(err, dict):
         return RemoteError("BadAnswer", "the env worker answered a malformed error")
     kind, message = str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:4000]
+    from rockroll.envhub import errors as envhub_errors  # here: importing envhub imports gymnasium
+
     known: dict[str, type[Exception]] = {t.__name__: t for t in (ValueError, TypeError, KeyError)}
     for mod in (envs_errors, envhub_errors):
         known.update({name: getattr(mod, name) for name in mod.__all__})

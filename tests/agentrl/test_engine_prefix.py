@@ -280,10 +280,10 @@ def test_engine_rejects_a_negative_cache_budget(tiny: tuple[Any, Any]) -> None:
 @pytest.mark.parametrize("history", ["full", "last_k"])
 def test_prompt_ids_are_those_of_the_plain_tokenizer(tiny: tuple[Any, Any], history: str, tmp_path: Path) -> None:
     """The env manager's memoised tokenizer builds exactly the prompts the tokenizer itself builds."""
-    from rockroll.agentrl.env_manager import _MemoTokenizer
+    from rockroll.agentrl.memo_tokenizer import MemoTokenizer
 
     _, tok = tiny
-    memo = _MemoTokenizer(tok)
+    memo = MemoTokenizer(tok)
     env = envhub.make("FrozenLake-v0")
     for seed in (0, 0, 1):
         obs, _ = env.reset(seed=seed)

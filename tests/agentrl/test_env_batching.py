@@ -22,8 +22,9 @@ import pytest
 import rockroll.envhub as envhub
 from rockroll.agentrl.char_tokenizer import CharTokenizer
 from rockroll.agentrl.config import EpisodeConfig
+from rockroll.agentrl.deadlines import Deadlines
 from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine
-from rockroll.agentrl.env_manager import Deadlines, EnvManager, EpisodeSpec
+from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
 from rockroll.agentrl.env_source import LocalSource, SandboxSource
 from rockroll.agentrl.faults import register_fault_env
 from rockroll.agentrl.trajectory import Trajectory

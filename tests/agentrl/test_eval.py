@@ -106,7 +106,7 @@ def test_eval_with_the_tiny_model(tmp_path: Path) -> None:
 def test_cli_eval(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from rockroll.api.cli import app
+    from rockroll.cli.main import app
 
     path = tmp_path / "eval.yaml"
     path.write_text(YAML)

@@ -98,7 +98,7 @@ def test_an_episode_that_raises_is_recorded_not_fatal_to_the_report() -> None:
 
 def test_job_eval_with_the_expert_policy(tmp_path: Path) -> None:
     import rockroll.envhub as envhub
-    from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+    from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
     from rockroll.envs.play import play_episode
 
     d = scratch_dir("job-expert")

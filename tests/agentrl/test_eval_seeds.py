@@ -17,7 +17,7 @@ from rockroll.agentrl.eval_config import EvalConfig, from_dict, model_eval_confi
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "rockroll.api.cli", "eval", *args]
+    cmd = [sys.executable, "-m", "rockroll.cli", "eval", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -136,7 +136,7 @@ def test_cli_bad_input_is_one_line(tiny_dir: Path, tmp_path: Path) -> None:
     procs = []
     for args, message in cases:
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        cmd = [sys.executable, "-m", "rockroll.api.cli", "eval", *args]
+        cmd = [sys.executable, "-m", "rockroll.cli", "eval", *args]
         procs.append(
             (subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env), message)
         )

@@ -22,9 +22,9 @@ from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
 from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
+from rockroll.agentrl.remote_source import RemoteSource
 from rockroll.agentrl.scheduler import RolloutScheduler
 from rockroll.agentrl.trajectory import Trajectory
-from rockroll.api.remote_source import RemoteSource
 
 ENVS = ["FrozenLake-v0", "Sokoban-v0"]
 EPISODE = EpisodeConfig(max_turns=4, max_tokens_per_turn=12, step_timeout_s=60, max_retries=1)
@@ -155,8 +155,8 @@ def test_tiny_model_plays_through_sandbox_sessions(hf_engine: Any, sandbox_manag
 
 
 def test_tiny_model_plays_through_remote_env(hf_engine: Any) -> None:
-    from rockroll.api.client import Client
-    from rockroll.api.serve_proc import ServerProc, scratch_dir
+    from rockroll.api.server.serve_proc import ServerProc, scratch_dir
+    from rockroll.client.sdk import Client
 
     proc = ServerProc(scratch_dir("rollout"), dev=True)
     try:

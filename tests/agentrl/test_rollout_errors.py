@@ -146,7 +146,7 @@ def test_config_errors_are_raised_not_retried() -> None:
     from rockroll.envhub.errors import UnknownEnvError
 
     assert classify(UnknownEnvError("x", [])) == "fatal" and classify(TimeoutError()) == "infra"
-    from rockroll.api.client import ApiClientError, SandboxLostError
+    from rockroll.client.sdk import ApiClientError, SandboxLostError
     from rockroll.sandbox.errors import SandboxLost
 
     assert classify(SandboxLost("sb-1")) == "infra"

@@ -10,12 +10,12 @@ import pytest
 
 from rockroll.agentrl.async_rollout import AsyncRollout
 from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
-from rockroll.agentrl.config_loader import ConfigError
 from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.env_source import LocalSource
 from rockroll.agentrl.faults import register_fault_env
 from rockroll.agentrl.latency import Latency
 from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.envs.config import ConfigError
 
 SEED, MAX_SEED = 3, 10**6
 

@@ -143,7 +143,7 @@ def test_config_rejects_bad_shapes(kwargs: dict) -> None:
 def test_cli_build_tiny(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from rockroll.api.cli import app
+    from rockroll.cli.main import app
 
     out = tmp_path / "cli_model"
     result = CliRunner().invoke(app, ["model", "build-tiny", str(out), "--hidden-size", "64", "--vocab-size", "400"])

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
-from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
-from rockroll.api.settings import Settings
+from rockroll.api.server.app import create_app
+from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.api.server.settings import Settings
 
 
 @pytest.fixture()

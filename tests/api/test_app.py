@@ -8,7 +8,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
+from rockroll.api.server.app import create_app
 from tests.api.conftest import make_settings
 
 
@@ -176,8 +176,8 @@ def test_train_job_config_is_validated_at_submission(dev_client: TestClient) -> 
 
 
 def test_auth_required_without_dev_mode(data_dir) -> None:
-    from rockroll.api.auth import create_token
     from rockroll.api.db import Database
+    from rockroll.api.server.auth import create_token
 
     db = Database(f"sqlite:///{data_dir}/rockroll.db")
     db.migrate()
@@ -241,7 +241,7 @@ def test_model_eval_job_runs_an_engine_on_sandboxed_envs(dev_client: TestClient)
 def test_sandbox_create_is_derived_from_sandbox_spec() -> None:
     """The body of POST /v1/sandboxes is SandboxSpec's caller-settable fields (same types, bounds, descriptions)
     plus the lifetime ``ttl_s``, which the control plane enforces."""
-    from rockroll.api.schemas import SandboxCreate
+    from rockroll.api.server.schemas import SandboxCreate
     from rockroll.sandbox.base import SandboxSpec
 
     assert set(SandboxCreate.model_fields) - set(SandboxSpec.model_fields) == {"ttl_s"}  # the server's, not the spec's

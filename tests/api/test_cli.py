@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from rockroll.api.cli import app
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.server.serve_proc import ServerProc
+from rockroll.cli.main import app
 
 
 @pytest.fixture()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rockroll.api.cli_errors import describe
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.server.serve_proc import ServerProc
+from rockroll.cli.errors import describe
 
 ROOT = Path(__file__).resolve().parents[2]
 ROCKROLL = str(Path(sys.executable).parent / "rockroll")
@@ -66,7 +66,7 @@ def listening_port() -> Iterator[int]:
 
 
 # case -> (args, words the short message must contain, whether an exception lies behind it for --debug).
-# `rockroll train` (trainer/cli.py) checks its config path and run folder before anything raises: no traceback.
+# `rockroll train` (cli/train.py) checks its config path and run folder before anything raises: no traceback.
 LOCAL_CASES = {
     "missing config (train)": (["train", "no-such-config.yaml"], ["no-such-config.yaml"], False),
     "missing config (job train)": (["job", "train", "no-such-config.yaml"], ["no-such-config.yaml", "not found"], True),
@@ -138,7 +138,7 @@ def test_version_flag_and_command() -> None:
 def test_a_bug_keeps_its_traceback() -> None:
     """Anything that is not a known user error is a bug: its traceback shows without --debug."""
     code = (
-        "import sys; import rockroll.api.cli as cli\n"
+        "import sys; import rockroll.cli.main as cli\n"
         "@cli.app.command('boom')\n"
         "def boom() -> None:\n"
         "    raise ZeroDivisionError('boom')\n"

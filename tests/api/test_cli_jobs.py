@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rockroll.api.job_paths import owner_folder
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.jobs.paths import owner_folder
+from rockroll.api.server.serve_proc import ServerProc
 from tests.api.conftest import readable_by_jobs
 from tests.api.test_cli_errors import assert_short, rockroll
 
@@ -28,7 +28,7 @@ def _train_yaml(tmp_path: Path, **extra: str) -> Path:
         "torch_threads: 1",
         f"model: {{path: {extra.get('model', 'no-model')}, build_tiny: {extra.get('build', 'false')}}}",
         "logging: {run_dir: runs, tensorboard: false, progress: false}",
-        "rollout: {eval_episodes: 2, group_size: 2, groups_per_step: 2, max_new_tokens: 8}",
+        "rollout: {eval_episodes: 2, episode: {max_tokens_per_turn: 8}, scheduler: {group_size: 2, num_env_groups: 2}}",
         "sft: {steps: 0}",
     ]
     cfg.write_text("\n".join(lines) + "\n")

@@ -49,7 +49,7 @@ def test_play_sends_bare_actions_to_an_env_that_does_not_parse_answers(tmp_path:
     (tmp_path / "echo_env.py").write_text(textwrap.dedent(BARE_ENV))
     script = (
         "import rockroll.envhub as hub\n"
-        "from rockroll.api.cli import main\n"
+        "from rockroll.cli.main import main\n"
         "hub.register('Echo-v0', 'echo_env:EchoEnv', max_steps=3, parses_answer=False)\n"
         "main(['play', 'Echo-v0', '--policy', 'random', '--seed', '1'])\n"
     )

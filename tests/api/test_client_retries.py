@@ -19,9 +19,9 @@ import httpx
 import pytest
 import uvicorn
 
-from rockroll.api.app import create_app
-from rockroll.api.client import AsyncClient, Client
-from rockroll.api.serve_proc import scratch_dir
+from rockroll.api.server.app import create_app
+from rockroll.api.server.serve_proc import scratch_dir
+from rockroll.client.sdk import AsyncClient, Client
 from rockroll.sandbox.retry import wait_until
 from tests.api.conftest import make_settings
 

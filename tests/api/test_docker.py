@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rockroll.api.client import Client
-from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.client.sdk import Client
 from rockroll.envs.play import play_episode
 from tests.api.test_server import CUSTOM_SOURCE
 
@@ -92,7 +92,7 @@ def test_docker_backend_end_to_end() -> None:
             c.delete_sandbox(sb["id"])
     finally:
         srv.stop()
-        from rockroll.api.settings import Settings
+        from rockroll.api.server.settings import Settings
 
         name = Settings(database_url=srv.db_url).manager_name()
         subprocess.run(

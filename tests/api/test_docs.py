@@ -7,7 +7,7 @@ import os
 import httpx
 import pytest
 
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.server.serve_proc import ServerProc
 from tests.api.webdriver import Chromium, chromium_available
 
 

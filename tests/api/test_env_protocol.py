@@ -17,9 +17,9 @@ import gymnasium as gym
 import pytest
 
 import rockroll.envhub as hub
-from rockroll.api.client import Client
-from rockroll.api.remote_env import RemoteEnv
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.server.serve_proc import ServerProc
+from rockroll.client.remote_env import RemoteEnv
+from rockroll.client.sdk import Client
 from rockroll.envs import MaxSteps, TextEnv, TextEnvProtocol
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.sandbox.session import RemoteSession

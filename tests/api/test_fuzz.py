@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 
-from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
 
 pytestmark = pytest.mark.slow
 FUZZ_EXAMPLES = int(os.environ.get("ROCKROLL_FUZZ_EXAMPLES", "15"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.server.serve_proc import ServerProc
+from rockroll.client.sdk import ApiClientError, Client
 
 
 def _status(fn, *args, **kwargs) -> int:

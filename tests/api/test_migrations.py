@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from rockroll.api.auth import create_token, lookup_token
 from rockroll.api.db import Database
 from rockroll.api.db import models as api_models
 from rockroll.api.db.engine import MIGRATIONS_DIR, VERSION_TABLE
+from rockroll.api.server.auth import create_token, lookup_token
 from rockroll.sandbox import models as sandbox_models
 from rockroll.sandbox.db import SANDBOX_VERSION_TABLE, owns_sandbox_table, upgrade
 from tests.sandbox.test_db import schema_diff, version

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
-from rockroll.api.auth import create_token, list_tokens, revoke_token
-from rockroll.api.ray_nodes import ray_init_args
+from rockroll.api.nodes.ray import ray_init_args
+from rockroll.api.server.app import create_app
+from rockroll.api.server.auth import create_token, list_tokens, revoke_token
 from tests.api.conftest import make_settings
 
 SECRET = secrets.token_urlsafe(32)

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from rockroll.api.client import Client
-from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.client.sdk import Client
 
 PG_URL = os.environ.get("ROCKROLL_TEST_PG_URL", "")
 pytestmark = pytest.mark.skipif(not PG_URL, reason="set ROCKROLL_TEST_PG_URL (scripts/setup-ci-services.sh)")

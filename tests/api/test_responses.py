@@ -1,4 +1,4 @@
-"""Every JSON route declares its answer (:mod:`rockroll.api.responses`), and every answer is exactly that.
+"""Every JSON route declares its answer (:mod:`rockroll.client.responses`), and every answer is exactly that.
 
 Validation re-emits an answer's keys in the model's declared order and keeps (``extra="allow"``)
 the keys a model lacks, which the docs would then miss: so each answer must carry exactly the
@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from typing_extensions import is_typeddict  # typing.is_typeddict misses typing_extensions TypedDicts before 3.12
 
 import rockroll.envhub as envhub
-from rockroll.api import responses
-from rockroll.api.catalog import CustomEnv, builtin_view
+from rockroll.api.envs.catalog import CustomEnv, builtin_view
+from rockroll.client import responses
 
 COUNTER = b"""
 from rockroll.envs.core import StepOutcome, TextEnv

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.serve_proc import ROCKROLL, ROOT, ServerProc, create_token, scratch_dir
+from rockroll.api.server.serve_proc import ROCKROLL, ROOT, ServerProc, create_token, scratch_dir
+from rockroll.client.sdk import ApiClientError, Client
 
 
 def _lost(c: Client, session_id: str) -> ApiClientError:

@@ -8,9 +8,9 @@ import time
 import gymnasium as gym
 import pytest
 
-from rockroll.api.client import ApiClientError, AsyncClient, Client, SandboxLostError
-from rockroll.api.remote_env import RemoteEnv
-from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.client.remote_env import RemoteEnv
+from rockroll.client.sdk import ApiClientError, AsyncClient, Client, SandboxLostError
 from rockroll.envs.play import play_episode
 
 CUSTOM_SOURCE = textwrap.dedent(
@@ -215,7 +215,7 @@ def test_client_retries_until_server_is_up() -> None:
 
 
 def test_websocket_transport(server: ServerProc) -> None:
-    from rockroll.api.session_socket import SessionSocket
+    from rockroll.client.session_socket import SessionSocket
 
     with Client(server.url, server.tokens["alice"]) as c:
         with RemoteEnv(c, "FrozenLake-v0", transport="ws", is_slippery=False) as env:

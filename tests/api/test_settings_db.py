@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from rockroll.api.auth import create_token, hash_token, list_tokens, lookup_token, revoke_token
 from rockroll.api.db import Database
-from rockroll.api.settings import Settings, is_loopback
+from rockroll.api.server.auth import create_token, hash_token, list_tokens, lookup_token, revoke_token
+from rockroll.api.server.settings import Settings, is_loopback
+from rockroll.envs.config import ConfigError
 
 
 def test_defaults() -> None:
@@ -27,6 +28,17 @@ def test_dev_mode_only_on_loopback() -> None:
 def test_unknown_setting_rejected() -> None:
     with pytest.raises(ValueError):
         Settings(nonsense=1)  # type: ignore[call-arg]
+
+
+def test_a_bad_setting_names_its_key_and_what_it_allows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config dialect's error, whether the value came from a keyword or from the environment."""
+    with pytest.raises(ConfigError, match="backend must be one of auto, docker, process.*did you mean 'docker'") as e:
+        Settings(backend="dockr")
+    assert (e.value.key, e.value.value) == ("backend", "dockr") and "process" in e.value.allowed
+    monkeypatch.setenv("ROCKROLL_PORT", "70000")
+    with pytest.raises(ConfigError, match="port must be <= 65535, got '70000'") as e:
+        Settings()
+    assert (e.value.key, e.value.allowed) == ("port", "<= 65535")
 
 
 def test_sqlite_path_expanded(tmp_path, monkeypatch) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rockroll.api.client import Client
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.server.serve_proc import ServerProc
+from rockroll.client.sdk import Client
 from tests.api.webdriver import Chromium, chromium_available
 
 

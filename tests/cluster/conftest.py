@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rockroll.api.serve_proc import NodeProc, ServerProc, create_token, scratch_dir
+from rockroll.api.server.serve_proc import NodeProc, ServerProc, create_token, scratch_dir
 
 ENV, KWARGS = "FrozenLake-v0", {"size": 4, "is_slippery": False}
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.serve_proc import sandbox_pids
+from rockroll.api.server.serve_proc import sandbox_pids
+from rockroll.client.sdk import ApiClientError, Client
 from tests.cluster.conftest import ENV, KWARGS, _deployment
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.remote_env import RemoteEnv
+from rockroll.client.remote_env import RemoteEnv
+from rockroll.client.sdk import ApiClientError, Client
 from rockroll.sandbox.node.client import BatchStepper, DataPlaneSession
 from tests.cluster.conftest import ENV, KWARGS, Deployment
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rockroll.api.client import ApiClientError, Client
+from rockroll.client.sdk import ApiClientError, Client
 from rockroll.sandbox.node.client import DataPlaneSession
 from tests.cluster.conftest import ENV, KWARGS, _deployment
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from rockroll.agentrl.errors import classify
-from rockroll.api.client import Client, SandboxLostError
-from rockroll.api.serve_proc import NodeProc, sandbox_pids
+from rockroll.api.server.serve_proc import NodeProc, sandbox_pids
+from rockroll.client.sdk import Client, SandboxLostError
 from rockroll.sandbox.node.client import DataPlaneSession
 from tests.cluster.conftest import ENV, KWARGS, Deployment, _deployment, wait_for_node
 

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from rockroll.api.client import Client
-from rockroll.api.serve_proc import ServerProc, create_token, sandbox_pids, scratch_dir
+from rockroll.api.server.serve_proc import ServerProc, create_token, sandbox_pids, scratch_dir
+from rockroll.client.sdk import Client
 from rockroll.sandbox.node.ray_agent import agent_id_for
 from tests.cluster.conftest import ENV, KWARGS, loopback_ray_cluster, wait_live_nodes
 from tests.cluster.test_node_loss import running
@@ -115,8 +115,8 @@ def test_a_rollout_loses_no_episode_when_a_node_is_removed_mid_way(ray_deploymen
     from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
     from rockroll.agentrl.engines.random_engine import RandomEngine
     from rockroll.agentrl.latency import Latency
+    from rockroll.agentrl.remote_source import RemoteSource
     from rockroll.agentrl.scheduler import RolloutScheduler
-    from rockroll.api.remote_source import RemoteSource
 
     url, tokens, cluster = ray_deployment["url"], ray_deployment["tokens"], ray_deployment["cluster"]
     victim = ray_deployment["workers"][1]

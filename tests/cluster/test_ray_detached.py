@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from rockroll.api.client import Client
-from rockroll.api.nodes import STALE_S
-from rockroll.api.serve_proc import ROOT, ServerProc, create_token, sandbox_pids, scratch_dir
+from rockroll.api.nodes.table import STALE_S
+from rockroll.api.server.serve_proc import ROOT, ServerProc, create_token, sandbox_pids, scratch_dir
+from rockroll.client.sdk import Client
 from rockroll.sandbox.node.client import DataPlaneError, DataPlaneSession
 from rockroll.sandbox.node.ray_agent import MAX_CONTROL_URLS, agent_id_for, agent_name, merged_control_plane
 from tests.cluster.conftest import ENV, KWARGS, loopback_ray_cluster, node_views, wait_live_nodes
@@ -35,7 +35,7 @@ NOWHERE = "http://127.0.0.1:9"  # a control plane that does not answer (the agen
 DRIVER = """
 import json, logging, os, sys, time
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
-from rockroll.api.ray_nodes import RayNodes
+from rockroll.api.nodes.ray import RayNodes
 args = json.loads(sys.argv[1])
 nodes = RayNodes(args["address"], control_url=args["url"], secret=args["secret"], state_root=args["state_root"])
 nodes.start()

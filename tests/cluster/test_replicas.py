@@ -24,9 +24,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.remote_env import RemoteEnv
-from rockroll.api.serve_proc import ROCKROLL, ROOT, NodeProc, ServerProc, create_token, scratch_dir
+from rockroll.api.server.serve_proc import ROCKROLL, ROOT, NodeProc, ServerProc, create_token, scratch_dir
+from rockroll.client.remote_env import RemoteEnv
+from rockroll.client.sdk import ApiClientError, Client
 from tests.cluster.conftest import ENV, KWARGS, wait_for_node
 
 PG_URL = os.environ.get("ROCKROLL_TEST_PG_URL", "")
@@ -163,8 +163,8 @@ def test_sigkill_of_a_replica_during_a_256_episode_rollout_loses_no_episode(repl
     from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
     from rockroll.agentrl.engines.random_engine import RandomEngine
     from rockroll.agentrl.latency import Latency
+    from rockroll.agentrl.remote_source import RemoteSource
     from rockroll.agentrl.scheduler import RolloutScheduler
-    from rockroll.api.remote_source import RemoteSource
 
     a, b = replicas["servers"]["a"], replicas["servers"]["b"]
     engine = RandomEngine(None, invalid_prob=0.5, latency=Latency("constant", 0.05), seed=5)

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import select
 from websockets.exceptions import ConnectionClosed
 
-from rockroll.api.auth import hash_token, revoke_token
-from rockroll.api.client import Client
 from rockroll.api.db import Database, TokenRecord
-from rockroll.api.serve_proc import create_token
+from rockroll.api.server.auth import hash_token, revoke_token
+from rockroll.api.server.serve_proc import create_token
+from rockroll.client.sdk import Client
 from rockroll.sandbox.node.client import BatchStepper, DataPlaneError, DataPlaneSession
 from tests.cluster.conftest import ENV, KWARGS, Deployment
 

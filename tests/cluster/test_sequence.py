@@ -8,7 +8,7 @@ import pytest
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
-from rockroll.api.client import Client
+from rockroll.client.sdk import Client
 from rockroll.sandbox.node.client import DataPlaneError, DataPlaneSession, ws_url
 from rockroll.sandbox.node.sequence import REPLAY_WINDOW
 from tests.cluster.conftest import ENV, KWARGS, Deployment

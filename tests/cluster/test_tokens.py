@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from rockroll.api.client import Client
+from rockroll.client.sdk import Client
 from rockroll.sandbox.node.client import BatchStepper, DataPlaneError, DataPlaneSession
 from rockroll.sandbox.node.tokens import SessionTokens
 from tests.cluster.conftest import ENV, KWARGS, Deployment

@@ -16,10 +16,10 @@ from urllib.parse import urlparse
 
 import pytest
 
-from rockroll.api.body_limit import body_limit_for
 from rockroll.api.routes.sandboxes import MAX_FILE_BYTES
-from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
-from rockroll.api.settings import Settings
+from rockroll.api.server.body_limit import body_limit_for
+from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.api.server.settings import Settings
 
 LIMIT = body_limit_for(Settings().max_upload_bytes, MAX_FILE_BYTES)
 
@@ -107,7 +107,7 @@ def test_chunked_body_is_refused_while_being_sent(server: tuple[ServerProc, str]
 
 
 def test_env_upload_over_max_upload_bytes(server: tuple[ServerProc, str]) -> None:
-    from rockroll.api.client import ApiClientError, Client
+    from rockroll.client.sdk import ApiClientError, Client
 
     srv, token = server
     source = b"#" * (Settings().max_upload_bytes + 1)

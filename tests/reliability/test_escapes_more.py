@@ -65,7 +65,7 @@ def _host_addresses() -> list[str]:
 
 
 def test_control_plane_port_is_unreachable(manager: SandboxManager) -> None:
-    from rockroll.api.serve_proc import ServerProc, scratch_dir
+    from rockroll.api.server.serve_proc import ServerProc, scratch_dir
 
     srv = ServerProc(scratch_dir("esc"), extra=["--pool-size", "0"])
     try:

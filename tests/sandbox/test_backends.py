@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
+from pydantic import Field
 
+from rockroll.envs.config import ConfigError
 from rockroll.sandbox.backends import (
     BackendConfig,
     UnknownBackendError,
@@ -15,6 +16,7 @@ from rockroll.sandbox.backends import (
     make_backend,
     register_backend,
     unregister_backend,
+    validate_backend_name,
 )
 from rockroll.sandbox.errors import SandboxError
 from rockroll.sandbox.manager import ManagerConfig, SandboxManager
@@ -37,11 +39,10 @@ class FakeBackend:
 @pytest.fixture
 def fake_type():
     @register_backend
-    @dataclass(frozen=True)
     class FakeConfig(BackendConfig):
         type: ClassVar[str] = "fake"
-        state_dir: str = "/nowhere"
-        flavour: str = "vanilla"
+        state_dir: str = Field("/nowhere", description="where the fake keeps nothing")
+        flavour: str = Field("vanilla", description="an option of the fake backend")
 
         def build(self) -> Any:
             return FakeBackend(state_dir=self.state_dir, flavour=self.flavour)
@@ -71,7 +72,7 @@ def test_registered_backend_is_usable_by_name(fake_type: type[BackendConfig], tm
 
 
 def test_every_backend_choice_reads_the_registry(fake_type: type[BackendConfig]) -> None:
-    from rockroll.api.settings import Settings
+    from rockroll.api.server.settings import Settings
     from rockroll.trainer.config import RolloutConfig
 
     assert Settings(backend="fake").backend == "fake"
@@ -84,9 +85,12 @@ def test_every_backend_choice_reads_the_registry(fake_type: type[BackendConfig])
 
 def test_unknown_type_names_close_ones() -> None:
     with pytest.raises(UnknownBackendError, match=r"must be one of auto, docker, process.*Did you mean 'process'") as e:
-        ManagerConfig(backend="proces")
+        validate_backend_name("proces")
     assert isinstance(e.value, ValueError) and isinstance(e.value, SandboxError)
     assert e.value.suggestions[0] == "process"
+    with pytest.raises(ConfigError, match=r"must be one of auto, docker, process.*Did you mean 'process'") as c:
+        ManagerConfig(backend="proces")  # the config dialect's error, naming the key
+    assert c.value.key == "backend"
 
 
 def test_builtin_configs_build_their_backend(tmp_path) -> None:
@@ -97,7 +101,6 @@ def test_builtin_configs_build_their_backend(tmp_path) -> None:
 
 
 def test_registration_is_checked(fake_type: type[BackendConfig]) -> None:
-    @dataclass(frozen=True)
     class Nameless(BackendConfig):
         def build(self) -> Any:
             return None
@@ -105,7 +108,6 @@ def test_registration_is_checked(fake_type: type[BackendConfig]) -> None:
     with pytest.raises(ValueError, match="must declare its backend type"):
         register_backend(Nameless)
 
-    @dataclass(frozen=True)
     class Again(BackendConfig):
         type: ClassVar[str] = "fake"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from rockroll.sandbox.cli import image_app
+from rockroll.cli.image import image_app
 from rockroll.sandbox.images import DOCKERFILE, ImageBuildConfig, source_hash
 
 

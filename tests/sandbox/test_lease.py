@@ -27,7 +27,10 @@ from rockroll.sandbox.store import SandboxStore
 OWNER = """
 import sys, time
 from rockroll.sandbox.manager import SandboxManager
-m = SandboxManager(backend="process", name=sys.argv[1], db_url=sys.argv[2], state_dir=sys.argv[3], monitor_interval_s=0.2)
+from rockroll.sandbox.process import ProcessConfig
+# survive_owner: a SIGKILLed owner's sandbox stays for the next manager to adopt (by default it ends too)
+backend = ProcessConfig(state_dir=sys.argv[3], survive_owner=True)
+m = SandboxManager(backend=backend, name=sys.argv[1], db_url=sys.argv[2], state_dir=sys.argv[3], monitor_interval_s=0.2)
 sb = m.create()
 print(sb.id, flush=True)
 time.sleep(600)

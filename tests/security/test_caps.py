@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
-from rockroll.api.auth import create_token
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.serve_proc import ServerProc
-from rockroll.api.settings import Settings
+from rockroll.api.server.app import create_app
+from rockroll.api.server.auth import create_token
+from rockroll.api.server.serve_proc import ServerProc
+from rockroll.api.server.settings import Settings
+from rockroll.client.sdk import ApiClientError, Client
 from tests.api.conftest import make_settings
 
 HUGE = [

@@ -15,10 +15,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
 from rockroll.api.db import JobRecord, SandboxOwner
-from rockroll.api.job_state import JobState
 from rockroll.api.routes.ui import MAX_ITEMS
+from rockroll.api.server.app import create_app
+from rockroll.client.job_state import JobState
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.managed import ManagedSandbox, SandboxState
 from tests.api.conftest import make_settings

@@ -22,12 +22,12 @@ import pytest
 import sqlalchemy as sa
 
 import rockroll.envhub as envhub
-from rockroll.api.auth import Principal
-from rockroll.api.catalog import Catalog
-from rockroll.api.client import ApiClientError, Client
 from rockroll.api.db import Database
 from rockroll.api.db.engine import MIGRATIONS_DIR, VERSION_TABLE
-from rockroll.api.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.api.envs.catalog import Catalog
+from rockroll.api.server.auth import Principal
+from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir
+from rockroll.client.sdk import ApiClientError, Client
 from rockroll.sandbox.db import upgrade, upgrade_sandbox_tables
 
 SPY = b'''from rockroll.envs.frozenlake import FrozenLakeEnv
@@ -259,7 +259,7 @@ def test_public_env_is_usable_by_all_but_deletable_by_its_owner_only(srv: Server
 def test_cli_registers_private_unless_public(srv: ServerProc) -> None:
     from typer.testing import CliRunner
 
-    from rockroll.api.cli import app
+    from rockroll.cli.main import app
 
     def cli(*args: str) -> Any:
         token = srv.tokens["alice"]  # type: ignore[attr-defined]

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from rockroll.api.client import Client
-from rockroll.api.job_identity import find_worker_identity
-from rockroll.api.job_paths import owner_folder
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.jobs.identity import find_worker_identity
+from rockroll.api.jobs.paths import owner_folder
+from rockroll.api.server.serve_proc import ServerProc
+from rockroll.client.sdk import Client
 from rockroll.sandbox.confine import SANDBOX_USER, sandbox_user
 from rockroll.sandbox.confine_worker import worker_argv
 from tests.sandbox.conftest import confinement_problem
@@ -88,7 +88,7 @@ def _worker_python(alice: Client, job_id: str) -> int:
                         cmd = Path(f"/proc/{p}/cmdline").read_bytes()
                     except OSError:
                         continue
-                    if exe == python and b"rockroll.api.job_worker" in cmd:
+                    if exe == python and b"rockroll.api.jobs.worker" in cmd:
                         return p
         time.sleep(0.2)
     raise AssertionError(f"no worker process found: {alice.job_logs(job_id)}")

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.job_paths import owner_folder
-from rockroll.api.job_urls import url_allowed
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.jobs.paths import owner_folder
+from rockroll.api.jobs.urls import url_allowed
+from rockroll.api.server.app import create_app
+from rockroll.api.server.serve_proc import ServerProc
+from rockroll.client.sdk import ApiClientError, Client
 from tests.api.conftest import make_settings
 
 
@@ -135,7 +135,7 @@ def test_a_job_runs_in_its_own_worker_process(alice: Client, server: ServerProc)
         assert pid and server.proc is not None and pid != server.proc.pid
         status = Path(f"/proc/{pid}/status").read_text()
         assert f"PPid:\t{server.proc.pid}" in status  # the server started it: a process of its own
-        assert b"rockroll.api.job_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert b"rockroll.api.jobs.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
         env = dict(
             item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in item
         )

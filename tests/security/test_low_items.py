@@ -22,10 +22,10 @@ import pytest
 import websockets
 from websockets.sync.client import connect
 
-from rockroll.api.auth import list_tokens, revoke_token
-from rockroll.api.client import Client
 from rockroll.api.db import Database
-from rockroll.api.serve_proc import ROCKROLL, ROOT, ServerProc, create_token, scratch_dir
+from rockroll.api.server.auth import list_tokens, revoke_token
+from rockroll.api.server.serve_proc import ROCKROLL, ROOT, ServerProc, create_token, scratch_dir
+from rockroll.client.sdk import Client
 from rockroll.sandbox.store import SandboxStore
 
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
-from rockroll.api.auth import create_token
 from rockroll.api.db import Database, SandboxOwner
-from rockroll.api.placement import SESSION_POOL
+from rockroll.api.nodes.placement import SESSION_POOL
+from rockroll.api.server.app import create_app
+from rockroll.api.server.auth import create_token
 from tests.api.conftest import make_settings
 
 LAKE_SOURCE = b"from rockroll.envs.frozenlake import FrozenLakeEnv\n\n\nclass Lake(FrozenLakeEnv):\n    pass\n"

@@ -59,7 +59,8 @@ def test_the_server_and_its_commands_run_as_the_unprivileged_user(two: Any) -> N
     uid = pwd.getpwnam(SANDBOX_USER).pw_uid
     assert a.extra["user"] == uid  # the server; its commands run as an agent uid of their own
     r = backend.exec(a, ["id", "-u"])
-    assert r.exit_code == 0 and int(r.stdout) == backend.agent_uid not in (uid, 0)
+    assert r.exit_code == 0 and int(r.stdout) == a.extra["agent_uid"] not in (uid, 0)
+    assert a.extra["agent_uid"] >= backend.agent_uid  # the sandbox's own base, above the backend's first
     caps = backend.exec(a, ["grep", "^Cap", "/proc/self/status"]).stdout
     assert all(line.split()[1] == "0000000000000000" for line in caps.splitlines()), caps  # no capability at all
 

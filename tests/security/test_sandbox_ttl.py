@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
-from rockroll.api.auth import create_token
 from rockroll.api.db import SandboxOwner
-from rockroll.api.sandbox_ttl import EXPIRED_KEPT_S
-from rockroll.api.settings import Settings
+from rockroll.api.sandboxes.ttl import EXPIRED_KEPT_S
+from rockroll.api.server.app import create_app
+from rockroll.api.server.auth import create_token
+from rockroll.api.server.settings import Settings
 from tests.api.conftest import make_settings
 
 CAP_S, DEFAULT_S = 30.0, 20.0

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import subprocess
 
-from rockroll.api.client import Client
-from rockroll.api.serve_proc import ROCKROLL, ROOT, ServerProc, scratch_dir
+from rockroll.api.server.serve_proc import ROCKROLL, ROOT, ServerProc, scratch_dir
+from rockroll.client.sdk import Client
 
 
 def test_second_server_on_the_database_leaves_the_live_sessions_alone() -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
-from rockroll.api.client import Client
-from rockroll.api.serve_proc import ServerProc, scratch_dir
+from rockroll.api.server.app import create_app
+from rockroll.api.server.serve_proc import ServerProc, scratch_dir
+from rockroll.client.sdk import Client
 from rockroll.sandbox.process import ProcessBackend
 from tests.api.conftest import make_settings
 

@@ -20,11 +20,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from rockroll.api.app import create_app
-from rockroll.api.client import ApiClientError, Client
-from rockroll.api.errors import ApiError
-from rockroll.api.owner_limits import CallLimits
-from rockroll.api.serve_proc import ServerProc
+from rockroll.api.sandboxes.owner_limits import CallLimits
+from rockroll.api.server.app import create_app
+from rockroll.api.server.errors import ApiError
+from rockroll.api.server.serve_proc import ServerProc
+from rockroll.client.sdk import ApiClientError, Client
 from tests.api.conftest import make_settings
 
 FLOOD = 48  # more than the 40 threads Starlette's shared pool has for sync routes

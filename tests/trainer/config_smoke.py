@@ -17,8 +17,9 @@ def smoke_run(config: str, tmp_path: Path, name: str, *, eval_episodes: int = 4)
     res = subprocess.run(
         [
             ROCKROLL, "train", str(ROOT / "configs" / config), f"model.path={tmp_path / 'model'}",
-            f"logging.run_dir={runs}", f"name={name}", "total_steps=2", "time_budget_s=0", "rollout.group_size=2",
-            "rollout.groups_per_step=2", f"rollout.eval_episodes={eval_episodes}", "rollout.eval_every=0",
+            f"logging.run_dir={runs}", f"name={name}", "total_steps=2", "time_budget_s=0",
+            "rollout.scheduler.group_size=2", "rollout.scheduler.num_env_groups=2",
+            f"rollout.eval_episodes={eval_episodes}", "rollout.eval_every=0",
             "rollout.select_episodes=0", "sft.steps=2", "sft.num_demos=8", "sft.batch_size=4",
             "logging.progress=false",
         ],

@@ -29,9 +29,10 @@ def _args(model: Path, runs: Path, name: str, steps: int, *extra: str) -> list[s
     """A tiny run that finishes in seconds (non-slippery 4x4 maps, 8 episodes a step, weights change every step)."""
     return [
         CONFIG, f"model.path={model}", "model.build_tiny=false", f"logging.run_dir={runs}", f"name={name}",
-        f"total_steps={steps}", "time_budget_s=0", "rollout.group_size=4", "rollout.groups_per_step=2",
-        "rollout.max_new_tokens=8", "rollout.eval_episodes=4", "rollout.eval_every=0", "algo.dynamic_sampling=false",
-        "algo.kl_coef=0.01", "algo.entropy_coef=0.01", "optim.lr=1e-3", "optim.mini_batch_size=4", "optim.micro_batch_size=4",
+        f"total_steps={steps}", "time_budget_s=0", "rollout.scheduler.group_size=4",
+        "rollout.scheduler.num_env_groups=2", "rollout.episode.max_tokens_per_turn=8", "rollout.eval_episodes=4",
+        "rollout.eval_every=0", "algo.dynamic_sampling=false", "algo.kl_coef=0.01", "algo.entropy_coef=0.01",
+        "optim.lr=1e-3", "optim.mini_batch_size=4", "optim.micro_batch_size=4",
         "optim.schedule=constant", "sft.steps=2", "sft.num_demos=10", "sft.batch_size=4", "checkpoint.every=1",
         "logging.tensorboard=false", *extra,
     ]  # fmt: skip
@@ -182,7 +183,7 @@ def test_bad_train_arguments_end_in_one_clear_error(args: list[str], expected: l
 
 
 def test_yaml_may_follow_the_overrides() -> None:
-    from rockroll.trainer.cli import _split_args
+    from rockroll.cli.train import _split_args
 
     assert _split_args("total_steps=2", [CONFIG, "name=x"]) == (CONFIG, ["total_steps=2", "name=x"])
     assert _split_args("total_steps=2", []) == (None, ["total_steps=2"])
@@ -234,7 +235,7 @@ def test_multiturn_run_without_held_out_evaluation(tiny_model_dir: Path, tmp_pat
     slippery = str(Path(CONFIG).with_name("frozenlake_slippery.yaml"))
     res = _train(
         slippery, f"model.path={tiny_model_dir}", "model.build_tiny=false", f"logging.run_dir={runs}", "name=m",
-        "total_steps=2", "time_budget_s=0", "rollout.group_size=2", "rollout.groups_per_step=2",
+        "total_steps=2", "time_budget_s=0", "rollout.scheduler.group_size=2", "rollout.scheduler.num_env_groups=2",
         "rollout.eval_episodes=0", "rollout.eval_every=0", "rollout.select_episodes=0", "sft.steps=2",
         "sft.num_demos=4", "sft.batch_size=2", "logging.tensorboard=false", "logging.progress=false",
     )  # fmt: skip

@@ -46,7 +46,7 @@ def test_overrides_parse_yaml_values(tmp_path: Path) -> None:
         ({"algo": {"adv_estimator": "ppo"}}, "algo.adv_estimator must be one of"),
         ({"algo": {"dual_clip": 0.5}}, "dual_clip must be > 1"),
         ({"optim": {"lr": 0}}, "try 1e-4"),
-        ({"rollout": {"group_size": 1}}, "needs rollout.group_size >= 2"),
+        ({"rollout": {"scheduler": {"group_size": 1}}}, "needs rollout.scheduler.group_size >= 2"),
         ({"workers": {"num_workers": 2}}, "needs workers.use_ray: true"),
         ({"total_steps": "many"}, "total_steps must be int"),
         ({"model": 3}, "model must be a mapping"),
@@ -68,7 +68,7 @@ def test_every_field_has_help() -> None:
 def test_help_config_lists_every_key_with_type_default_and_description() -> None:
     from typer.testing import CliRunner
 
-    from rockroll.api.cli import app
+    from rockroll.cli.main import app
 
     out = CliRunner().invoke(app, ["train", "--help-config"])
     assert out.exit_code == 0, out.output
@@ -77,7 +77,7 @@ def test_help_config_lists_every_key_with_type_default_and_description() -> None
         assert r.key in lines, r.key
         assert r.type in lines[r.key] and r.default in lines[r.key] and r.description in lines[r.key]
     assert "plan|multiturn" in lines["rollout.mode"] and '"multiturn"' in lines["rollout.mode"]
-    assert "grpo" in lines["algo.adv_estimator"] and "int, >= 1" in lines["rollout.group_size"]
+    assert "grpo" in lines["algo.adv_estimator"] and "int, >= 1" in lines["rollout.scheduler.group_size"]
 
 
 def test_train_without_yaml_takes_defaults_plus_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_train_without_yaml_takes_defaults_plus_overrides(monkeypatch: pytest.Mo
     from typer.testing import CliRunner
 
     import rockroll.trainer.pipeline as pipeline
-    from rockroll.api.cli import app
+    from rockroll.cli.main import app
 
     seen: list[TrainConfig] = []
 
@@ -96,9 +96,11 @@ def test_train_without_yaml_takes_defaults_plus_overrides(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(pipeline, "run_training", fake_run)
     monkeypatch.chdir(tmp_path)  # runs/run (the default run dir) must not exist from an earlier run
-    out = CliRunner().invoke(app, ["train", "total_steps=3", "rollout.group_size=4", "logging.progress=false"])
+    out = CliRunner().invoke(
+        app, ["train", "total_steps=3", "rollout.scheduler.group_size=4", "logging.progress=false"]
+    )
     assert out.exit_code == 0, out.output
-    assert seen[0] == TrainConfig(total_steps=3, rollout={"group_size": 4}, logging={"progress": False})
+    assert seen[0] == TrainConfig(total_steps=3, rollout={"scheduler": {"group_size": 4}}, logging={"progress": False})
     out = CliRunner().invoke(app, ["train", "optim.lrr=1"])
     assert out.exit_code == 2 and "did you mean optim.lr" in out.output
 

@@ -30,7 +30,7 @@ def test_separate_critic_matches_colocated(tiny_model_dir) -> None:
     torch.set_num_threads(1)
     base = {
         "model": {"path": str(tiny_model_dir)},
-        "rollout": {"group_size": 4, "groups_per_step": 2},
+        "rollout": {"scheduler": {"group_size": 4, "num_env_groups": 2}},
         "algo": {"adv_estimator": "gae", "dynamic_sampling": False, "gamma": 1.0, "lam": 1.0},
         "optim": {"lr": 1e-3, "critic_lr": 3e-3, "ppo_epochs": 2, "mini_batch_size": 4, "micro_batch_size": 3},
         "total_steps": 5,

@@ -14,7 +14,7 @@ from tests.trainer.conftest import random_samples  # noqa: E402
 torch.set_num_threads(1)
 
 BASE = {
-    "rollout": {"group_size": 4, "groups_per_step": 2},
+    "rollout": {"scheduler": {"group_size": 4, "num_env_groups": 2}},
     "optim": {"lr": 1e-3, "ppo_epochs": 2, "mini_batch_size": 4, "micro_batch_size": 3, "grad_clip": 1.0},
     "total_steps": 5,
 }

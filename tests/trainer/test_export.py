@@ -165,7 +165,7 @@ def test_export_run_from_checkpoints(trained, tiny_model_dir: Path, tmp_path: Pa
 def test_export_cli(trained, tiny_model_dir: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from rockroll.api.cli import app
+    from rockroll.cli.main import app
 
     model, _, _ = trained
     run = _make_run(tmp_path / "runs", tiny_model_dir, model, [4])

@@ -48,10 +48,9 @@ def test_run_job_reports_progress_and_stops_when_cancelled(tiny_model_dir, tmp_p
         "rollout": {
             "mode": "plan",
             "env_kwargs": {"is_slippery": False},
-            "group_size": 2,
-            "groups_per_step": 2,
-            "max_new_tokens": 8,
             "eval_episodes": 4,
+            "episode": {"max_tokens_per_turn": 8},
+            "scheduler": {"group_size": 2, "num_env_groups": 2},
         },
         "logging": {"run_dir": str(tmp_path), "progress": False, "tensorboard": False},
         "total_steps": 2,
@@ -73,9 +72,9 @@ def test_post_v1_jobs_train_runs_the_pipeline(tiny_model_dir, tmp_path) -> None:
 
     from fastapi.testclient import TestClient
 
-    from rockroll.api.app import create_app
-    from rockroll.api.job_paths import owner_folder
-    from rockroll.api.serve_proc import scratch_dir
+    from rockroll.api.jobs.paths import owner_folder
+    from rockroll.api.server.app import create_app
+    from rockroll.api.server.serve_proc import scratch_dir
     from tests.api.conftest import make_settings
 
     data = scratch_dir("trainjob")
@@ -86,10 +85,9 @@ def test_post_v1_jobs_train_runs_the_pipeline(tiny_model_dir, tmp_path) -> None:
         "rollout": {
             "mode": "plan",
             "env_kwargs": {"is_slippery": False},
-            "group_size": 2,
-            "groups_per_step": 2,
-            "max_new_tokens": 8,
             "eval_episodes": 4,
+            "episode": {"max_tokens_per_turn": 8},
+            "scheduler": {"group_size": 2, "num_env_groups": 2},
         },
         "logging": {"run_dir": "runs", "progress": False, "tensorboard": False},  # inside the owner's job directory
     }

@@ -32,7 +32,9 @@ def test_single_env_runs_keep_the_mixed_runs_budget(tmp_path: Path) -> None:
     for tag in ("frozenlake", "sokoban"):
         single = run_config(tag, _args(tmp_path))
         assert [e.tag for e in single.rollout.envs] == [tag]
-        assert single.rollout.groups_per_step == mixed.rollout.groups_per_step  # same episodes per step
+        assert (
+            single.rollout.scheduler.num_env_groups == mixed.rollout.scheduler.num_env_groups
+        )  # same episodes per step
         assert single.total_steps == mixed.total_steps == 5
         assert single.sft.steps == 0 and single.model.path == "runs/tiny-model"  # one shared warm start
         assert single.algo == mixed.algo and single.optim == mixed.optim

@@ -124,7 +124,7 @@ def test_consecutive_invalid_actions_end_the_episode_as_the_agents_failure() -> 
 
 def test_warm_start_without_an_expert_fails_at_config_time(tiny_model_dir: Path) -> None:
     import rockroll.envhub as envhub
-    from rockroll.agentrl.config_loader import ConfigError
+    from rockroll.envs.config import ConfigError
     from rockroll.trainer.config_io import config_from_dict
 
     envhub.register("NoExpertLake-v0", "rockroll.envs.frozenlake:FrozenLakeEnv", max_steps=20)
@@ -137,16 +137,21 @@ def test_warm_start_without_an_expert_fails_at_config_time(tiny_model_dir: Path)
         envhub.deregister("NoExpertLake-v0")
 
 
-def test_history_window_beyond_the_context_fails_before_rollout(tok) -> None:
+def test_history_beyond_the_context_fails_before_rollout(tok) -> None:
     from rockroll.trainer.config_io import config_from_dict
     from rockroll.trainer.multiturn import check_context
 
     base = {
-        "rollout": {"env_kwargs": SLIPPERY, "history_window": 8, "max_context_tokens": 100, "system_prompt": "none"}
+        "rollout": {
+            "env_kwargs": SLIPPERY,
+            "episode": {"history": "last_k", "history_k": 8, "max_context_tokens": 100, "system_prompt": "none"},
+        }
     }
-    with pytest.raises(ValueError, match="history_window=8 needs about .* rollout.max_context_tokens is 100"):
+    with pytest.raises(ValueError, match="history_k=8 needs about .* rollout.episode.max_context_tokens is 100"):
         check_context(config_from_dict(base), tok)
-    check_context(config_from_dict({"rollout": {**base["rollout"], "history_window": 0}}), tok)
+    check_context(
+        config_from_dict({"rollout": {**base["rollout"], "episode": {"history": "last_k", "history_k": 0}}}), tok
+    )
 
 
 def test_reseeded_snapshots_keep_the_state_and_draw_their_own_slips() -> None:

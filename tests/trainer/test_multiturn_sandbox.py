@@ -15,9 +15,9 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("turn_batching", ["lockstep", "episode"])
+@pytest.mark.parametrize("lockstep", [True, False])
 def test_multiturn_batch_survives_a_killed_process_sandbox(
-    tiny_model_dir: Path, tmp_path: Path, turn_batching: str
+    tiny_model_dir: Path, tmp_path: Path, lockstep: bool
 ) -> None:
     from rockroll.agentrl.engines.hf import HFEngine
     from rockroll.agentrl.env_source import SandboxSource
@@ -27,9 +27,10 @@ def test_multiturn_batch_survives_a_killed_process_sandbox(
 
     cfg = config_from_dict({
         "model": {"path": str(tiny_model_dir)},
-        "rollout": {"env_kwargs": {"is_slippery": True}, "history_window": 0, "system_prompt": "none",
-                    "max_turns": 12, "max_new_tokens": 6, "group_size": 4, "groups_per_step": 4,
-                    "max_invalid_actions": None, "sandbox": "process", "turn_batching": turn_batching},
+        "rollout": {"env_kwargs": {"is_slippery": True}, "sandbox": "process",
+                    "episode": {"history": "last_k", "history_k": 0, "system_prompt": "none", "max_turns": 12,
+                                "max_tokens_per_turn": 6, "max_invalid_actions": None, "lockstep": lockstep},
+                    "scheduler": {"group_size": 4, "num_env_groups": 4}},
     })  # fmt: skip
     manager = SandboxManager(backend="process", name="mt-kill", db_url=f"sqlite:///{tmp_path}/sb.db")
     killed: list[str] = []

@@ -22,8 +22,9 @@ def _cfg(tiny_model_dir: Path, run_dir: Path, name: str, **over):
         "seed": 1,
         "total_steps": 4,
         "model": {"path": str(tiny_model_dir)},
-        "rollout": {"mode": "plan", "env_kwargs": {"is_slippery": False}, "prompt_style": "grid", "group_size": 4, "groups_per_step": 2,
-                    "max_new_tokens": 8, "eval_episodes": 8, "eval_every": 2},
+        "rollout": {"mode": "plan", "env_kwargs": {"is_slippery": False}, "eval_episodes": 8, "eval_every": 2,
+                    "episode": {"max_tokens_per_turn": 8}, "scheduler": {"group_size": 4, "num_env_groups": 2},
+                    "plan": {"prompt_style": "grid"}},
         "algo": {"dynamic_sampling": False, "kl_coef": 0.01},
         "optim": {"lr": 1e-3, "mini_batch_size": 4, "micro_batch_size": 4},
         "sft": {"steps": 2, "num_demos": 20, "batch_size": 4},
@@ -108,12 +109,13 @@ def test_killed_and_resumed_run_matches_uninterrupted(tiny_model_dir: Path, tmp_
 def test_cli_train_and_plot(tiny_model_dir: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from rockroll.api.cli import app
+    from rockroll.cli.main import app
 
     cfg_path = Path(__file__).resolve().parents[2] / "configs" / "frozenlake_tiny.yaml"
     args = [
         "train", str(cfg_path), f"model.path={tiny_model_dir}", f"logging.run_dir={tmp_path}", "name=cli", "total_steps=2",
-        "rollout.groups_per_step=2", "rollout.group_size=2", "rollout.eval_episodes=4", "sft.steps=1", "sft.num_demos=10",
+        "rollout.scheduler.num_env_groups=2", "rollout.scheduler.group_size=2", "rollout.eval_episodes=4",
+        "sft.steps=1", "sft.num_demos=10",
         "logging.progress=false", "logging.tensorboard=false",
     ]  # fmt: skip
     result = CliRunner().invoke(app, args)
@@ -135,7 +137,7 @@ def test_multiturn_mode_through_agentrl_scheduler(tiny_model_dir: Path, tmp_path
 
     cfg = _cfg(
         tiny_model_dir, tmp_path, "mt", total_steps=2,
-        rollout={"mode": "multiturn", "max_turns": 3, "async_generation_ratio": 1.0},
+        rollout={"mode": "multiturn", "episode": {"max_turns": 3}, "scheduler": {"async_generation_ratio": 1.0}},
         sft={"steps": 0}, checkpoint={"every": 0},
     )  # fmt: skip
     summary = run_training(cfg)

@@ -22,7 +22,7 @@ def test_two_gloo_workers_match_one(tiny_model_dir, tmp_path) -> None:
     torch.set_num_threads(1)
     base = {
         "model": {"path": str(tiny_model_dir)},
-        "rollout": {"group_size": 4, "groups_per_step": 3},
+        "rollout": {"scheduler": {"group_size": 4, "num_env_groups": 3}},
         "algo": {"adv_estimator": "grpo", "dynamic_sampling": False},
         "optim": {"lr": 1e-3, "ppo_epochs": 2, "mini_batch_size": 6, "micro_batch_size": 2},
         "total_steps": 5,

@@ -113,8 +113,10 @@ def test_registered_estimator_is_usable_by_name(median_estimator) -> None:
     # medians 2 and 0: advantages -1, 0, 2 and 0, 0, 3 on the two response tokens
     assert torch.allclose(batch.extras["advantages"][:, 1], torch.tensor([-1.0, 0.0, 2.0, 0.0, 0.0, 3.0]))
     assert torch.equal(batch.extras["advantages"][:, 0], torch.zeros(6))
-    with pytest.raises(ValueError, match="needs rollout.group_size >= 2"):  # group_based asks for groups
-        TrainConfig(algo=AlgoConfig(adv_estimator="median_baseline"), rollout=RolloutConfig(group_size=1))
+    with pytest.raises(ValueError, match="needs rollout.scheduler.group_size >= 2"):  # group_based asks for groups
+        TrainConfig(
+            algo=AlgoConfig(adv_estimator="median_baseline"), rollout=RolloutConfig(scheduler=dict(group_size=1))
+        )
 
 
 def test_builtin_estimators_declare_what_they_need() -> None:

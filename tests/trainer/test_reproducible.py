@@ -21,8 +21,9 @@ def _args(model: Path, runs: Path, name: str, steps: int, *extra: str) -> list[s
     """A small multi-turn run on slippery maps: sampled turns (temperature 1.5), 2 groups of 4 a step."""
     return [
         CONFIG, f"model.path={model}", "model.build_tiny=false", f"logging.run_dir={runs}", f"name={name}",
-        f"total_steps={steps}", "time_budget_s=0", "rollout.group_size=4", "rollout.groups_per_step=2",
-        "rollout.eval_episodes=4", "rollout.select_episodes=4", "rollout.eval_every=0", "rollout.max_turns=8",
+        f"total_steps={steps}", "time_budget_s=0", "rollout.scheduler.group_size=4",
+        "rollout.scheduler.num_env_groups=2",
+        "rollout.eval_episodes=4", "rollout.select_episodes=4", "rollout.eval_every=0", "rollout.episode.max_turns=8",
         "algo.dynamic_sampling=false", "optim.micro_batch_size=16", "sft.steps=2", "sft.num_demos=10",
         "sft.batch_size=4", "checkpoint.every=1", "logging.tensorboard=false", *extra,
     ]  # fmt: skip

@@ -24,7 +24,7 @@ from rockroll.agentrl.faults import register_fault_env
 from rockroll.agentrl.scheduler import RolloutScheduler, ratio_slots
 from rockroll.envs.experts import expert_for
 from rockroll.trainer.config_io import config_from_dict, config_to_dict
-from rockroll.trainer.multiturn import episode_config, scheduler_config
+from rockroll.trainer.multiturn import scheduler_config
 
 MIX = [
     {"env_id": "FrozenLake-v0", "env_kwargs": {"is_slippery": False}, "ratio": 2, "tag": "frozenlake"},
@@ -38,33 +38,39 @@ def _mixed(**rollout: Any) -> Any:
 
 # ------------------------------------------------------------------ config mapping
 @pytest.mark.parametrize(
-    ("turn_batching", "history_window", "lockstep"),
-    [("auto", 0, True), ("auto", 2, False), ("auto", None, False), ("lockstep", 2, True), ("episode", 0, False)],
-)
-def test_turn_batching_picks_lockstep_rounds(turn_batching: str, history_window: int | None, lockstep: bool) -> None:
-    cfg = config_from_dict({"rollout": {"turn_batching": turn_batching, "history_window": history_window}})
-    assert episode_config(cfg).lockstep is lockstep
-    with pytest.raises(ValueError, match="turn_batching"):
-        config_from_dict({"rollout": {"turn_batching": "rounds"}})
+    ("given", "history", "history_k", "lockstep"),
+    [("auto", "last_k", 0, True), ("auto", "last_k", 2, False), ("auto", "full", 0, False),
+     (True, "last_k", 2, True), (False, "last_k", 0, False)],
+)  # fmt: skip
+def test_lockstep_auto_picks_rounds_for_a_window_of_zero(
+    given: Any, history: str, history_k: int, lockstep: bool
+) -> None:
+    cfg = config_from_dict({"rollout": {"episode": {"lockstep": given, "history": history, "history_k": history_k}}})
+    assert cfg.rollout.episode.lockstep is lockstep
+    assert config_from_dict(config_to_dict(cfg)) == cfg  # saved resolved, loads back equal
+    with pytest.raises(ValueError, match="rollout.episode.lockstep"):
+        config_from_dict({"rollout": {"episode": {"lockstep": "rounds"}}})
 
 
 def test_rollout_settings_reach_scheduler_and_episode_configs() -> None:
     cfg = config_from_dict({
         "seed": 3,
-        "rollout": {"group_size": 4, "groups_per_step": 6, "group_size_redundancy": 2, "extra_groups": 1,
-                    "max_concurrent_episodes": 12, "episode_timeout_s": 90, "start_timeout_s": 20,
-                    "step_timeout_s": 5, "generation_timeout_s": 30, "max_retries": 4, "train_seeds": 100},
+        "rollout": {"train_seeds": 100,
+                    "episode": {"episode_timeout_s": 90, "start_timeout_s": 20, "step_timeout_s": 5,
+                                "generation_timeout_s": 30, "max_retries": 4},
+                    "scheduler": {"group_size": 4, "num_env_groups": 6, "group_size_redundancy": 2, "extra_groups": 1,
+                                  "max_concurrent_episodes": 12}},
     })  # fmt: skip
     sched = scheduler_config(cfg)
     assert (sched.num_env_groups, sched.group_size, sched.group_size_redundancy, sched.extra_groups) == (6, 4, 2, 1)
     assert (sched.max_concurrent_episodes, sched.seed, sched.max_env_seed) == (12, 3, 100)
     ep = sched.episode
     assert (ep.episode_timeout_s, ep.start_timeout_s, ep.step_timeout_s, ep.generation_timeout_s) == (90, 20, 5, 30)
-    assert ep.max_retries == 4 and episode_config(cfg) == ep
+    assert ep.max_retries == 4 and cfg.rollout.episode == ep
     assert sched.env_ids == ["FrozenLake-v0"] and sched.env_tags == ["FrozenLake"] and not sched.env_ratios
 
     default = config_from_dict({})
-    d = episode_config(default)
+    d = default.rollout.episode
     assert d.episode_timeout_s == 240  # a training deadline, not the scheduler's generic 600 s
     # the other settings default to the scheduler's own
     base = SchedulerConfig()
@@ -140,7 +146,9 @@ def _batches(config: SchedulerConfig, n: int) -> list[Any]:
 
 
 def test_groups_follow_the_ratio_with_metrics_per_tag() -> None:
-    cfg = _mixed(mode="multiturn", groups_per_step=6, group_size=2, max_turns=4, extra_groups=2)
+    cfg = _mixed(
+        mode="multiturn", scheduler={"num_env_groups": 6, "group_size": 2, "extra_groups": 2}, episode={"max_turns": 4}
+    )
     sched = scheduler_config(cfg)
     batches = _batches(sched, 2)
     for batch in batches:
@@ -177,9 +185,9 @@ def test_a_failing_env_is_replaced_by_the_same_env_so_the_mix_holds() -> None:
 def test_mixed_warm_start_draws_demos_in_proportion(tiny_model_dir: Path) -> None:
     from rockroll.trainer.sft import build_mixed_turn_demos
 
-    cfg = _mixed(mode="multiturn", history_window=0, max_turns=8)
+    cfg = _mixed(mode="multiturn", episode={"history": "last_k", "history_k": 0, "max_turns": 8})
     tok = RandomEngine(str(tiny_model_dir)).tokenizer
-    rows, metrics = build_mixed_turn_demos(cfg.rollout.envs, tok, episode_config(cfg), list(range(9)))
+    rows, metrics = build_mixed_turn_demos(cfg.rollout.envs, tok, cfg.rollout.episode, list(range(9)))
     assert metrics == {"sft/frozenlake/demo_episodes": 6.0, "sft/sokoban/demo_episodes": 3.0}
     episodes = {r.episode_id for r in rows}
     assert 0 < len(episodes) <= 9 and rows
@@ -265,10 +273,11 @@ def test_plan_mode_survives_sandboxes_that_die(tiny_model_dir: Path) -> None:
 
 # ------------------------------------------------------------------ short runs with faults
 def _run_cfg(tiny_model_dir: Path, tmp_path: Path, name: str, rollout: dict) -> Any:
+    episode, scheduler = rollout.pop("episode", {}), rollout.pop("scheduler", {})
     return config_from_dict({
         "name": name, "seed": 2, "total_steps": 2, "model": {"path": str(tiny_model_dir), "build_tiny": False},
-        "rollout": {"group_size": 2, "groups_per_step": 3, "max_new_tokens": 6, "eval_episodes": 3, "eval_every": 0,
-                    **rollout},
+        "rollout": {"eval_episodes": 3, "eval_every": 0, **rollout, "episode": {"max_tokens_per_turn": 6, **episode},
+                    "scheduler": {"group_size": 2, "num_env_groups": 3, **scheduler}},
         "algo": {"dynamic_sampling": False},
         "optim": {"micro_batch_size": 16},
         "sft": {"steps": 0},
@@ -295,7 +304,7 @@ def test_plan_mode_run_completes_with_faults_injected(
     cfg = _run_cfg(
         tiny_model_dir, tmp_path, "plan_faults",
         {"mode": "plan", "env_kwargs": {"is_slippery": False}, "train_seeds": 2, "eval_seed_offset": 1000,
-         "group_size_redundancy": 1, "max_retries": 1},
+         "scheduler": {"group_size_redundancy": 1}, "episode": {"max_retries": 1}},
     )  # fmt: skip
     summary = pipeline.run_training(cfg)
     assert summary["steps"] == 2
@@ -315,8 +324,8 @@ def test_mixed_multiturn_run_with_faults_reports_per_env(tiny_model_dir: Path, t
     envs = [{"env_id": "TestRunMtRaise-v0", "ratio": 2, "tag": "flaky"}, {**MIX[1], "ratio": 1}]
     cfg = _run_cfg(
         tiny_model_dir, tmp_path, "mt_mix",
-        {"mode": "multiturn", "envs": envs, "max_turns": 3, "history_window": 0, "max_retries": 0,
-         "group_size_redundancy": 1, "select_episodes": 2},
+        {"mode": "multiturn", "envs": envs, "select_episodes": 2, "scheduler": {"group_size_redundancy": 1},
+         "episode": {"max_turns": 3, "history": "last_k", "history_k": 0, "max_retries": 0}},
     )  # fmt: skip
     summary = run_training(cfg)
     assert summary["steps"] == 2

@@ -17,7 +17,7 @@ from rockroll.trainer.pipeline import sandbox_manager_name
 
 pytest.importorskip("torch")
 
-ROCKROLL = [sys.executable, "-m", "rockroll.api.cli", "train"]
+ROCKROLL = [sys.executable, "-m", "rockroll.cli", "train"]
 
 
 def _running(manager: str) -> list[str]:
@@ -27,8 +27,9 @@ def _running(manager: str) -> list[str]:
 def _start(tiny_model_dir: Path, run_dir: Path, name: str, *flags: str) -> subprocess.Popen[str]:
     args = [
         f"name={name}", f"model.path={tiny_model_dir}", f"logging.run_dir={run_dir}", "logging.progress=false",
-        "rollout.sandbox=process", "rollout.mode=multiturn", "rollout.max_turns=3", "rollout.group_size=2",
-        "rollout.groups_per_step=2", "rollout.eval_episodes=4", "rollout.eval_every=0", "sft.steps=0",
+        "rollout.sandbox=process", "rollout.mode=multiturn", "rollout.episode.max_turns=3",
+        "rollout.scheduler.group_size=2",
+        "rollout.scheduler.num_env_groups=2", "rollout.eval_episodes=4", "rollout.eval_every=0", "sft.steps=0",
         "total_steps=100000", "checkpoint.every=1",
     ]  # fmt: skip
     return subprocess.Popen(

@@ -19,7 +19,7 @@ def _setup(tiny_model_dir, **sections):
     cfg = config_from_dict(
         {
             "model": {"path": str(tiny_model_dir)},
-            "rollout": {"group_size": 4, "groups_per_step": 2},
+            "rollout": {"scheduler": {"group_size": 4, "num_env_groups": 2}},
             "total_steps": 10,
             **sections,
         }

@@ -4,7 +4,7 @@ An estimator takes :class:`AdvantageInputs` and returns ``(advantages [N, T], re
 It declares what the trainer must prepare for it:
 
 * ``group_based=True``: ``inputs.rewards`` are sequence rewards ``[N]`` (the KL penalty, when it is
-  a reward, is summed per row and subtracted), compared within groups of ``rollout.group_size``
+  a reward, is summed per row and subtracted), compared within groups of ``rollout.scheduler.group_size``
   responses (which must be >= 2); dynamic sampling applies.
 * ``group_based=False``: ``inputs.rewards`` are token rewards ``[N, T]`` (the sequence reward on the
   last response token, minus the per-token KL penalty when it is a reward).

@@ -107,7 +107,9 @@ class TurnCreditConfig:
     lam: float = 0.95  # GAE lambda; gae
     norm_std: bool = True  # divide the episode advantage by its group's std (False: Dr. GRPO)
     step_weight: float = 1.0  # weight of the anchor-state advantage; gigpo
-    step_norm_std: bool = False  # divide the step advantage by its step group's std (hurt: configs/README.md, step-level credit)
+    step_norm_std: bool = (
+        False  # divide the step advantage by its step group's std (hurt: configs/README.md, step-level credit)
+    )
     eps: float = 1e-6  # added to every std
 
     def __post_init__(self) -> None:

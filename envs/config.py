@@ -1,47 +1,42 @@
-"""The one config dialect and its one loader: typed models, YAML files, dotted ``k=v`` overrides.
+"""The one config dialect of rockroll: typed models, their errors, and changed keys.
 
-Every config of rockroll (training, evaluation, rollout, job configs of the API) is a
-:class:`ConfigModel`: a pydantic v2 model with ``extra="forbid"``, ``Literal`` choices (or
-:class:`OneOf` for choices owned by a registry) and a ``description`` on every field; checks that
-span fields are ``model_validator``\\ s raising ``ValueError`` with what to do instead.
+Every config of rockroll (training, evaluation, rollout, sandbox manager and pool, job configs of
+the API) is a :class:`ConfigModel`: a pydantic v2 model with ``extra="forbid"``, ``Literal``
+choices (or :class:`OneOf` for choices owned by a registry) and a ``description`` on every field;
+checks that span fields are ``model_validator``\\ s raising ``ValueError`` with what to do instead.
+A key that moved lives in the model's ``moved_keys``: using the old key raises a
+:class:`ConfigError` naming the new one. :func:`with_defaults` gives one model other defaults for
+another role without declaring its fields again.
 
-:func:`load_config` reads a YAML file (optional), deep-merges a mapping over it, applies
-``a.b.c=value`` overrides (each value parsed as YAML: ``1e-4``, ``false``, ``[0.9, 0.99]``,
-``{is_slippery: false}``; list items by index, ``envs.0.episodes=5``) and validates the result.
-Whatever the source of a bad field, the error is one :class:`ConfigError` (a ``ValueError``)
-naming the dotted key and what is allowed. :func:`describe_config` lists every key (nested ones
-dotted) with its type, default and description; ``rockroll train --help-config`` prints it.
-
-Example::
-
-    cfg = load_config(TrainConfig, "configs/frozenlake_tiny.yaml", ["optim.lr=3e-4", "total_steps=20"])
-    save_config(cfg, "runs/x/config.yaml")          # the resolved config, loadable again
+Whatever the source of a bad field (a YAML file, a ``k=v`` override, a constructor call), the
+error is one :class:`ConfigError` (a ``ValueError``) naming the dotted key and what is allowed.
+The loader (YAML files, overrides, ``--help-config`` tables) is :mod:`rockroll.envs.config_loader`.
+It lives in ``envs`` (the lowest layer) so every layer, sandbox included, speaks the same dialect.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, ClassVar, Literal, TypeVar, Union
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Tag, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Tag, TypeAdapter, ValidationError, create_model, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError, core_schema
 
+from rockroll.envs.errors import RockrollError
 from rockroll.envs.registries import close_names
 
-__all__ = ["ConfigModel", "ConfigError", "OneOf", "ConfigField", "load_config", "parse_config", "read_yaml"]
-__all__ += ["apply_overrides", "merge", "config_to_dict", "save_config", "describe_config", "format_config_help"]
+__all__ = ["ConfigModel", "ConfigError", "OneOf", "parse_config", "with_defaults"]
 
 T = TypeVar("T")
+M = TypeVar("M", bound="ConfigModel")
 
 
-class ConfigError(ValueError):
+class ConfigError(RockrollError, ValueError):
     """A config value that cannot be used: names the dotted ``key`` and what is ``allowed``.
 
     Attributes:
@@ -121,9 +116,13 @@ class ConfigModel(BaseModel):
     """Base of every config: unknown keys are errors, numbers read from YAML are accepted as text.
 
     Building one directly (``TrainConfig(total_steps=-1)``) raises :class:`ConfigError` too.
+    ``moved_keys`` maps a key this model used to have to where it lives now (relative to this model,
+    e.g. ``{"max_new_tokens": "episode.max_tokens_per_turn"}``): the old key is an error that names
+    the new one.
     """
 
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+    moved_keys: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -131,8 +130,39 @@ class ConfigModel(BaseModel):
         except ValidationError as e:
             raise ConfigError.from_validation(e, type(self)) from e
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and cls.moved_keys:
+            for old in data:
+                if old in cls.moved_keys:
+                    raise PydanticCustomError(
+                        "moved_key", "{old} moved to {new}", {"old": old, "new": cls.moved_keys[old]}
+                    )
+        return data
 
-# ----------------------------------------------------------------- loading
+
+def with_defaults(model: type[M], name: str, doc: str, **defaults: Any) -> type[M]:
+    """A subclass of ``model`` named ``name`` whose fields ``defaults`` have other defaults.
+
+    Types, bounds, descriptions and checks stay the model's own (each setting is declared once, where
+    its owner lives); a config of another role (the trainer's episodes) only picks other defaults.
+    Bind the result to a module-level variable called ``name`` in the calling module (pickling finds
+    the class there).
+    """
+    unknown = sorted(set(defaults) - set(model.model_fields))
+    if unknown:
+        raise KeyError(f"{model.__name__} has no fields {unknown}; known: {', '.join(model.model_fields)}")
+    fields: dict[str, Any] = {
+        key: (model.model_fields[key].annotation, FieldInfo.merge_field_infos(model.model_fields[key], default=value))
+        for key, value in defaults.items()
+    }
+    module = sys._getframe(1).f_globals.get("__name__", model.__module__)
+    made = create_model(name, __base__=model, __doc__=doc, __module__=module, **fields)  # type: ignore[call-overload]
+    return made  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------- parsing
 def parse_config(tp: type[T] | Any, data: Any) -> T:
     """Validate ``data`` (a nested mapping) into ``tp`` (a model, or any type such as a union)."""
     try:
@@ -143,136 +173,7 @@ def parse_config(tp: type[T] | Any, data: Any) -> T:
         raise ConfigError.from_validation(e, tp) from e
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """The mapping a YAML file holds (FileNotFoundError when missing, ConfigError when not a mapping)."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"config file {p} not found; see configs/ for examples")
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError("", f"{p} is not valid YAML: {e}") from e
-    if not isinstance(data, dict):
-        raise ConfigError("", f"{p} must hold a mapping of config keys, got {type(data).__name__}")
-    return data
-
-
-def merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``over`` deep-merged into ``base`` (in place; mappings merge key by key, anything else replaces)."""
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            merge(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
-def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to a nested mapping, in place."""
-    for item in overrides:
-        key, sep, raw = item.partition("=") if isinstance(item, str) else ("", "", "")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError("overrides", f"override {item!r} must look like key=value, e.g. optim.lr=1e-4")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise ConfigError(key, f"{key}: cannot read {raw!r} as a YAML value ({e})", value=raw) from e
-        node: Any = data
-        parts = key.split(".")
-        for i, part in enumerate(parts[:-1]):
-            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-                continue
-            if not isinstance(node, dict):
-                raise ConfigError(key, f"override {item!r}: {'.'.join(parts[:i])} is not a section")
-            node = node.setdefault(part, {})
-        last = parts[-1]
-        if isinstance(node, list) and last.isdigit() and int(last) < len(node):
-            node[int(last)] = value
-        elif isinstance(node, dict):
-            node[last] = value
-        else:
-            raise ConfigError(key, f"override {item!r}: {'.'.join(parts[:-1])} is not a section")
-    return data
-
-
-def load_config(
-    tp: type[T] | Any,
-    path: str | Path | None = None,
-    overrides: Iterable[str] = (),
-    *,
-    data: Mapping[str, Any] | None = None,
-) -> T:
-    """The typed config: YAML file ``path`` (or defaults), ``data`` merged over it, then overrides."""
-    base = read_yaml(path) if path is not None else {}
-    merge(base, dict(data or {}))
-    return parse_config(tp, apply_overrides(base, list(overrides)))
-
-
-def config_to_dict(cfg: BaseModel) -> dict[str, Any]:
-    """The config as plain nested dicts, lists and scalars (YAML/JSON-ready; loads back equal)."""
-    return cfg.model_dump(mode="json")
-
-
-def save_config(cfg: BaseModel, path: str | Path) -> None:
-    """Write the resolved config as YAML (every key, in field order)."""
-    Path(path).write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
-
-
-# ------------------------------------------------------------ describing
-@dataclass(frozen=True)
-class ConfigField:
-    """One key of a config: dotted ``key``, ``type`` (choices as ``a|b``), ``default`` (JSON), ``description``."""
-
-    key: str
-    type: str
-    default: str
-    description: str
-
-
-def describe_config(model: type[BaseModel], prefix: str = "") -> list[ConfigField]:
-    """Every key of ``model`` in field order; nested models flattened (``rollout.mode``, ``envs.N.env``)."""
-    rows: list[ConfigField] = []
-    for name, f in model.model_fields.items():
-        tp = _strip(f.annotation)
-        sub = _model(tp)
-        if sub is not None:
-            rows += describe_config(sub, f"{prefix}{name}.")
-            continue
-        if typing.get_origin(tp) is list and _model(_strip(typing.get_args(tp)[0])) is not None:
-            rows += describe_config(_model(_strip(typing.get_args(tp)[0])), f"{prefix}{name}.N.")  # type: ignore[arg-type]
-            continue
-        default = "(required)" if f.is_required() else _json(f.get_default(call_default_factory=True))
-        bounds = [f"{op} {getattr(m, attr)}" for m in f.metadata for attr, op in _OPS if hasattr(m, attr)]
-        kind = ", ".join([_type_text(f.annotation, f.metadata), *bounds])
-        rows.append(ConfigField(prefix + name, kind, default, f.description or ""))
-    return rows
-
-
-_OPS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
-
-
-def format_config_help(model: type[BaseModel], title: str = "") -> str:
-    """Plain-text table of :func:`describe_config` (what ``--help-config`` prints)."""
-    rows = describe_config(model)
-    wk = max(len(r.key) for r in rows)
-    wt = min(32, max(len(r.type) for r in rows))
-    wd = min(24, max(len(r.default) for r in rows))
-    lines = [title, ""] if title else []
-    lines.append(f"{'key':<{wk}}  {'type':<{wt}}  {'default':<{wd}}  description")
-    for r in rows:
-        lines.append(f"{r.key:<{wk}}  {r.type:<{wt}}  {r.default:<{wd}}  {r.description}")
-    return "\n".join(lines) + "\n"
-
-
 # -------------------------------------------------------------- internals
-def _json(value: Any) -> str:
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    return json.dumps(value, default=str)
-
-
 def _strip(tp: Any) -> Any:
     """``tp`` without ``Annotated`` and without ``None`` in an optional."""
     while typing.get_origin(tp) is typing.Annotated:
@@ -327,7 +228,7 @@ def _walk(tp: Any, loc: tuple[Any, ...]) -> tuple[list[str], Any]:
         if _model(tp) is not None:
             f = tp.model_fields.get(item) if isinstance(item, str) else None
             parts.append(str(item))
-            tp = f.annotation if f is not None else None
+            tp = None if f is None else typing.Annotated[f.annotation, *f.metadata] if f.metadata else f.annotation
         elif origin in (list, tuple) and isinstance(item, int):
             parts.append(str(item))
             tp = typing.get_args(tp)[0] if typing.get_args(tp) else None
@@ -361,6 +262,10 @@ def _explain(e: Any, tp: Any) -> tuple[str, str, str, Any]:
     parts, here = _walk(tp, loc)
     key = ".".join(parts)
     name = key or "the config"
+    if kind == "moved_key":
+        prefix = key + "." if key else ""
+        new = f"{prefix}{ctx['new']}"
+        return f"{prefix}{ctx['old']}", f"{prefix}{ctx['old']} moved to {new}", new, None
     if kind == "extra_forbidden":
         parent_parts, parent = _walk(tp, loc[:-1])
         known = list(_model(_strip(parent)).model_fields) if _model(_strip(parent)) else []
@@ -370,7 +275,12 @@ def _explain(e: Any, tp: Any) -> tuple[str, str, str, Any]:
         allowed = ", ".join(known)
         return key, f"unknown key {key}{hint} known: {allowed}", allowed, None
     if kind in ("literal_error", "choice", "enum"):
+        if ctx.get("field") and isinstance(value, Mapping):  # a union's discriminator (e.g. kind) picked no member
+            key, value = f"{key}.{ctx['field']}" if key else str(ctx["field"]), value.get(ctx["field"])
+            name, here = key, None
         choices = _choices(here) if here is not None else None
+        if choices is None and isinstance(ctx.get("choices"), str):
+            choices = tuple(ctx["choices"].split(", "))
         allowed = ", ".join(map(str, choices)) if choices else str(ctx.get("choices") or ctx.get("expected", ""))
         close = close_names(value, choices) if choices and isinstance(value, str) else []
         hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""

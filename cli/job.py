@@ -1,0 +1,168 @@
+"""``rockroll job ...``: train/eval jobs on a rockroll server (submit, follow, logs, metrics, cancel)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from rockroll.cli.envs import fail
+from rockroll.cli.remote import TOKEN, URL, _cell, _run, _table, console
+from rockroll.envs.config_loader import read_yaml
+
+__all__ = ["job_app"]
+
+job_app = typer.Typer(help="Train/eval jobs on a rockroll server.", no_args_is_help=True)
+
+_JOB_COLS = ["id", "kind", "state", "progress", "owner", "error"]
+
+
+POLL_S = 1.0  # how often --follow asks for new log lines
+
+
+def _job_metrics_table(metrics: dict[str, Any]) -> None:
+    table = Table("metric", "value")
+    for key in sorted(metrics):
+        table.add_row(Text(key), Text(_cell(metrics[key])))
+    console.print(table)
+
+
+def _follow(c: Any, job_id: str) -> None:
+    """Print a job's logs as they grow, then its metrics; exit 0 when it succeeded, else 1 (130: detached)."""
+    try:
+        for chunk in c.follow_logs(job_id, poll_s=POLL_S):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+    except KeyboardInterrupt as e:
+        hint = f"`rockroll job cancel {job_id}` stops it, `rockroll job logs {job_id} --follow` follows again"
+        fail(f"stopped following; job {job_id} keeps running ({hint})", 130, e)
+    job = c.get_job(job_id)
+    if job["metrics"]:
+        _job_metrics_table(job["metrics"])
+    if job["state"] != "succeeded":
+        fail(f"job {job_id} {job['state']}" + (f": {job['error']}" if job["error"] else ""), 1)
+
+
+@job_app.command("submit-train")
+def job_train(
+    config: str = typer.Argument(None, help="YAML config on this machine (its content is sent); omitted: defaults"),
+    overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. optim.lr=1e-4 total_steps=20"),
+    server_config: str = typer.Option(None, "--server-config", help="Start from a YAML config on the server (path)."),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Print the logs until the job ends, then its metrics; exit 0 if it succeeded."
+    ),
+    url: str = URL,
+    token: str = TOKEN,
+) -> None:
+    """Submit a train job (the pipeline of `rockroll train`, run by the server) and print its id.
+
+    The server validates the config first: a bad key fails here, naming it. Relative paths in the
+    config (model.path, logging.run_dir) are read on the server. Ctrl-C while following leaves the
+    job running; `rockroll job cancel JOB_ID` stops it.
+
+    Example: rockroll job submit-train configs/frozenlake_tiny.yaml total_steps=50 --follow
+    """
+    overrides = list(overrides or [])
+    if config is not None and "=" in config and not Path(config).is_file():  # `rockroll job submit-train k=v ...`
+        config, overrides = None, [config, *overrides]
+    for item in overrides:
+        if "=" not in item:
+            raise typer.BadParameter(f"expected key=value, got {item!r}", param_hint="OVERRIDES")
+    data = read_yaml(config) if config else {}
+    job = _run(url, token, lambda c: c.train(data, overrides=overrides, config_path=server_config))
+    typer.echo(job["id"])
+    if follow:
+        _run(url, token, lambda c: _follow(c, job["id"]))
+
+
+@job_app.command("submit-eval")
+def job_eval(
+    env: str,
+    episodes: int = typer.Option(10),
+    policy: str = typer.Option("random"),
+    seed: int = typer.Option(0),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Print the logs until the job ends, then its metrics."),
+    url: str = URL,
+    token: str = TOKEN,
+) -> None:
+    """Start an eval job and print its id.
+
+    Example: rockroll job submit-eval FrozenLake-v0 --episodes 20 --policy expert --follow
+    """
+    config = {"env": env, "episodes": episodes, "policy": policy, "seed": seed}
+    job = _run(url, token, lambda c: c.create_job("eval", config))
+    typer.echo(job["id"])
+    if follow:
+        _run(url, token, lambda c: _follow(c, job["id"]))
+
+
+@job_app.command("list")
+def job_list(url: str = URL, token: str = TOKEN) -> None:
+    """List recent jobs.
+
+    Example: rockroll job list
+    """
+    _table(_JOB_COLS, _run(url, token, lambda c: c.list_jobs()))
+
+
+@job_app.command("show")
+def job_show(job_id: str, url: str = URL, token: str = TOKEN) -> None:
+    """Show a job as JSON.
+
+    Example: rockroll job show job-1a2b3c4d
+    """
+    console.print_json(data=_run(url, token, lambda c: c.get_job(job_id)))
+
+
+@job_app.command("logs")
+def job_logs(
+    job_id: str,
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines until the job ends."),
+    url: str = URL,
+    token: str = TOKEN,
+) -> None:
+    """Print a job's logs.
+
+    Example: rockroll job logs job-1a2b3c4d --follow
+    """
+    if follow:
+        _run(url, token, lambda c: _follow(c, job_id))
+    else:
+        sys.stdout.write(_run(url, token, lambda c: c.job_logs(job_id)))
+
+
+@job_app.command("metrics")
+def job_metrics(
+    job_id: str,
+    as_json: bool = typer.Option(False, "--json", help="Print them as JSON."),
+    url: str = URL,
+    token: str = TOKEN,
+) -> None:
+    """Show a job's latest metrics (train: step, env/..., eval/..., actor/...).
+
+    Example: rockroll job metrics job-1a2b3c4d --json
+    """
+    metrics = _run(url, token, lambda c: c.job_metrics(job_id))
+    if as_json:
+        typer.echo(json.dumps(metrics, indent=2, sort_keys=True))
+    else:
+        _job_metrics_table(metrics)
+
+
+@job_app.command("cancel")
+def job_cancel(job_id: str, url: str = URL, token: str = TOKEN) -> None:
+    """Cancel a job (a running train job stops after its current step).
+
+    Example: rockroll job cancel job-1a2b3c4d
+    """
+    _table(_JOB_COLS, [_run(url, token, lambda c: c.cancel_job(job_id))])
+
+
+# Old spellings, kept working but hidden: `rockroll job train` read like the local `rockroll train`.
+job_app.command("train", hidden=True)(job_train)
+job_app.command("eval", hidden=True)(job_eval)

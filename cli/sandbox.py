@@ -1,0 +1,82 @@
+"""``rockroll sandbox ...``: sandboxes on a rockroll server (list, create, exec, restart, remove)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from rockroll.cli.remote import TOKEN, URL, _run, _table, console, err
+
+__all__ = ["sandbox_app"]
+
+sandbox_app = typer.Typer(help="Sandboxes on a rockroll server.", no_args_is_help=True)
+
+_SB_COLS = ["id", "state", "pool", "owner", "uptime_s", "restarts", "sessions", "cpu_seconds", "memory_bytes"]
+
+
+@sandbox_app.command("list")
+def sandbox_list(url: str = URL, token: str = TOKEN) -> None:
+    """List your sandboxes (admins: all).
+
+    Example: rockroll sandbox list
+    """
+    _table(_SB_COLS, _run(url, token, lambda c: c.list_sandboxes()))
+
+
+@sandbox_app.command("create")
+def sandbox_create(
+    cpus: float = typer.Option(1.0),
+    memory_mb: int = typer.Option(512),
+    network: bool = typer.Option(False),
+    ttl_s: float = typer.Option(None, help="Lifetime in seconds (default and cap: the server's)."),
+    url: str = URL,
+    token: str = TOKEN,
+) -> None:
+    """Start a sandbox and print its id.
+
+    Example: rockroll sandbox create --cpus 2 --memory-mb 1024 --ttl-s 600
+    """
+    fields = {"cpus": cpus, "memory_mb": memory_mb, "network": network}
+    if ttl_s is not None:
+        fields["ttl_s"] = ttl_s
+    sb = _run(url, token, lambda c: c.create_sandbox(**fields))
+    console.print(sb["id"])
+
+
+@sandbox_app.command("rm")
+def sandbox_rm(sandbox_id: str, url: str = URL, token: str = TOKEN) -> None:
+    """Delete a sandbox.
+
+    Example: rockroll sandbox rm sb-1a2b3c4d
+    """
+    _run(url, token, lambda c: c.delete_sandbox(sandbox_id))
+
+
+@sandbox_app.command("restart")
+def sandbox_restart(sandbox_id: str, url: str = URL, token: str = TOKEN) -> None:
+    """Replace a sandbox with a fresh one under the same id.
+
+    Example: rockroll sandbox restart sb-1a2b3c4d
+    """
+    _table(_SB_COLS, [_run(url, token, lambda c: c.restart_sandbox(sandbox_id))])
+
+
+@sandbox_app.command("exec", context_settings={"allow_interspersed_args": False})
+def sandbox_exec(
+    sandbox_id: str,
+    cmd: list[str] = typer.Argument(..., help="Command and arguments."),
+    timeout_s: float = typer.Option(30.0),
+    url: str = URL,
+    token: str = TOKEN,
+) -> None:
+    """Run a command in a sandbox; exits with its exit code (options go before SANDBOX_ID).
+
+    Example: rockroll sandbox exec --timeout-s 60 sb-1a2b3c4d python -c "print(1)"
+    """
+    res = _run(url, token, lambda c: c.exec(sandbox_id, cmd, timeout_s=timeout_s))
+    sys.stdout.write(res["stdout"])
+    sys.stderr.write(res["stderr"])
+    if res["timed_out"]:
+        err.print(f"[red]timed out after {timeout_s}s[/red]")
+    raise typer.Exit(res["exit_code"] if res["exit_code"] >= 0 else 124)

@@ -1,0 +1,84 @@
+"""The trainer's one boundary to the rollout: :class:`Rollout`.
+
+The training loop (:func:`rockroll.trainer.pipeline.run_training`) sees the rollout only through
+these calls, whichever mode plays the episodes:
+
+* ``next_batch(step)`` -> ``(trajectories, metrics)``: the step's complete groups of unmasked
+  episodes (token ids, response masks, the engine's logprobs, rewards, weight versions) and the
+  rollout's metrics (``rollout/...``: infra failures, masked episodes, ``rollout/engine_restarts``).
+* ``evaluate(seeds, prefix)`` -> ``{"<prefix>/<tag>/success": ..., ...}``: greedy episodes on seeds.
+* ``release()``: the trainer is about to update (the engine may sleep meanwhile, where it can).
+* ``update_weights(weights, version)`` -> sync metrics: the engine generates with ``weights`` from now on.
+* ``close()``.
+
+Two implementations: :class:`rockroll.trainer.plan_driver.PlanDriver` (``rollout.mode: plan``) and
+:class:`rockroll.trainer.multiturn.MultiTurnDriver` (``multiturn``: agentrl's scheduler).
+:func:`make_rollout` builds the run's, with its engine from ``rollout.engine``
+(:mod:`rockroll.trainer.engine_sync`).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rockroll.agentrl.env_source import EnvSource
+    from rockroll.agentrl.trajectory import Trajectory
+    from rockroll.trainer.config import TrainConfig
+
+__all__ = ["Rollout", "make_rollout"]
+
+
+class Rollout(abc.ABC):
+    """What the training loop calls (see the module docstring). ``tags``: the metric tag of each env."""
+
+    tags: list[str]
+
+    @abc.abstractmethod
+    def next_batch(self, step: int) -> tuple[list[Trajectory], dict[str, float]]:
+        """The trajectories of training step ``step`` and the rollout's metrics."""
+
+    @abc.abstractmethod
+    def evaluate(self, seeds: list[int], prefix: str = "eval") -> dict[str, float]:
+        """Greedy success on ``seeds`` (``<prefix>/<tag>/success``, split by difficulty)."""
+
+    @abc.abstractmethod
+    def update_weights(self, weights: Any, version: int) -> dict[str, float]:
+        """Load the policy's new ``weights`` into the engine as ``version``; the sync's metrics."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop the rollout and its engine."""
+
+    def release(self) -> None:  # noqa: B027 - optional: a rollout without an engine to put to sleep keeps it
+        """The trainer updates now: nothing is generated until :meth:`update_weights`."""
+
+    def start_at(self, step: int, pending: Any = None) -> None:  # noqa: B027 - optional (resume)
+        """A resumed run: the first batch is step ``step``'s; ``pending`` is what :meth:`pending` gave."""
+
+    def pending(self) -> Any:
+        """Work made ahead of the loop that a checkpoint keeps (plan mode's prefetched batch); None."""
+        return None
+
+
+def make_rollout(cfg: TrainConfig, model: Any, tokenizer: Any, source: EnvSource) -> Rollout:
+    """The run's rollout (plan or multiturn) around its engine (``rollout.engine``, through the registry)."""
+    from rockroll.trainer.engine_sync import EngineSync, build_engine
+
+    engine = build_engine(cfg, model, tokenizer)
+    # the engine may sleep through the update when no rollout runs ahead of the weights
+    sync = EngineSync(engine, may_sleep=cfg.rollout.scheduler.async_generation_ratio == 0)
+    try:
+        if cfg.rollout.mode == "multiturn":
+            from rockroll.trainer.multiturn import MultiTurnDriver
+
+            return MultiTurnDriver(cfg, engine, source, sync=sync)
+        from rockroll.trainer.plan_driver import PlanDriver
+
+        return PlanDriver(cfg, tokenizer, engine, source, sync=sync)
+    except BaseException:
+        import asyncio
+
+        asyncio.run(engine.close())
+        raise
