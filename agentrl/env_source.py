@@ -132,6 +132,11 @@ class EnvSource:
         """Where ``env`` runs (a sandbox id), for hedging elsewhere; None: the source does not place envs."""
         return None
 
+    def check_env(self, env_id: str) -> None:
+        """Raise ``UnknownEnvError`` (a ``LookupError``, with suggestions) unless this source can open ``env_id``;
+        opens nothing. By default: an env registered in this process (``envhub``)."""
+        envhub.spec(env_id)
+
     def close(self, env: TextEnvProtocol) -> None:
         """Give the env back (blocking, never raises)."""
         try:
@@ -330,9 +335,20 @@ class CallableSource(EnvSource):
 
     name = "callable"
 
-    def __init__(self, open_fn: Callable[[str, dict[str, Any]], TextEnvProtocol]) -> None:
+    def __init__(
+        self,
+        open_fn: Callable[[str, dict[str, Any]], TextEnvProtocol],
+        check: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__()
         self.open_fn = open_fn
+        self.check = check
+
+    def check_env(self, env_id: str) -> None:
+        """``check(env_id)`` when given; else nothing is checked (whoever supplies ``open_fn`` resolves ids:
+        a job's envs were resolved for its owner when it was submitted)."""
+        if self.check is not None:
+            self.check(env_id)
 
     def _open(self, env_id: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
         return self.open_fn(env_id, kwargs)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -234,12 +234,15 @@ def model_eval_config(
     concurrency: int = 16,
     name: str | None = None,
     overrides: Iterable[str] = (),
+    env_view: Mapping[str, Any] | None = None,
 ) -> EvalConfig:
     """The config of ``rockroll eval --model DIR --env ID --seeds A:B``: the hf engine on ``model``, one
     in-process env, one episode per seed (multi-turn: one action per turn, the env answering).
 
     Checked before anything loads, each with a one-line ValueError: ``model`` is a model directory,
-    ``env`` is registered and accepts ``env_kwargs``. ``max_turns`` None: the env's step limit.
+    ``env`` is registered and accepts ``env_kwargs``. ``env_view``: a control plane's view of an env
+    registered there (``id``, ``max_steps``; ``rockroll eval --url``): then it is not looked up here, and
+    its kwargs are checked when its sessions open. ``max_turns`` None: the env's step limit.
     ``history_k`` None: full history; K: the system prompt and the last K exchanges. ``overrides``:
     dotted ``key=value`` pairs over the result (``episode.max_context_tokens=2048``).
     """
@@ -249,12 +252,15 @@ def model_eval_config(
     if not (path / "config.json").is_file():
         raise ValueError(f"{path} is not a Hugging Face model directory (no config.json)")
     kwargs = dict(env_kwargs or {})
-    spec = envhub.spec(env)  # UnknownEnvError (a LookupError) names the nearest ids
-    try:
-        envhub.make(spec.id, **kwargs).close()
-    except (TypeError, ValueError) as e:
-        raise ValueError(str(e) if spec.id in str(e) else f"{spec.id}: {e}") from e
-    limit = kwargs.get("max_steps", spec.max_steps)
+    if env_view is not None:
+        env_id, limit = str(env_view["id"]), kwargs.get("max_steps", env_view.get("max_steps"))
+    else:
+        spec = envhub.spec(env)  # UnknownEnvError (a LookupError) names the nearest ids
+        try:
+            envhub.make(spec.id, **kwargs).close()
+        except (TypeError, ValueError) as e:
+            raise ValueError(str(e) if spec.id in str(e) else f"{spec.id}: {e}") from e
+        env_id, limit = spec.id, kwargs.get("max_steps", spec.max_steps)
     turns = max_turns if max_turns is not None else (limit or 10)
     episode: dict[str, Any] = {**trained_episode(path), "temperature": temperature, "max_turns": turns}
     if max_tokens_per_turn is not None:
@@ -265,10 +271,10 @@ def model_eval_config(
     if threads is not None:
         engine_args["num_threads"] = threads
     data = {
-        "name": name or f"{path.name} on {spec.id}",
+        "name": name or f"{path.name} on {env_id}",
         "engine": {"kind": "hf", "args": engine_args},
         "source": {"kind": "local"},
-        "envs": [{"env": spec.id, "seeds": list(seeds), "episodes": len(seeds), "kwargs": kwargs}],
+        "envs": [{"env": env_id, "seeds": list(seeds), "episodes": len(seeds), "kwargs": kwargs}],
         "episode": episode,
         "concurrency": concurrency,
     }

@@ -21,8 +21,13 @@ pass of the model over prompt and answer (``top_logprobs`` needs an engine with 
 the hf engine); they agree with the sampled tokens' logprobs within float tolerance.
 
 Errors are OpenAI's ``{"error": {"message", "type", "param", "code"}}``
-(:mod:`rockroll.agentrl.serve_protocol`). Threat model: a local development and test server with no
-authentication: bind it to 127.0.0.1.
+(:mod:`rockroll.agentrl.serve_protocol`). An export of a training run is served as it was trained:
+its ``rockroll_episode.json`` sets the chat defaults (:mod:`rockroll.agentrl.serve_episode`).
+
+Threat model (:mod:`rockroll.agentrl.serve_guard`): with ``api_key`` set every route but ``/health``
+needs it (401 otherwise); bodies past ``max_body_bytes`` are refused while read (413); a client that
+disconnects stops its generation; SIGTERM stops the server within ``SHUTDOWN_S`` even mid-request.
+Without a key, bind it to 127.0.0.1.
 
 Why not vLLM or TGI's server: they need a GPU build and load models their own way; this serves the
 engine rockroll trains with (CPU or CUDA, the tiny test model, weights shared with the trainer).
@@ -30,8 +35,12 @@ engine rockroll trains with (CPU or CUDA, the tiny test model, weights shared wi
 
 from __future__ import annotations
 
+import errno
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+
+from starlette.requests import Request
 
 from rockroll.agentrl.engines.base import LLMEngine
 from rockroll.agentrl.serve_protocol import (
@@ -43,9 +52,13 @@ from rockroll.agentrl.serve_protocol import (
     install_error_handlers,
     sse,
 )
+from rockroll.agentrl.serve_episode import EpisodeDefaults, load_episode
+from rockroll.agentrl.serve_guard import MAX_BODY_BYTES, ClientGone, ServeGuard, until_disconnected
 from rockroll.agentrl.serve_service import Answer, ModelService
 
 __all__ = ["create_app", "serve_model", "CompletionRequest", "ChatCompletionRequest"]
+
+SHUTDOWN_S = 2  # seconds SIGTERM waits for running requests before cancelling them
 
 
 def create_app(
@@ -54,21 +67,29 @@ def create_app(
     default_max_tokens: int = 16,
     max_model_len: int | None = None,
     chunk_tokens: int = 8,
+    *,
+    episode: EpisodeDefaults | None = None,
+    api_key: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Any:
     """The FastAPI app serving ``engine`` under the model id ``model_name``.
 
     ``max_model_len``: the model's context (prompt + answer; None: unchecked); ``chunk_tokens``:
-    tokens per engine request of a chunked choice (see :mod:`rockroll.agentrl.serve_decode`).
+    tokens per engine request of a chunked choice (see :mod:`rockroll.agentrl.serve_decode`);
+    ``episode``: the trained turn's defaults; ``api_key``: the key every route but /health needs.
     """
     from fastapi import FastAPI
+    from fastapi.responses import Response
 
-    service = ModelService(engine, model_name, default_max_tokens, max_model_len, chunk_tokens)
+    service = ModelService(engine, model_name, default_max_tokens, max_model_len, chunk_tokens, episode)
     app = FastAPI(title="rockroll model server", version="1")
     install_error_handlers(app)
+    app.add_middleware(ServeGuard, api_key=api_key, max_body_bytes=max_body_bytes)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "weight_version": engine.weight_version}
+        stats = getattr(engine, "stats", {})
+        return {"status": "ok", "weight_version": engine.weight_version, "running": stats.get("running")}
 
     @app.get("/v1/models")
     async def list_models() -> dict[str, Any]:
@@ -80,12 +101,18 @@ def create_app(
         return service.card
 
     @app.post("/v1/completions")
-    async def create_completion(req: CompletionRequest) -> Any:
-        return _respond(await service.completion(req))
+    async def create_completion(req: CompletionRequest, request: Request) -> Any:
+        try:
+            return _respond(await until_disconnected(request, service.completion(req)))
+        except ClientGone:
+            return Response(status_code=499)  # nobody reads it: the client left
 
     @app.post("/v1/chat/completions")
-    async def create_chat_completion(req: ChatCompletionRequest) -> Any:
-        return _respond(await service.chat_completion(req))
+    async def create_chat_completion(req: ChatCompletionRequest, request: Request) -> Any:
+        try:
+            return _respond(await until_disconnected(request, service.chat_completion(req)))
+        except ClientGone:
+            return Response(status_code=499)
 
     return app
 
@@ -118,17 +145,41 @@ def serve_model(
     max_batch_size: int = 64,
     num_threads: int | None = 1,
     seed: int = 0,
+    *,
+    use_episode: bool = True,
+    api_key: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> None:
-    """Load ``model_path`` into an :class:`~rockroll.agentrl.engines.hf.HFEngine` and serve it (blocks)."""
+    """Load ``model_path`` into an :class:`~rockroll.agentrl.engines.hf.HFEngine` and serve it (blocks).
+
+    ``use_episode``: apply the export's ``rockroll_episode.json`` (see the module docstring).
+    Raises FileNotFoundError, before loading anything, for a folder that is not a model.
+    """
     import uvicorn
 
     from rockroll.agentrl.engines import make_engine
 
+    path = Path(model_path)
+    if not path.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such model directory", str(path))
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(errno.ENOENT, "not a Hugging Face model directory (no config.json)", str(path))
+    episode = load_episode(path) if use_episode else None
     engine: Any = make_engine(
         "hf", model_path=model_path, device=device, max_batch_size=max_batch_size, num_threads=num_threads, seed=seed
     )
     context = getattr(getattr(engine.model, "config", None), "max_position_embeddings", None)
     name = model_name or str(model_path)
-    app = create_app(engine, model_name=name, max_model_len=int(context) if context else None)
-    print(f"serving {name} on http://{host}:{port}/v1 (OpenAI-compatible; Ctrl-C stops)", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    app = create_app(
+        engine,
+        model_name=name,
+        max_model_len=int(context) if context else None,
+        episode=episode,
+        api_key=api_key,
+        max_body_bytes=max_body_bytes,
+    )
+    if episode is not None:
+        print(f"as trained ({episode.source.name}; --no-episode turns it off): {episode.describe()}", flush=True)
+    auth = "API key required" if api_key else "no API key: keep it on 127.0.0.1"
+    print(f"serving {name} on http://{host}:{port}/v1 (OpenAI-compatible; {auth}; Ctrl-C stops)", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_S)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from rockroll.agentrl.engines.base import SamplingParams
 
@@ -152,7 +152,8 @@ class _Sampling(BaseModel):
 class CompletionRequest(_Sampling):
     """``POST /v1/completions``: ``prompt`` is text, token ids, or a batch of either."""
 
-    prompt: str | list[int] | list[str] | list[list[int]] = Field(...)
+    # strict ints: ``[[true]]`` or ``[1.0]`` is not a token id (pydantic would coerce them to 1)
+    prompt: str | list[StrictInt] | list[str] | list[list[StrictInt]] = Field(...)
     logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     echo: bool = False
     return_tokens_as_token_ids: bool = False

@@ -16,6 +16,7 @@ from typing import Any
 
 from rockroll.agentrl.engines.base import EngineError, LLMEngine
 from rockroll.agentrl.serve_decode import Piece, TopScorer, generate_choice, merge_choices
+from rockroll.agentrl.serve_episode import EpisodeDefaults
 from rockroll.agentrl.serve_protocol import ChatCompletionRequest, CompletionRequest, OpenAIError, sse
 
 __all__ = ["Answer", "ModelService", "MAX_PROMPTS"]
@@ -53,7 +54,8 @@ class ModelService:
     """Serves ``engine`` under the model id ``model_name`` (see the module docstring).
 
     ``max_model_len``: the model's context (prompt + answer; None: unchecked); ``chunk_tokens``:
-    tokens per engine request of a chunked choice (see :mod:`rockroll.agentrl.serve_decode`).
+    tokens per engine request of a chunked choice (see :mod:`rockroll.agentrl.serve_decode`);
+    ``episode``: the trained turn's settings applied by default (:mod:`rockroll.agentrl.serve_episode`).
     """
 
     def __init__(
@@ -63,8 +65,10 @@ class ModelService:
         default_max_tokens: int = 16,
         max_model_len: int | None = None,
         chunk_tokens: int = 8,
+        episode: EpisodeDefaults | None = None,
     ) -> None:
         self.engine = engine
+        self.episode = episode
         self.model_name = model_name
         self.default_max_tokens = default_max_tokens
         self.max_model_len = max_model_len
@@ -131,6 +135,11 @@ class ModelService:
     def choices_of(
         self, req: Any, prompts: list[list[int]], max_tokens: list[int], chunked: bool, top_n: int
     ) -> list[AsyncIterator[Piece]]:
+        if self.episode is not None and isinstance(req, ChatCompletionRequest):  # the trained turn's sampling
+            if req.temperature is None:
+                req.temperature = self.episode.temperature
+            if req.top_p is None:
+                req.top_p = self.episode.top_p
         if top_n and self.scorer is None:
             raise OpenAIError(400, "top logprobs need an engine with a local model (hf)", param="top_logprobs")
         iters = []
@@ -196,7 +205,8 @@ class ModelService:
     async def completion(self, req: CompletionRequest) -> Answer:
         self.check_model(req.model)
         prompts, text_prompt = self.prompt_batch(req.prompt)
-        max_tokens = [self.budget(len(ids), req.max_tokens, self.default_max_tokens) for ids in prompts]
+        default = (self.episode and self.episode.max_tokens) or self.default_max_tokens
+        max_tokens = [self.budget(len(ids), req.max_tokens, default) for ids in prompts]
         iters = self.choices_of(req, prompts, max_tokens, text_prompt, req.logprobs or 0)
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
         head = {"id": rid, "object": "text_completion", "created": created, "model": self.model_name}
@@ -251,6 +261,15 @@ class ModelService:
     def chat_prompt(self, req: ChatCompletionRequest) -> list[int]:
         """The conversation through the tokenizer's chat template, as token ids."""
         messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+        if self.episode is not None:
+            messages = self.episode.messages(messages)
+            if not messages:
+                raise OpenAIError(
+                    400,
+                    "this model was trained without a system message (its rockroll_episode.json): "
+                    "send the observation as a user message",
+                    param="messages",
+                )
         try:
             text_prompt = self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         except Exception as e:  # noqa: BLE001 - templates raise what they like on odd conversations
@@ -260,7 +279,8 @@ class ModelService:
     async def chat_completion(self, req: ChatCompletionRequest) -> Answer:
         self.check_model(req.model)
         ids = self.chat_prompt(req)
-        max_tokens = self.budget(len(ids), req.max_completion_tokens or req.max_tokens, None)
+        default = self.episode.max_tokens if self.episode is not None else None
+        max_tokens = self.budget(len(ids), req.max_completion_tokens or req.max_tokens, default)
         top_n = (req.top_logprobs or 0) if req.logprobs else 0
         iters = self.choices_of(req, [ids], [max_tokens], True, top_n)
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())

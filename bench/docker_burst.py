@@ -1,6 +1,12 @@
 """A burst of Docker sandboxes: N created at once, each timed from request to healthy, then all removed.
 
-    .venv/bin/python bench/docker_burst.py --sandboxes 64 [--json bench/results/docker_burst.json]
+    .venv/bin/python bench/docker_burst.py --sandboxes 64 [--warm] [--json bench/results/docker_burst.json]
+    .venv/bin/python bench/docker_burst.py --sweep 1,16,64 [--json ...]   # cold and warm at each size: a table
+
+Two ways a create is served (``--warm``): **cold**, the manager has no warm pool, every create
+starts a container; **warm**, the manager's warm pool (:mod:`rockroll.sandbox.warm`) holds N idle
+started sandboxes when the burst begins (filling it is timed and its CPU counted apart: that cost is
+paid ahead, in the background), and every create is handed one, checked, while the pool refills.
 
 The user path is the library's: one :class:`~rockroll.sandbox.manager.SandboxManager` with the
 ``docker`` backend (what ``rockroll serve --backend docker`` and ``rockroll node --backend docker``
@@ -17,7 +23,12 @@ Each sandbox's time is split where it goes (wall clock, from the request):
 * ``probe lag``: from the socket's bind to the first ``health`` answer (the readiness poll's interval
   and its ``is_alive`` Docker calls, on a loaded daemon).
 
-Target (issue "scale out on Ray", Numbers): all N healthy, P50 <= 1.5 s, P99 <= 3 s. After the burst
+CPU per sandbox: the CPU seconds of dockerd, containerd, the shims (with runc), the containers and
+this process over the burst, divided by N (the rest of the machine, other users' work, is left out
+and printed apart).
+
+Target (issue "scale out on Ray", Numbers; issue 36): all N healthy, P50 <= 1.5 s, P99 <= 3 s at 64,
+one at a time <= 0.3 s. After the burst
 every sandbox is deleted (``manager.close()``) and ``docker ps -a`` filtered by the manager's
 label must list nothing. Every wait is bounded (``--timeout``).
 """
@@ -37,11 +48,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import docker
 import numpy as np
 
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.managed import SandboxState
 from rockroll.sandbox.manager import SandboxManager
+from rockroll.sandbox.pool import WarmPoolConfig
 
 TARGET_P50_S, TARGET_P99_S = 1.5, 3.0
 
@@ -137,7 +150,8 @@ class _Clock:
         if marks is not None:
             marks.setdefault(key, time.perf_counter())
 
-    def wrap(self, obj: Any, name: str, before: str, after: str) -> None:
+    def wrap(self, obj: Any, name: str, before: str, after: str) -> Any:
+        """Time ``obj.name`` (a class: every instance's, every thread's client); returns the original."""
         original = getattr(obj, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -148,6 +162,7 @@ class _Clock:
                 self.mark(after)
 
         setattr(obj, name, timed)
+        return original
 
     def count(self, obj: Any, name: str, key: str) -> None:
         original = getattr(obj, name)
@@ -161,40 +176,29 @@ class _Clock:
         setattr(obj, name, counted)
 
 
-def burst(
-    n: int,
-    *,
-    state_dir: str | None = None,
-    timeout_s: float = 120.0,
-    spec: SandboxSpec | None = None,
-    monitor_interval_s: float | None = 1.0,
-    alive_every_s: float = 0.0,
-) -> dict[str, Any]:
-    """Create ``n`` Docker sandboxes at once, time each to healthy, delete them all; the measurements.
+OWN_GROUPS = ("dockerd", "containerd", "containerd-shims (+runc)", "containers", "this bench")
 
-    Raises nothing for a sandbox that fails: it is counted in ``failed`` with its error.
-    ``alive_every_s`` > 0 runs the :func:`throttle_alive` experiment.
-    """
-    own_dir = state_dir is None
-    state = state_dir or tempfile.mkdtemp(prefix="rrburst-", dir="/tmp")  # short: unix socket paths
-    name = f"burst{uuid.uuid4().hex[:6]}"
-    spec = spec or SandboxSpec(startup_timeout_s=timeout_s)
-    try:
-        m = SandboxManager(
-            name=name, backend="docker", state_dir=state, db_url=f"sqlite:///{state}/burst.db", max_sandboxes=n,
-            default_spec=spec, idle_ttl_s=None, monitor_interval_s=monitor_interval_s,
-        )  # fmt: skip
-    except BaseException:  # no daemon, no image...: leave no folder behind
-        if own_dir:
-            shutil.rmtree(state, ignore_errors=True)
-        raise
-    clock = _Clock()
-    for client in m.backend._clients.values():  # the SDK's low-level calls of DockerBackend.start
-        clock.wrap(client.api, "create_container", "create_begin", "create_end")
-        clock.wrap(client.api, "start", "start_begin", "start_end")
-    clock.count(m.backend, "is_alive", "is_alive_calls")  # the calls that reach the daemon
-    if alive_every_s > 0:
-        throttle_alive(m.backend, alive_every_s)
+
+def _manager(n: int, state: str, name: str, spec: SandboxSpec, monitor_interval_s: float | None, warm: bool) -> Any:
+    return SandboxManager(
+        name=name, backend="docker", state_dir=state, db_url=f"sqlite:///{state}/burst.db", max_sandboxes=n,
+        default_spec=spec, idle_ttl_s=None, monitor_interval_s=monitor_interval_s,
+        warm_pool=WarmPoolConfig(size=n if warm else 0, max_total=max(1, n)),
+    )  # fmt: skip
+
+
+def _fill(m: Any, n: int, timeout_s: float) -> dict[str, Any]:
+    """Wait until the warm pool holds ``n`` idle sandboxes; its time and CPU (paid ahead of any create)."""
+    cpu0, t0 = cpu_by_group(), time.perf_counter()
+    if not m.wait_until(lambda: m.warm.idle() >= n, timeout_s, interval_s=0.1):
+        raise TimeoutError(f"the warm pool did not fill in {timeout_s:.0f} s: {m.warm.stats()}")
+    cpu1 = cpu_by_group()
+    own = sum(cpu1[k] - cpu0.get(k, 0.0) for k in OWN_GROUPS)
+    return {"fill_s": time.perf_counter() - t0, "fill_cpu_s_per_sandbox": own / max(1, n)}
+
+
+def _creates(m: Any, n: int, clock: _Clock, timeout_s: float) -> list[dict[str, Any]]:
+    """``n`` threads call ``m.create()`` at the same instant; a row per create (its time, marks, or error)."""
     barrier = threading.Barrier(n, timeout=timeout_s)
     t_wall0 = time.time() - time.perf_counter()  # perf_counter -> wall clock
 
@@ -206,29 +210,81 @@ def burst(
             sb = m.create()
         except Exception as e:  # noqa: BLE001 - a failed sandbox is a result
             return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300], "s": time.perf_counter() - t0}
-        t1 = time.perf_counter()
-        row = {"ok": True, "id": sb.id, "s": t1 - t0}
+        row = {"ok": True, "id": sb.id, "s": time.perf_counter() - t0}
         for key in ("create_begin", "create_end", "start_begin", "start_end"):
             if key in marks:
                 row[key] = marks[key] - t0
         row["is_alive_calls"] = marks.get("is_alive_calls", 0)
-        try:  # the server bound its socket at this wall-clock time (mtime of the file on the host)
-            row["socket_bound"] = os.stat(sb.handle.socket_path).st_mtime - t_wall0 - t0
-        except (OSError, AttributeError):
-            pass
+        if "create_begin" in marks:  # cold: the server bound its socket then (the file's mtime on the host)
+            try:
+                row["socket_bound"] = os.stat(sb.handle.socket_path).st_mtime - t_wall0 - t0
+            except (OSError, AttributeError):
+                pass
         if sb.last_health is not None:
             row["server_uptime_at_ready"] = sb.last_health.uptime_s
         return row
 
-    load0, cpu0 = os.getloadavg(), cpu_by_group()
-    t_start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="burst") as pool:
+        return list(pool.map(one, range(n), timeout=timeout_s + 60))
+
+
+def _phases(ok: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    def phase(key_a: str | None, key_b: str) -> list[float]:
+        return [r[key_b] - (r[key_a] if key_a else 0.0) for r in ok if key_b in r and (key_a is None or key_a in r)]
+
+    phases = {
+        "queue before docker create": phase(None, "create_begin"),
+        "docker create": phase("create_begin", "create_end"),
+        "docker start": phase("start_begin", "start_end"),
+        "server up (start -> socket bound)": phase("start_end", "socket_bound"),
+        "probe lag (socket bound -> healthy)": [r["s"] - r["socket_bound"] for r in ok if "socket_bound" in r],
+    }
+    return {k: {"p50": _pct(v, 50), "p99": _pct(v, 99), "max": max(v, default=float("nan"))} for k, v in phases.items()}
+
+
+def burst(
+    n: int,
+    *,
+    warm: bool = False,
+    state_dir: str | None = None,
+    timeout_s: float = 120.0,
+    spec: SandboxSpec | None = None,
+    monitor_interval_s: float | None = 1.0,
+    alive_every_s: float = 0.0,
+) -> dict[str, Any]:
+    """Create ``n`` Docker sandboxes at once (cold, or each from a full warm pool), time each to healthy,
+    delete them all; the measurements. A sandbox that fails is counted in ``failed`` with its error.
+    ``alive_every_s`` > 0 runs the :func:`throttle_alive` experiment."""
+    own_dir = state_dir is None
+    state = state_dir or tempfile.mkdtemp(prefix="rrburst-", dir="/tmp")  # short: unix socket paths
+    name = f"burst{uuid.uuid4().hex[:6]}"
+    spec = spec or SandboxSpec(startup_timeout_s=timeout_s)
     try:
-        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="burst") as pool:
-            rows = list(pool.map(one, range(n), timeout=timeout_s + 60))
+        m = _manager(n, state, name, spec, monitor_interval_s, warm)
+    except BaseException:  # no daemon, no image...: leave no folder behind
+        if own_dir:
+            shutil.rmtree(state, ignore_errors=True)
+        raise
+    clock = _Clock()
+    api = docker.APIClient  # the SDK's low-level calls of DockerBackend.start, on every thread's client
+    originals = [
+        ("create_container", clock.wrap(api, "create_container", "create_begin", "create_end")),
+        ("start", clock.wrap(api, "start", "start_begin", "start_end")),
+    ]
+    clock.count(m.backend, "is_alive", "is_alive_calls")  # the calls that reach the daemon
+    if alive_every_s > 0:
+        throttle_alive(m.backend, alive_every_s)
+    try:
+        filled = _fill(m, n, timeout_s * 4) if warm else {}
+        load0, cpu0, t_start = os.getloadavg(), cpu_by_group(), time.perf_counter()
+        rows = _creates(m, n, clock, timeout_s)
         t_all = time.perf_counter() - t_start
         load1, cpu1 = os.getloadavg(), cpu_by_group()
         healthy = sum(1 for sb in m.list() if sb.state == SandboxState.READY)
+        warm_stats = m.warm.stats()
     finally:
+        for attr, original in originals:
+            setattr(api, attr, original)
         t_rm = time.perf_counter()
         m.close(stop_sandboxes=True)
         remove_s = time.perf_counter() - t_rm
@@ -240,65 +296,46 @@ def burst(
     cpu = {k: cpu1[k] - cpu0.get(k, 0.0) for k in cpu1}
     cpu["rest of the machine"] = cpu["machine (busy)"] - sum(v for k, v in cpu.items() if k != "machine (busy)")
     times = [r["s"] for r in ok]
-
-    def phase(key_a: str | None, key_b: str) -> list[float]:
-        return [r[key_b] - (r[key_a] if key_a else 0.0) for r in ok if key_b in r and (key_a is None or key_a in r)]
-
-    phases = {
-        "queue before docker create": phase(None, "create_begin"),
-        "docker create": phase("create_begin", "create_end"),
-        "docker start": phase("start_begin", "start_end"),
-        "server up (start -> socket bound)": phase("start_end", "socket_bound"),
-        "probe lag (socket bound -> healthy)": [r["s"] - r["socket_bound"] for r in ok if "socket_bound" in r],
-    }
     return {
-        "manager": name,
-        "sandboxes": n,
-        "healthy": len(ok),
-        "ready_at_end": healthy,
-        "failed": [r["error"] for r in rows if not r["ok"]],
-        "p50_s": _pct(times, 50),
-        "p99_s": _pct(times, 99),
-        "max_s": max(times, default=float("nan")),
-        "min_s": min(times, default=float("nan")),
-        "all_healthy_s": t_all,
-        "remove_s": remove_s,
-        "leftover_containers": left,
-        "leftover_socket_dirs": dirs_left,
-        "phases_s": {
-            k: {"p50": _pct(v, 50), "p99": _pct(v, 99), "max": max(v, default=float("nan"))} for k, v in phases.items()
-        },
+        "manager": name, "sandboxes": n, "mode": "warm" if warm else "cold", "healthy": len(ok),
+        "ready_at_end": healthy, "failed": [r["error"] for r in rows if not r["ok"]],
+        "p50_s": _pct(times, 50), "p99_s": _pct(times, 99), "max_s": max(times, default=float("nan")),
+        "min_s": min(times, default=float("nan")), "all_healthy_s": t_all, "remove_s": remove_s,
+        "leftover_containers": left, "leftover_socket_dirs": dirs_left, "phases_s": _phases(ok),
         "is_alive_calls_p50": _pct([r["is_alive_calls"] for r in ok], 50),
         "server_uptime_at_ready_p50_s": _pct(
             [r["server_uptime_at_ready"] for r in ok if "server_uptime_at_ready" in r], 50
         ),
-        "cpu_s": cpu,
-        "alive_every_s": alive_every_s,
-        "times_s": sorted(times),
-        "loadavg_before": list(load0),
-        "loadavg_after": list(load1),
-        "targets": {"p50_s": TARGET_P50_S, "p99_s": TARGET_P99_S},
-    }
+        "cpu_s": cpu, "cpu_s_per_sandbox": sum(cpu[k] for k in OWN_GROUPS) / max(1, n), "warm_pool": warm_stats,
+        **filled, "alive_every_s": alive_every_s, "times_s": sorted(times), "loadavg_before": list(load0),
+        "loadavg_after": list(load1), "targets": {"p50_s": TARGET_P50_S, "p99_s": TARGET_P99_S},
+    }  # fmt: skip
 
 
 def report(r: dict[str, Any]) -> str:
     """The result as a few printed lines."""
     met = r["healthy"] == r["sandboxes"] and r["p50_s"] <= TARGET_P50_S and r["p99_s"] <= TARGET_P99_S
     lines = [
-        f"{r['sandboxes']} Docker sandboxes at once: {r['healthy']}/{r['sandboxes']} healthy, "
-        f"P50 {r['p50_s']:.2f} s, P99 {r['p99_s']:.2f} s, max {r['max_s']:.2f} s (min {r['min_s']:.2f} s); "
+        f"{r['sandboxes']} Docker sandboxes at once ({r['mode']}): {r['healthy']}/{r['sandboxes']} healthy, "
+        f"P50 {r['p50_s']:.3f} s, P99 {r['p99_s']:.3f} s, max {r['max_s']:.3f} s (min {r['min_s']:.3f} s); "
         f"all healthy after {r['all_healthy_s']:.2f} s; target P50 <= {TARGET_P50_S} s, P99 <= {TARGET_P99_S} s: "
-        f"{'met' if met else 'MISSED'}",
-        "where the time goes (P50 / P99 / max, s):",
+        f"{'met' if met else 'MISSED'}; CPU {r['cpu_s_per_sandbox']:.3f} s per sandbox",
     ]
-    for k, v in r["phases_s"].items():
-        lines.append(f"  {k:<38} {v['p50']:6.2f} / {v['p99']:6.2f} / {v['max']:6.2f}")
-    lines.append(
-        f"  Docker is_alive calls (inspect) per sandbox while starting P50 {r['is_alive_calls_p50']:.0f}; server uptime at its "
-        f"first health answer P50 {r['server_uptime_at_ready_p50_s']:.2f} s"
-    )
+    if r["mode"] == "warm":
+        lines.append(
+            f"  the warm pool filled in {r['fill_s']:.1f} s beforehand ({r['fill_cpu_s_per_sandbox']:.2f} CPU-s per "
+            f"sandbox, paid ahead); pool after the burst: {r['warm_pool']}"
+        )
+    else:
+        lines.append("where the time goes (P50 / P99 / max, s):")
+        for k, v in r["phases_s"].items():
+            lines.append(f"  {k:<38} {v['p50']:6.2f} / {v['p99']:6.2f} / {v['max']:6.2f}")
+        lines.append(
+            f"  Docker is_alive calls (inspect) per sandbox while starting P50 {r['is_alive_calls_p50']:.0f}; server "
+            f"uptime at its first health answer P50 {r['server_uptime_at_ready_p50_s']:.2f} s"
+        )
     cpu = ", ".join(f"{k} {v:.1f}" for k, v in r["cpu_s"].items())
-    lines.append(f"CPU seconds during the burst ({os.cpu_count()} cores, {r['all_healthy_s']:.1f} s): {cpu}")
+    lines.append(f"CPU seconds during the burst ({os.cpu_count()} cores, {r['all_healthy_s']:.2f} s): {cpu}")
     if r["alive_every_s"]:
         lines.append(f"EXPERIMENT: readiness polls asked Docker is_alive at most every {r['alive_every_s']} s")
     lines.append(
@@ -306,14 +343,31 @@ def report(r: dict[str, Any]) -> str:
         f"{len(r['leftover_socket_dirs'])} socket folders; load {r['loadavg_before'][0]:.2f} -> "
         f"{r['loadavg_after'][0]:.2f}"
     )
-    for err in r["failed"][:5]:
-        lines.append(f"  failed: {err}")
+    lines.extend(f"  failed: {err}" for err in r["failed"][:5])
     return "\n".join(lines)
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """A markdown table of runs: size, mode, P50/P99 to healthy, CPU per sandbox, load."""
+    out = [
+        "| sandboxes | warm pool | healthy | P50 s | P99 s | max s | CPU-s / sandbox | fill s (CPU-s / sb) | load before -> after |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in runs:
+        fill = f"{r['fill_s']:.1f} ({r['fill_cpu_s_per_sandbox']:.2f})" if r["mode"] == "warm" else "-"
+        out.append(
+            f"| {r['sandboxes']} | {'full' if r['mode'] == 'warm' else 'none (cold)'} | {r['healthy']}/{r['sandboxes']} "
+            f"| {r['p50_s']:.3f} | {r['p99_s']:.3f} | {r['max_s']:.3f} | {r['cpu_s_per_sandbox']:.3f} | {fill} "
+            f"| {r['loadavg_before'][0]:.1f} -> {r['loadavg_after'][0]:.1f} |"
+        )
+    return "\n".join(out)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sandboxes", type=int, default=64, help="Sandboxes created at once.")
+    p.add_argument("--warm", action="store_true", help="Create them from a full warm pool (default: cold).")
+    p.add_argument("--sweep", default="", help="Comma-separated sizes: each cold, then warm; prints a table.")
     p.add_argument("--timeout", type=float, default=120.0, help="Longest wait for one sandbox (s).")
     p.add_argument(
         "--alive-every",
@@ -323,18 +377,28 @@ def main() -> None:
     )
     p.add_argument("--json", default="", help="Append this run's measurements to this file's runs.")
     args = p.parse_args()
-    if args.sandboxes < 1:
-        raise SystemExit("--sandboxes must be at least 1")
-    r = burst(args.sandboxes, timeout_s=args.timeout, alive_every_s=args.alive_every)
-    print(report(r), flush=True)
+    sizes = [int(x) for x in args.sweep.split(",") if x.strip()] or [args.sandboxes]
+    if min(sizes) < 1:
+        raise SystemExit("sizes must be at least 1")
+    modes = (False, True) if args.sweep else (args.warm,)
+    runs = []
+    for n in sizes:
+        for warm in modes:
+            r = burst(n, warm=warm, timeout_s=args.timeout, alive_every_s=args.alive_every)
+            print(report(r), flush=True)
+            runs.append(r)
+    if len(runs) > 1:
+        print(table(runs), flush=True)
     if args.json:  # each run is appended to the file's "runs"
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
-        runs = json.loads(path.read_text()).get("runs", []) if path.exists() else []
-        r["when"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-        path.write_text(json.dumps({"runs": runs + [r]}, indent=1) + "\n")
-    if r["leftover_containers"]:
-        raise SystemExit(f"containers left behind: {r['leftover_containers']}")
+        old = json.loads(path.read_text()).get("runs", []) if path.exists() else []
+        for r in runs:
+            r["when"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        path.write_text(json.dumps({"runs": old + runs}, indent=1) + "\n")
+    left = [c for r in runs for c in r["leftover_containers"]]
+    if left:
+        raise SystemExit(f"containers left behind: {left}")
 
 
 if __name__ == "__main__":

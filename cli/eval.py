@@ -8,7 +8,8 @@ Two forms::
 
 The direct form plays one multi-turn episode per seed (one action per turn, the env answering) with
 the ``hf`` engine on DIR (a Hugging Face directory, e.g. ``runs/NAME/export/final``), envs in this
-process. ``--seeds`` takes ``A:B`` (A, A+1, ..., B-1), ``N`` or a comma list of both. ``key=value``
+process; an env registered on a control plane (``--env alice/Nim-v0``) plays through its sessions
+(``--url``, default ``$ROCKROLL_URL`` for an env not registered here, and ``--token``/``$ROCKROLL_TOKEN``). ``--seeds`` takes ``A:B`` (A, A+1, ..., B-1), ``N`` or a comma list of both. ``key=value``
 overrides apply to the config either way (``episode.observation_format=cells``). ``--json PATH``
 writes the whole report: summary, per-env/per-tag rows and one record per episode (seed, success,
 turns, reward, ...). Bad input is one line on stderr and exit status 2.
@@ -19,7 +20,11 @@ inside the command, so ``rockroll --help`` stays fast.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -32,6 +37,10 @@ eval_app = typer.Typer(  # its help is the command's docstring (with examples)
 )
 
 
+#: after "No env registered as ..." of the direct form without a server
+_SERVER_HINT = " An env registered on a server plays through it: add --url URL (or set ROCKROLL_URL) and --token."
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
@@ -40,6 +49,32 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 def _first_line(e: BaseException) -> str:
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0] if lines else ''}"
+
+
+@contextlib.contextmanager
+def _server_env(env: str | None, url: str | None, token: str | None) -> Iterator[tuple[Any, Any]]:
+    """``(source, the server's view of env)`` when the direct form's env plays on a control plane (``--url``, or
+    ``$ROCKROLL_URL`` for an env not registered here), else ``(None, None)``; the client closes on exit."""
+    import rockroll.envhub as envhub
+
+    if env is not None and not url:
+        try:
+            envhub.spec(env)
+        except (envhub.UnknownEnvError, envhub.RegistrationError):
+            url = os.environ.get("ROCKROLL_URL") or None
+    if env is None or not url:
+        yield None, None
+        return
+    from rockroll.agentrl.remote_source import RemoteSource
+    from rockroll.client.sdk import Client
+
+    with Client(url, token or None) as client:
+        source = RemoteSource(client)
+        try:
+            view = source.describe(env)
+        except LookupError as e:
+            raise _fail(f"{e} (on {url}; `rockroll remote-env list` shows the ids you may use)") from e
+        yield source, view
 
 
 @eval_app.callback(invoke_without_command=True)
@@ -75,6 +110,16 @@ def eval_cmd(
     json_path: Path | None = typer.Option(
         None, "--json", help="Write the report (summary + one record per episode) as JSON to this file."
     ),
+    url: str | None = typer.Option(
+        None,
+        "--url",
+        help="Direct form: play the env through this control plane's sessions (default: "
+        "$ROCKROLL_URL when the env is not registered here).",
+        show_default=False,
+    ),
+    token: str | None = typer.Option(
+        None, "--token", envvar="ROCKROLL_TOKEN", help="Direct form: API token for --url.", show_default=False
+    ),
 ) -> None:
     """Evaluate a model (any engine) on env ids or tags; print the report (Markdown), write JSON.
 
@@ -87,7 +132,6 @@ def eval_cmd(
         rockroll eval --model runs/demo/export/final --env FrozenLake-v0 --seeds 5000:5100 --json report.json
         rockroll eval eval.yaml concurrency=4 episode.temperature=0.7 --out eval-out
     """
-    from rockroll.agentrl.eval import build_engine, run_eval
     from rockroll.agentrl.eval_config import load_eval_config, model_eval_config, parse_env_kwargs, parse_seeds
 
     overrides = list(overrides or [])
@@ -100,49 +144,53 @@ def eval_cmd(
         "--env-kwargs": bool(env_kwargs), "--temperature": temperature != 0.0, "--max-turns": max_turns is not None,
         "--max-tokens-per-turn": max_tokens_per_turn is not None, "--history-k": history_k is not None,
         "--device": device != "cpu", "--threads": threads is not None, "--concurrency": concurrency != 16,
+        "--url": url is not None,
     }  # fmt: skip
     if not direct and any(set_flags.values()):
         flags = ", ".join(f for f, on in set_flags.items() if on)
         raise _fail(
             f"{flags} belong to the direct form (--model DIR --env ID --seeds A:B); with a CONFIG use key=value"
         )
-    try:
-        if config is not None:
-            cfg = load_eval_config(config, overrides)
-        elif direct:
-            missing = [flag for flag, v in (("--model", model), ("--env", env), ("--seeds", seeds)) if v is None]
-            if missing:
-                raise ValueError(f"the direct form needs {', '.join(missing)} (e.g. --seeds 5000:5100)")
-            cfg = model_eval_config(
-                model,
-                env,
-                parse_seeds(seeds),
-                env_kwargs=parse_env_kwargs(env_kwargs or []),
-                temperature=temperature,
-                max_turns=max_turns,
-                max_tokens_per_turn=max_tokens_per_turn,
-                history_k=history_k,
-                device=device,
-                threads=threads,
-                concurrency=concurrency,
-                overrides=overrides,
-            )
-        else:
-            raise ValueError("give a CONFIG file, or --model DIR --env ID --seeds A:B (see rockroll eval --help)")
-    except (ValueError, TypeError, LookupError, OSError) as e:
-        where = f"invalid eval config {config}: " if config is not None else ""
-        raise _fail(where + str(e).replace("\n", " ")) from e
-    if out is not None:
-        cfg.output_dir = str(out)
-    if episodes is not None:
-        for entry in cfg.envs:
-            entry.episodes = episodes
+    with _server_env(env if direct else None, url, token) as (source, view):
+        try:
+            if config is not None:
+                cfg = load_eval_config(config, overrides)
+            elif direct:
+                missing = [flag for flag, v in (("--model", model), ("--env", env), ("--seeds", seeds)) if v is None]
+                if missing:
+                    raise ValueError(f"the direct form needs {', '.join(missing)} (e.g. --seeds 5000:5100)")
+                cfg = model_eval_config(
+                    model, env, parse_seeds(seeds), env_kwargs=parse_env_kwargs(env_kwargs or []),
+                    temperature=temperature, max_turns=max_turns, max_tokens_per_turn=max_tokens_per_turn,
+                    history_k=history_k, device=device, threads=threads, concurrency=concurrency,
+                    overrides=overrides, env_view=view,
+                )  # fmt: skip
+            else:
+                raise ValueError("give a CONFIG file, or --model DIR --env ID --seeds A:B (see rockroll eval --help)")
+        except (ValueError, TypeError, LookupError, OSError) as e:
+            where = f"invalid eval config {config}: " if config is not None else ""
+            hint = "" if source is not None or not isinstance(e, LookupError) else _SERVER_HINT
+            raise _fail(where + str(e).replace("\n", " ") + hint) from e
+        if out is not None:
+            cfg.output_dir = str(out)
+        if episodes is not None:
+            for entry in cfg.envs:
+                entry.episodes = episodes
+        if source is not None:  # the report says where the envs ran
+            cfg.source = cfg.source.model_copy(update={"kind": "remote", "url": source.client.url})
+        _play(cfg, source, progress, json_path)
+
+
+def _play(cfg: Any, source: Any, progress: bool, json_path: Path | None) -> None:
+    """Start the engine, play every episode, print the report (and write it); exit 1 when episodes failed."""
+    from rockroll.agentrl.eval import build_engine, run_eval
+
     try:
         engine = build_engine(cfg.engine)
     except Exception as e:  # whatever the loader raises (corrupt weights, bad args): one line
         raise _fail(f"cannot start the {cfg.engine.kind} engine: {_first_line(e)}", 1) from e
     try:  # the engine is closed inside run_eval's event loop (its HTTP clients belong to it)
-        report = run_eval(cfg, engine=engine, progress=progress, close_engine=True)
+        report = run_eval(cfg, engine=engine, source=source, progress=progress, close_engine=True)
     except RockrollError as e:  # the env source could not start (a sandbox backend missing, ...)
         raise _fail(_first_line(e), 1) from e
     typer.echo(report.to_markdown())

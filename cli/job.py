@@ -80,21 +80,55 @@ def job_train(
         _run(url, token, lambda c: _follow(c, job["id"]))
 
 
+def _model_eval(env: str, model: str, episodes: int, seed: int, max_turns: int | None, device: str) -> dict[str, Any]:
+    """The eval job config of ``--model``: the hf engine on a model folder of the server, greedy, one env."""
+    episode: dict[str, Any] = {"temperature": 0.0}  # the prompt settings come from the model's folder
+    if max_turns is not None:
+        episode["max_turns"] = max_turns
+    return {
+        "name": f"{Path(model).name} on {env}",
+        "engine": {"kind": "hf", "args": {"model_path": model, "device": device}},
+        "envs": [{"env": env, "episodes": episodes}],
+        "episode": episode,
+        "seed": seed,
+    }
+
+
 @job_app.command("submit-eval")
 def job_eval(
-    env: str,
-    episodes: int = typer.Option(10),
-    policy: str = typer.Option("random"),
-    seed: int = typer.Option(0),
+    env: str = typer.Argument(..., help="Env id: a built-in one or OWNER/NAME-vN (yours, or public)."),
+    episodes: int = typer.Option(10, help="Episodes, on seeds seed, seed+1, ..."),
+    policy: str = typer.Option(None, help="A built-in policy plays: random (default) or expert.", show_default=False),
+    model: str = typer.Option(
+        None,
+        "--model",
+        help="A model plays instead: a model folder on the server, relative to your job directory "
+        "(e.g. runs/NAME/export/final of a train job) or in a folder the admin shares.",
+        show_default=False,
+    ),
+    max_turns: int = typer.Option(None, "--max-turns", help="With --model: turns per episode.", show_default=False),
+    device: str = typer.Option("cpu", "--device", help="With --model: torch device on the server."),
+    seed: int = typer.Option(0, help="Seed of the first episode."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Print the logs until the job ends, then its metrics."),
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
-    """Start an eval job and print its id.
+    """Start an eval job (a built-in policy, or --model) on the server and print its id.
 
-    Example: rockroll job submit-eval FrozenLake-v0 --episodes 20 --policy expert --follow
+    The job's worker plays the env in your sandboxes on the server; --model names a folder there.
+
+    Examples:
+
+        rockroll job submit-eval FrozenLake-v0 --episodes 20 --policy expert --follow
+
+        rockroll job submit-eval alice/Nim-v0 --model runs/nim/export/final --episodes 20 --follow
     """
-    config = {"env": env, "episodes": episodes, "policy": policy, "seed": seed}
+    if model is not None and policy is not None:
+        raise typer.BadParameter("give --policy or --model, not both", param_hint="--model")
+    if model is None:
+        config = {"env": env, "episodes": episodes, "policy": policy or "random", "seed": seed}
+    else:
+        config = _model_eval(env, model, episodes, seed, max_turns, device)
     job = _run(url, token, lambda c: c.create_job("eval", config))
     typer.echo(job["id"])
     if follow:

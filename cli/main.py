@@ -138,9 +138,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     leading = args[: next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))]
     # set here too: a usage error of the root (an unknown command) comes before the root callback runs
     _debug["on"] = "--debug" in leading or os.environ.get("ROCKROLL_DEBUG", "").lower() in ("1", "true", "yes")
-    cmd = typer.main.get_command(app)
-    _wrap_commands(cmd)
-    try:
+    try:  # building the command reads every signature: an interrupt may come that early (a quick ^C)
+        cmd = typer.main.get_command(app)
+        _wrap_commands(cmd)
         rv = cmd.main(args=args, prog_name="rockroll", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except Exception as e:  # noqa: BLE001 - every error ends here: one or two lines, or a bug's traceback

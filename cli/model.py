@@ -59,11 +59,26 @@ def serve_model_cmd(
     max_batch_size: int = typer.Option(64, help="Most requests decoded together."),
     threads: int = typer.Option(1, help="torch CPU threads (one is often fastest on a busy machine)."),
     seed: int = typer.Option(0, help="Seed of requests that bring none."),
+    episode: bool = typer.Option(
+        True,
+        "--episode/--no-episode",
+        help="Serve an export as it was trained: its rockroll_episode.json sets the chat defaults (system "
+        "message, max_tokens, temperature); --no-episode: OpenAI's defaults, messages as sent.",
+    ),
+    api_key: str = typer.Option(
+        "",
+        "--api-key",
+        envvar="ROCKROLL_MODEL_API_KEY",
+        help="Key every request but /health must send (Authorization: Bearer KEY); empty: none.",
+        show_default=False,
+    ),
 ) -> None:
     """Serve a model over an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models).
 
     Streaming, stop strings, n, logprobs/top_logprobs, max_tokens and seed work as OpenAI defines
-    them; errors are OpenAI's {"error": ...}. No authentication: keep it on 127.0.0.1.
+    them; errors are OpenAI's {"error": ...}. A run's export is served as it was trained (see
+    --episode). Without --api-key (or $ROCKROLL_MODEL_API_KEY) anyone who reaches the port may use
+    it: keep it on 127.0.0.1.
 
     Example (then point any OpenAI client at http://127.0.0.1:8001/v1, model "tiny"):
 
@@ -71,7 +86,23 @@ def serve_model_cmd(
         rockroll serve-model /tmp/tiny --model-name tiny --port 8001
     """
     from rockroll.agentrl.serve import serve_model
+    from rockroll.agentrl.serve_episode import load_episode
 
+    path = Path(model_path)
+    if not path.is_dir():
+        raise typer.BadParameter(f"no model directory {path}", param_hint="MODEL_PATH")
+    if not (path / "config.json").is_file():
+        raise typer.BadParameter(
+            f"{path} is not a Hugging Face model directory (no config.json); build one with "
+            "`rockroll model build-tiny DIR` or export a run with `rockroll export RUN`",
+            param_hint="MODEL_PATH",
+        )
+    try:
+        load_episode(path) if episode else None
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="MODEL_PATH") from e
+    if not api_key and host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"warning: serving on {host} without an API key (--api-key): anyone who reaches it may use it")
     serve_model(
         model_path,
         host=host,
@@ -81,4 +112,6 @@ def serve_model_cmd(
         max_batch_size=max_batch_size,
         num_threads=threads,
         seed=seed,
+        use_episode=episode,
+        api_key=api_key or None,
     )

@@ -26,7 +26,7 @@ __all__ = [
     "FileWritten", "DataPlane", "DataPlaneToken", "NodeRegistered", "NodeLostAnswer", "NodeView", "NodeList", "SessionOpened", "SessionInfo", "SessionList", "ResetResult", "StepResult", "ItemError",
     "BatchResults", "Actions", "SessionState", "Ok", "JobInfo", "JobList", "PoolInfo", "Principal",
     "OverviewSandbox", "Overview", "MetricPoint", "JobMetrics", "NodeCounts", "Summary", "RestartEvent",
-    "OverviewJob",
+    "OverviewJob", "Alert", "AlertList",
 ]  # fmt: skip
 
 Number = Annotated[float | int, WithJsonSchema({"type": "number"})]
@@ -353,6 +353,28 @@ class OverviewJob(TypedDict):
 
 
 @_open
+class Alert(TypedDict):
+    """An alert of the control plane's rules (``rockroll.api.alerts``), firing or resolved."""
+
+    id: str
+    rule: Annotated[str, _d("restart_rate, unhealthy_share, node_lost, step_latency_p99, start_failures, ...")]
+    key: Annotated[str, _d("What it concerns: the rule and its subject (an env, a node, an owner).")]
+    owner: Annotated[str, _d("The owner it concerns ('' : the platform).")]
+    status: Annotated[str, _d("firing | resolved.")]
+    severity: Annotated[str, _d("warning | critical.")]
+    reason: Annotated[str, _d("Why, with the value measured and the threshold.")]
+    value: Number
+    threshold: Number
+    started_at: Number | None
+    resolved_at: Number | None
+
+
+@_open
+class AlertList(TypedDict):
+    alerts: Annotated[list[Alert], _d("Firing alerts (newest first), then recently resolved ones.")]
+
+
+@_open
 class Overview(TypedDict):
     """Everything the ``/ui`` page shows."""
 
@@ -366,6 +388,7 @@ class Overview(TypedDict):
     sessions: list[SessionInfo]
     restarts: Annotated[list[RestartEvent], _d("Restarts of the sandboxes shown, newest first.")]
     jobs: list[OverviewJob]
+    alerts: Annotated[list[Alert], _d("Firing alerts the caller may see (theirs and platform-wide ones).")]
     totals: Annotated[
         dict[str, int],
         _d("How many of each list the caller may see; each list holds the first ones (at most `limit`, and the "

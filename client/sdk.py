@@ -35,6 +35,7 @@ import httpx
 from rockroll.client.errors import ApiClientError, SandboxLostError, error_for
 from rockroll.client.job_state import TERMINAL_STATES
 from rockroll.client.remote_env import RemoteEnv
+from rockroll.client.responses import Alert
 from rockroll.client.types import (
     EnvInfo,
     ExecOutput,
@@ -165,6 +166,10 @@ class _Routes:
     def overview(self) -> Overview:
         """Everything the /ui page shows."""
         return self._call("GET", "/v1/overview")
+
+    def alerts(self, *, resolved: bool = True) -> list[Alert]:
+        """Firing alerts the caller may see (theirs and platform-wide ones), then (``resolved``) recent resolved ones."""
+        return self._call("GET", "/v1/alerts", post=lambda a: a["alerts"], params={"resolved": resolved})
 
     # -------------------------------------------------------------- envs
     def list_envs(self, tag: str | None = None) -> list[EnvInfo]:

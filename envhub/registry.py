@@ -246,7 +246,7 @@ def make(env_id: str, **kwargs: Any) -> MaxSteps:
     return wrapped
 
 
-def _check_kwargs(env_id: str, ctor: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+def _check_kwargs(env_id: str, ctor: Callable[..., object], kwargs: dict[str, object]) -> None:
     try:
         sig = inspect.signature(ctor)
     except (TypeError, ValueError):
@@ -277,8 +277,8 @@ def _register_with_gymnasium(env_spec: EnvSpec) -> None:
     )
 
 
-def _gym_entry_point(env_id: str) -> Callable[..., Any]:
-    def build(**kwargs: Any) -> MaxSteps:
+def _gym_entry_point(env_id: str) -> Callable[..., MaxSteps]:
+    def build(**kwargs: object) -> MaxSteps:
         kwargs.pop("render_mode", None)
         return make(env_id, **kwargs)
 

@@ -24,13 +24,20 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from rockroll.envs.core import TextEnvProtocol
 from rockroll.envs.errors import ActionTypeError, EnvError, ResetNeeded, RockrollError
 
-__all__ = ["CHECKS", "EnvCheckError", "check_env"]
+__all__ = ["CHECKS", "CheckedEnv", "EnvCheckError", "check_env"]
+
+class CheckedEnv(TextEnvProtocol, Protocol):
+    """What the checks call: the text-env contract plus ``render`` (compared across a state round trip)."""
+
+    def render(self) -> str: ...
+
 
 REQUIRED_INFO = frozenset({"action_is_valid", "action_is_effective", "success"})
 STEPS = 12
@@ -49,7 +56,7 @@ def _require(ok: bool, check: str, message: str) -> None:
         raise EnvCheckError(check, message)
 
 
-def _action(env: Any, rng: np.random.Generator, i: int) -> str:
+def _action(env: CheckedEnv, rng: np.random.Generator, i: int) -> str:
     """Step ``i`` of a seeded mix of legal answers (from ``action_candidates``) and junk."""
     candidates = env.action_candidates()
     if i % 5 == 4 or not candidates:
@@ -57,8 +64,9 @@ def _action(env: Any, rng: np.random.Generator, i: int) -> str:
     return f"thinking... <answer>{candidates[int(rng.integers(len(candidates)))]}</answer>"
 
 
-def _info_ok(info: Any, check: str) -> None:
-    _require(isinstance(info, dict), check, f"info must be a dict, got {type(info).__name__}")
+def _info_ok(info: object, check: str) -> None:
+    if not isinstance(info, dict):
+        raise EnvCheckError(check, f"info must be a dict, got {type(info).__name__}")
     missing = REQUIRED_INFO - set(info)
     _require(not missing, check, f"info lacks {sorted(missing)}")
     try:
@@ -67,9 +75,9 @@ def _info_ok(info: Any, check: str) -> None:
         raise EnvCheckError(check, f"info is not JSON-serialisable: {e}") from e
 
 
-def _play(env: Any, rng: np.random.Generator, n: int, start: int = 0) -> list[tuple[Any, ...]]:
+def _play(env: CheckedEnv, rng: np.random.Generator, n: int, start: int = 0) -> list[tuple[object, ...]]:
     """Play up to ``n`` steps, stopping at the episode's end; return what was seen."""
-    log = []
+    log: list[tuple[object, ...]] = []
     for i in range(start, start + n):
         action = _action(env, rng, i)
         obs, reward, terminated, truncated, info = env.step(action)
@@ -79,11 +87,11 @@ def _play(env: Any, rng: np.random.Generator, n: int, start: int = 0) -> list[tu
     return log
 
 
-def _rollout(env: Any, seed: int, n: int = STEPS) -> list[tuple[Any, ...]]:
+def _rollout(env: CheckedEnv, seed: int, n: int = STEPS) -> list[tuple[object, ...]]:
     """``n`` seeded steps, resetting at each episode's end; the actions depend only on ``seed``."""
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
-    trace: list[tuple[Any, ...]] = [(obs, json.dumps(info, sort_keys=True))]
+    trace: list[tuple[object, ...]] = [(obs, json.dumps(info, sort_keys=True))]
     for i in range(n):
         action = _action(env, rng, i)
         obs, reward, terminated, truncated, info = env.step(action)
@@ -94,14 +102,14 @@ def _rollout(env: Any, seed: int, n: int = STEPS) -> list[tuple[Any, ...]]:
     return trace
 
 
-def _game(state: dict[str, Any]) -> Any:
+def _game(state: dict[str, Any]) -> object:
     """The game's own data in a snapshot, under any wrappers (``MaxSteps`` nests the env's under ``env``)."""
     while "data" not in state and isinstance(state.get("env"), dict):
         state = state["env"]
     return state.get("data", state)
 
 
-def _forkable(env: Any) -> bool:
+def _forkable(env: CheckedEnv) -> bool:
     """Whether ``env`` snapshots: an env that cannot be forked raises ``EnvError`` from ``get_state``."""
     try:
         env.get_state()
@@ -110,7 +118,7 @@ def _forkable(env: Any) -> bool:
     return True
 
 
-def check_instructions(env: Any, make: Callable[[], Any]) -> None:
+def check_instructions(env: CheckedEnv, make: Callable[[], CheckedEnv]) -> None:
     prompt = env.system_prompt()
     _require(
         isinstance(prompt, str) and bool(prompt.strip()),
@@ -119,7 +127,7 @@ def check_instructions(env: Any, make: Callable[[], Any]) -> None:
     )
 
 
-def check_reset(env: Any, make: Callable[[], Any]) -> None:
+def check_reset(env: CheckedEnv, make: Callable[[], CheckedEnv]) -> None:
     obs, info = env.reset(seed=0)
     _require(isinstance(obs, str), "reset", f"the observation must be a str, got {type(obs).__name__}")
     space = getattr(env, "observation_space", None)
@@ -127,7 +135,7 @@ def check_reset(env: Any, make: Callable[[], Any]) -> None:
     _info_ok(info, "reset")
 
 
-def check_step(env: Any, make: Callable[[], Any]) -> None:
+def check_step(env: CheckedEnv, make: Callable[[], CheckedEnv]) -> None:
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     for i in range(6):
@@ -144,7 +152,7 @@ def check_step(env: Any, make: Callable[[], Any]) -> None:
             env.reset()
 
 
-def check_typed_errors(env: Any, make: Callable[[], Any]) -> None:
+def check_typed_errors(env: CheckedEnv, make: Callable[[], CheckedEnv]) -> None:
     fresh = make()
     try:
         fresh.step("<answer>x</answer>")
@@ -155,13 +163,13 @@ def check_typed_errors(env: Any, make: Callable[[], Any]) -> None:
     fresh.reset(seed=0)
     for bad in (3, None, b"<answer>x</answer>", ["x"]):
         try:
-            fresh.step(bad)
+            fresh.step(bad)  # type: ignore[arg-type]  # the check: a non-str action is refused
         except ActionTypeError:
             continue
         raise EnvCheckError("typed_errors", f"step({bad!r}) must raise ActionTypeError")
 
 
-def check_unparsable_answer(env: Any, make: Callable[[], Any]) -> None:
+def check_unparsable_answer(env: CheckedEnv, make: Callable[[], CheckedEnv]) -> None:
     env.reset(seed=1)
     reference = make()
     reference.reset(seed=1)
@@ -184,7 +192,7 @@ def check_unparsable_answer(env: Any, make: Callable[[], Any]) -> None:
         )
 
 
-def check_determinism(env: Any, make: Callable[[], Any]) -> None:
+def check_determinism(env: CheckedEnv, make: Callable[[], CheckedEnv]) -> None:
     _require(
         _rollout(make(), seed=11) == _rollout(make(), seed=11),
         "determinism",
@@ -192,7 +200,7 @@ def check_determinism(env: Any, make: Callable[[], Any]) -> None:
     )
 
 
-def check_state_round_trip(env: Any, make: Callable[[], Any]) -> None:
+def check_state_round_trip(env: CheckedEnv, make: Callable[[], CheckedEnv]) -> None:
     original = make()
     original.reset(seed=5)
     if _play(original, np.random.default_rng(5), 3)[-1][3:5] != (False, False):
@@ -217,7 +225,7 @@ def check_state_round_trip(env: Any, make: Callable[[], Any]) -> None:
 
 
 #: name -> check, in the order ``check_env`` runs them
-CHECKS: dict[str, Callable[[Any, Callable[[], Any]], None]] = {
+CHECKS: dict[str, Callable[[CheckedEnv, Callable[[], CheckedEnv]], None]] = {
     "instructions": check_instructions,
     "reset": check_reset,
     "step": check_step,
@@ -228,7 +236,7 @@ CHECKS: dict[str, Callable[[Any, Callable[[], Any]], None]] = {
 }
 
 
-def check_env(env: Any, make: Callable[[], Any] | None = None, *, skip: tuple[str, ...] = ()) -> None:
+def check_env(env: CheckedEnv, make: Callable[[], CheckedEnv] | None = None, *, skip: tuple[str, ...] = ()) -> None:
     """Run every check of :data:`CHECKS` (less ``skip``) on ``env``; raise :class:`EnvCheckError` on the first failure.
 
     ``make`` builds a fresh env with the same settings; without it each fresh copy is a deep copy
@@ -240,7 +248,7 @@ def check_env(env: Any, make: Callable[[], Any] | None = None, *, skip: tuple[st
     if make is None:
         pristine = copy.deepcopy(env)
 
-        def make() -> Any:
+        def make() -> CheckedEnv:
             return copy.deepcopy(pristine)
 
     for name, check in CHECKS.items():

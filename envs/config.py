@@ -23,9 +23,20 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Tag, TypeAdapter, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
 
 from rockroll.envs.errors import RockrollError
 from rockroll.envs.registries import close_names
@@ -46,18 +57,19 @@ class ConfigError(RockrollError, ValueError):
         problems: every problem found, as ``(key, message)`` pairs (the message is the whole line).
     """
 
-    def __init__(self, key: str, message: str, *, allowed: str = "", value: Any = None,
-                 problems: list[tuple[str, str]] | None = None, errors: list[Any] | None = None) -> None:  # fmt: skip
+    def __init__(self, key: str, message: str, *, allowed: str = "", value: object = None,
+                 problems: list[tuple[str, str]] | None = None, errors: list[ErrorDetails] | None = None) -> None:  # fmt: skip
         self.problems = problems or [(key, message)]
         super().__init__("\n".join(m for _, m in self.problems))
         self.key, self.allowed, self.value = key, allowed, value
         self.errors = errors or []  # pydantic's error dicts, located relative to the validated type
 
-    def __reduce__(self) -> Any:  # picklable (Ray workers, process pools): rebuilt from key, message, attributes
+    # picklable (Ray workers, process pools): rebuilt from key, message, attributes
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[str, str], dict[str, object]]:
         return (type(self), (self.key, str(self)), self.__dict__)
 
     @classmethod
-    def from_validation(cls, err: ValidationError, tp: Any) -> ConfigError:
+    def from_validation(cls, err: ValidationError, tp: object) -> ConfigError:
         """One ConfigError for a pydantic ``ValidationError`` raised validating type ``tp``."""
         raw = _flatten(err.errors(include_url=False))
         found = [_explain(e, tp) for e in raw]
@@ -65,9 +77,9 @@ class ConfigError(RockrollError, ValueError):
         return cls(key, message, allowed=allowed, value=value, problems=[(k, m) for k, m, _, _ in found], errors=raw)
 
 
-def _flatten(errors: list[Any], prefix: tuple[Any, ...] = ()) -> list[Any]:
+def _flatten(errors: list[ErrorDetails], prefix: tuple[int | str, ...] = ()) -> list[ErrorDetails]:
     """Errors with absolute locations: a nested model's ConfigError (raised by its ``__init__``) is opened up."""
-    out: list[Any] = []
+    out: list[ErrorDetails] = []
     for e in errors:
         inner, loc = (e.get("ctx") or {}).get("error"), prefix + tuple(e["loc"])
         if isinstance(inner, ConfigError) and inner.errors:
@@ -88,22 +100,24 @@ class OneOf:
 
     __slots__ = ("_source",)
 
-    def __init__(self, choices: Iterable[Any] | Callable[[], Iterable[Any]]) -> None:
+    def __init__(self, choices: Iterable[object] | Callable[[], Iterable[object]]) -> None:
         self._source = choices
 
-    def choices(self) -> tuple[Any, ...]:
+    def choices(self) -> tuple[object, ...]:
         return tuple(self._source() if callable(self._source) else self._source)
 
-    def _check(self, value: Any) -> Any:
+    def _check(self, value: object) -> object:
         choices = self.choices()
         if value not in choices:
             raise PydanticCustomError("choice", "must be one of {choices}", {"choices": ", ".join(map(str, choices))})
         return value
 
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         return core_schema.no_info_after_validator_function(self._check, handler(source))
 
-    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         out = handler(schema)
         out["enum"] = list(self.choices())
         return out
@@ -132,7 +146,7 @@ class ConfigModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _moved(cls, data: Any) -> Any:
+    def _moved(cls, data: object) -> object:
         if isinstance(data, Mapping) and cls.moved_keys:
             for old in data:
                 if old in cls.moved_keys:
@@ -142,7 +156,7 @@ class ConfigModel(BaseModel):
         return data
 
 
-def with_defaults(model: type[M], name: str, doc: str, **defaults: Any) -> type[M]:
+def with_defaults(model: type[M], name: str, doc: str, **defaults: object) -> type[M]:
     """A subclass of ``model`` named ``name`` whose fields ``defaults`` have other defaults.
 
     Types, bounds, descriptions and checks stay the model's own (each setting is declared once, where
@@ -153,7 +167,7 @@ def with_defaults(model: type[M], name: str, doc: str, **defaults: Any) -> type[
     unknown = sorted(set(defaults) - set(model.model_fields))
     if unknown:
         raise KeyError(f"{model.__name__} has no fields {unknown}; known: {', '.join(model.model_fields)}")
-    fields: dict[str, Any] = {
+    fields: dict[str, tuple[object, FieldInfo]] = {
         key: (model.model_fields[key].annotation, FieldInfo.merge_field_infos(model.model_fields[key], default=value))
         for key, value in defaults.items()
     }
@@ -163,18 +177,19 @@ def with_defaults(model: type[M], name: str, doc: str, **defaults: Any) -> type[
 
 
 # ----------------------------------------------------------------- parsing
-def parse_config(tp: type[T] | Any, data: Any) -> T:
+def parse_config(tp: type[T] | Any, data: object) -> T:
     """Validate ``data`` (a nested mapping) into ``tp`` (a model, or any type such as a union)."""
     try:
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             return tp.model_validate({} if data is None else data)  # type: ignore[return-value]
-        return TypeAdapter(tp).validate_python({} if data is None else data)
+        adapter: TypeAdapter[T] = TypeAdapter(tp)
+        return adapter.validate_python({} if data is None else data)
     except ValidationError as e:
         raise ConfigError.from_validation(e, tp) from e
 
 
 # -------------------------------------------------------------- internals
-def _strip(tp: Any) -> Any:
+def _strip(tp: object) -> object:
     """``tp`` without ``Annotated`` and without ``None`` in an optional."""
     while typing.get_origin(tp) is typing.Annotated:
         tp = typing.get_args(tp)[0]
@@ -185,11 +200,11 @@ def _strip(tp: Any) -> Any:
     return tp
 
 
-def _model(tp: Any) -> type[BaseModel] | None:
+def _model(tp: object) -> type[BaseModel] | None:
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
-def _choices(tp: Any, metadata: Iterable[Any] = ()) -> tuple[Any, ...] | None:
+def _choices(tp: object, metadata: Iterable[object] = ()) -> tuple[object, ...] | None:
     for m in metadata:
         if isinstance(m, OneOf):
             return m.choices()
@@ -200,7 +215,7 @@ def _choices(tp: Any, metadata: Iterable[Any] = ()) -> tuple[Any, ...] | None:
     return None
 
 
-def _type_text(tp: Any, metadata: Iterable[Any] = ()) -> str:
+def _type_text(tp: object, metadata: Iterable[object] = ()) -> str:
     choices = _choices(tp, metadata)
     if choices is not None:
         return "|".join(map(str, choices))
@@ -218,15 +233,16 @@ def _type_text(tp: Any, metadata: Iterable[Any] = ()) -> str:
     return getattr(tp, "__name__", str(tp)).replace("Any", "any")
 
 
-def _walk(tp: Any, loc: tuple[Any, ...]) -> tuple[list[str], Any]:
+def _walk(tp: object, loc: tuple[int | str, ...]) -> tuple[list[str], object]:
     """The dotted key parts of an error location, and the type found there (None when unknown)."""
     parts: list[str] = []
     for item in loc:
         raw = tp
         tp = _strip(tp)
         origin = typing.get_origin(tp)
-        if _model(tp) is not None:
-            f = tp.model_fields.get(item) if isinstance(item, str) else None
+        model = _model(tp)
+        if model is not None:
+            f = model.model_fields.get(item) if isinstance(item, str) else None
             parts.append(str(item))
             tp = None if f is None else typing.Annotated[f.annotation, *f.metadata] if f.metadata else f.annotation
         elif origin in (list, tuple) and isinstance(item, int):
@@ -243,7 +259,7 @@ def _walk(tp: Any, loc: tuple[Any, ...]) -> tuple[list[str], Any]:
     return parts, tp
 
 
-def _member(union: Any, item: Any) -> Any:
+def _member(union: object, item: int | str) -> object:
     for arg in typing.get_args(_strip(union)):
         meta = typing.get_args(arg)[1:] if typing.get_origin(arg) is typing.Annotated else ()
         if any(isinstance(m, Tag) and m.tag == item for m in meta) or getattr(_strip(arg), "__name__", None) == item:
@@ -251,12 +267,19 @@ def _member(union: Any, item: Any) -> Any:
     return None
 
 
-_KINDS = {int: "int", float: "a number", bool: "true or false", str: "text", list: "a list", dict: "a mapping"}
+_KINDS: dict[object, str] = {
+    int: "int",
+    float: "a number",
+    bool: "true or false",
+    str: "text",
+    list: "a list",
+    dict: "a mapping",
+}
 _BOUNDS = {"greater_than_equal": ">= {ge}", "greater_than": "> {gt}", "less_than_equal": "<= {le}",
            "less_than": "< {lt}", "multiple_of": "a multiple of {multiple_of}"}  # fmt: skip
 
 
-def _explain(e: Any, tp: Any) -> tuple[str, str, str, Any]:
+def _explain(e: ErrorDetails, tp: object) -> tuple[str, str, str, object]:
     """``(key, message, allowed, value)`` for one pydantic error dict."""
     loc, kind, ctx, value = tuple(e["loc"]), e["type"], e.get("ctx") or {}, e.get("input")
     parts, here = _walk(tp, loc)
@@ -268,7 +291,8 @@ def _explain(e: Any, tp: Any) -> tuple[str, str, str, Any]:
         return f"{prefix}{ctx['old']}", f"{prefix}{ctx['old']} moved to {new}", new, None
     if kind == "extra_forbidden":
         parent_parts, parent = _walk(tp, loc[:-1])
-        known = list(_model(_strip(parent)).model_fields) if _model(_strip(parent)) else []
+        parent_model = _model(_strip(parent))
+        known = list(parent_model.model_fields) if parent_model is not None else []
         prefix = ".".join(parent_parts) + "." if parent_parts else ""
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         hint = f"; did you mean {prefix}{close[0]}?" if close else ";"

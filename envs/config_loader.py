@@ -99,7 +99,8 @@ def load_config(
     """The typed config: YAML file ``path`` (or defaults), ``data`` merged over it, then overrides."""
     base = read_yaml(path) if path is not None else {}
     merge(base, dict(data or {}))
-    return parse_config(tp, apply_overrides(base, list(overrides)))
+    cfg: T = parse_config(tp, apply_overrides(base, list(overrides)))
+    return cfg
 
 
 def config_to_dict(cfg: BaseModel) -> dict[str, Any]:
@@ -132,14 +133,14 @@ def describe_config(model: type[BaseModel], prefix: str = "") -> list[ConfigFiel
         if sub is not None:
             rows += describe_config(sub, f"{prefix}{name}.")
             continue
-        if typing.get_origin(tp) is list and _model(_strip(typing.get_args(tp)[0])) is not None:
-            rows += describe_config(_model(_strip(typing.get_args(tp)[0])), f"{prefix}{name}.N.")  # type: ignore[arg-type]
+        item = _model(_strip(typing.get_args(tp)[0])) if typing.get_origin(tp) is list else None
+        if item is not None:
+            rows += describe_config(item, f"{prefix}{name}.N.")
             continue
-        members = (
-            [_model(_strip(a)) for a in typing.get_args(tp)] if typing.get_origin(tp) in (Union, UnionType) else []
-        )
-        if members and all(members):  # one model per kind (rollout.engine): each kind's keys, tagged with it
-            rows += _describe_members(members, f"{prefix}{name}.", f.get_default(call_default_factory=True))  # type: ignore[arg-type]
+        union = typing.get_args(tp) if typing.get_origin(tp) in (Union, UnionType) else ()
+        members = [m for m in map(_model, map(_strip, union)) if m is not None]
+        if union and len(members) == len(union):  # one model per kind (rollout.engine): each kind's keys, tagged
+            rows += _describe_members(members, f"{prefix}{name}.", f.get_default(call_default_factory=True))
             continue
         default = "(required)" if f.is_required() else _json(f.get_default(call_default_factory=True))
         bounds = [f"{op} {getattr(m, attr)}" for m in f.metadata for attr, op in _OPS if hasattr(m, attr)]
@@ -148,18 +149,20 @@ def describe_config(model: type[BaseModel], prefix: str = "") -> list[ConfigFiel
     return rows
 
 
-def _describe_members(members: list[type[BaseModel]], prefix: str, default: Any) -> list[ConfigField]:
+def _describe_members(members: list[type[BaseModel]], prefix: str, default: object) -> list[ConfigField]:
     """The keys of a union of models told apart by a ``kind`` field: ``kind`` once (its choices), then each
-    member's other keys with ``[<kind>]`` before their description."""
+    member's other keys with ``[<kind>]`` before their description (a key several kinds have: one row)."""
     kinds = [str(m.model_fields["kind"].default) if "kind" in m.model_fields else m.__name__ for m in members]
-    rows = [ConfigField(prefix + "kind", "|".join(kinds), _json(getattr(default, "kind", kinds[0])), "which kind")]
+    rows = {prefix + "kind": ConfigField(prefix + "kind", "|".join(kinds), _json(getattr(default, "kind", kinds[0])),
+                                         "which kind")}  # fmt: skip
     for kind, m in zip(kinds, members, strict=True):
-        rows += [
-            ConfigField(r.key, r.type, r.default, f"[{kind}] {r.description}")
-            for r in describe_config(m, prefix)
-            if r.key != prefix + "kind"
-        ]
-    return rows
+        for r in describe_config(m, prefix):
+            if r.key == prefix + "kind":
+                continue
+            seen = rows.get(r.key)
+            text = f"[{kind}] {r.description}"
+            rows[r.key] = ConfigField(r.key, r.type, r.default, f"{seen.description}; {text}" if seen else text)
+    return list(rows.values())
 
 
 _OPS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
@@ -178,7 +181,7 @@ def format_config_help(model: type[BaseModel], title: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     return json.dumps(value, default=str)

@@ -61,7 +61,8 @@ def parse_answer(text: str) -> str | None:
     matches = _ANSWER_RE.findall(text)
     if not matches:
         return None
-    return matches[-1].strip()
+    last: str = matches[-1]
+    return last.strip()
 
 
 @runtime_checkable
@@ -111,7 +112,7 @@ class TextSpace(gym.spaces.Text):
     def __init__(self, max_length: int = 100_000) -> None:
         super().__init__(max_length, min_length=0, charset=string.printable)
 
-    def contains(self, x: Any) -> bool:
+    def contains(self, x: object) -> bool:
         return isinstance(x, str) and len(x) <= self.max_length
 
 
@@ -247,7 +248,7 @@ class TextEnv(gym.Env[str, str], abc.ABC, Generic[A]):
         info.update(out.info)
         return out.observation, out.reward, out.terminated, False, info
 
-    def render(self) -> str:  # type: ignore[override]
+    def render(self) -> str:
         return self._render()
 
     def get_state(self) -> dict[str, Any]:
@@ -289,7 +290,7 @@ def reseed_snapshot(state: dict[str, Any], seed: int) -> dict[str, Any]:
     return state
 
 
-def _jsonable(obj: Any) -> Any:
+def _jsonable(obj: object) -> object:
     """Convert numpy scalars/arrays inside a nested structure to plain Python types."""
     if isinstance(obj, dict):
         return {k: _jsonable(v) for k, v in obj.items()}

@@ -17,6 +17,13 @@ Experts that keep state through an episode (WebShop, SWE) set it up in the facto
 ``envhub.make`` attaches the spec to the env it builds (``env_spec``), so :func:`expert_for`
 finds the expert without this layer importing envhub; an env built by hand has no spec and so no
 expert.
+
+Another demonstrator than the spec's (``rollout.expert`` of a training config) is named, never
+imported, when a config is checked: it must be a name of :data:`EXPERTS` (or the lazy
+``"module:factory"`` text one was registered with), or the expert the env's spec declares
+(:func:`is_known_expert`). So a job config sent to the control plane cannot make it import a module
+(``this:s``, ``os:system``) or tell which modules exist; the factory loads only where the warm start
+runs (:func:`load_expert_factory`, the job's confined worker). :func:`register_expert` adds one.
 """
 
 from __future__ import annotations
@@ -24,14 +31,45 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rockroll.envs.registries import import_target
+from rockroll.envs.registries import Registry
 
-__all__ = ["Expert", "ExpertFactory", "expert_factory", "expert_for", "has_expert", "load_expert_factory"]
+__all__ = [
+    "EXPERTS",
+    "Expert",
+    "ExpertFactory",
+    "expert_factory",
+    "expert_for",
+    "has_expert",
+    "is_known_expert",
+    "load_expert_factory",
+    "register_expert",
+]
 
 #: the next action for the env's current state (None: no move)
 Expert = Callable[[], "str | None"]
 #: called with the env after ``reset``; returns its :data:`Expert`
 ExpertFactory = Callable[[Any], Expert]
+
+#: demonstrators a config may name besides an env spec's own: name -> lazy ``"module:factory"`` (or a factory)
+EXPERTS: Registry[ExpertFactory] = Registry("expert", "rollout.expert")
+_TARGETS: dict[str, str] = {}  # the lazy "module:factory" text of each entry -> its name (older configs name that)
+
+
+def register_expert(name: str, factory: str | ExpertFactory, *, override: bool = False) -> None:
+    """Let configs name ``factory`` (a lazy ``"module:factory"``, imported on first use, or a callable) as ``name``
+    (``rollout.expert: NAME``; a lazy entry's text works as a name too)."""
+    EXPERTS.add(name, factory, override=override)
+    if isinstance(factory, str):
+        _TARGETS[factory] = name
+
+
+def is_known_expert(target: str, declared: Any = None) -> bool:
+    """Whether ``target`` names a registered expert (by name or by its lazy text), or is ``declared`` (the expert
+    an env's spec names). Compares text only: nothing is imported."""
+    return bool(target) and (target in EXPERTS or target in _TARGETS or target == declared)
+
+
+register_expert("alfworld_searcher", "rockroll.envs.alfworld.searcher:expert")
 
 
 def _spec_of(env: Any) -> Any:
@@ -62,26 +100,22 @@ def expert_factory(env: Any) -> ExpertFactory:
 
 
 def load_expert_factory(target: str) -> ExpertFactory:
-    """The expert factory ``"module:attr"`` names (another demonstrator than the spec's); ``LookupError`` naming
-    what is missing when it cannot be loaded."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise LookupError(f"an expert is named 'module:factory', got {target!r}")
-    try:
-        found = import_target(target)
-    except ImportError as e:
-        raise LookupError(f"cannot load expert {target!r}: {e}") from e
-    except AttributeError:
-        found = None
+    """The registered expert ``target`` names (its name in :data:`EXPERTS`, or the lazy text it was registered
+    with), imported now; an :class:`~rockroll.envs.registries.UnknownNameError` (a ``LookupError``) listing the
+    registered ones otherwise. An unregistered ``"module:attr"`` is never imported."""
+    found = EXPERTS.get(_TARGETS.get(target, target))
     if not callable(found):
-        raise LookupError(f"cannot load expert {target!r}: {module_name} has no callable {attr!r}")
+        raise LookupError(f"expert {target!r} is registered as {found!r}, which is not callable")
     return found
 
 
 def expert_for(env: Any, factory: str | None = None) -> Expert:
     """A zero-argument callable giving the expert's next action for ``env``'s current state.
 
-    ``factory``: ``"module:attr"`` of another expert factory than the one the env's spec names.
-    Call it after ``reset``: stateful experts start their episode here.
+    ``factory``: another expert than the one the env's spec names, a name of :data:`EXPERTS` (the spec's
+    own ``"module:attr"`` text means the spec's expert). Call it after ``reset``: stateful experts start
+    their episode here.
     """
+    if factory and factory == getattr(_spec_of(env), "expert", None):
+        factory = None
     return (load_expert_factory(factory) if factory else expert_factory(env))(env)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
+from rockroll.envs.core import TextEnvProtocol
 from rockroll.envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
 
 __all__ = ["MaxSteps"]
@@ -44,10 +46,10 @@ class MaxSteps(gym.Wrapper[str, str, str, str]):
         if self.max_steps is not None and self.elapsed_steps >= self.max_steps and not terminated:
             truncated = True
         self._done = bool(terminated or truncated)
-        return obs, reward, terminated, truncated, info
+        return obs, float(reward), terminated, truncated, info
 
     @property
-    def spec(self) -> Any:
+    def spec(self) -> EnvSpec | None:  # type: ignore[override]  # a property over Env's attribute, as gym.Wrapper's
         """The wrapped env's gymnasium spec with ``max_episode_steps`` = this limit (as ``TimeLimit`` reports it)."""
         if self._cached_spec is None and self.env.spec is not None:
             try:
@@ -59,12 +61,16 @@ class MaxSteps(gym.Wrapper[str, str, str, str]):
         return self._cached_spec
 
     def get_state(self) -> dict[str, Any]:
-        return {"elapsed_steps": self.elapsed_steps, "done": self._done, "env": self.env.get_state()}
+        return {
+            "elapsed_steps": self.elapsed_steps,
+            "done": self._done,
+            "env": cast(TextEnvProtocol, self.env).get_state(),
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         if not isinstance(state, dict) or "env" not in state or "elapsed_steps" not in state:
             raise StateError("not a MaxSteps snapshot: expected keys 'elapsed_steps', 'done', 'env'")
-        self.env.set_state(state["env"])
+        cast(TextEnvProtocol, self.env).set_state(state["env"])
         self.elapsed_steps = int(state["elapsed_steps"])
         self._done = bool(state.get("done", False))
 

@@ -1,7 +1,8 @@
 """``SandboxManager``: create, pool, monitor, restart, reap and persist sandboxes.
 
 * create/get/list/delete/restart sandboxes, within ``max_sandboxes`` (else :class:`CapacityError`);
-* warm pools per spec (:mod:`rockroll.sandbox.pool`), ``acquire``/``release``;
+* a warm pool of started sandboxes that ``create`` hands out (``warm_pool``, :mod:`rockroll.sandbox.warm`),
+  and named pools (:mod:`rockroll.sandbox.pool`), ``acquire``/``release``;
 * ``open_session(env_id, **kwargs)`` places an env session on the least-loaded healthy sandbox
   of the spec (starting one when all are full) and returns a :class:`~rockroll.sandbox.session.RemoteSession`;
 * settings in :class:`ManagerConfig` (:mod:`rockroll.sandbox.manager_config`, re-exported here);
@@ -23,6 +24,7 @@ Threat model: the manager is trusted and runs on the host; see each backend for 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
@@ -47,6 +49,7 @@ from rockroll.sandbox.retry import POLL_MAX_DELAY_S, Backoff, retry_call, wait_u
 from rockroll.sandbox.session import RemoteSession
 from rockroll.sandbox.shutdown import track
 from rockroll.sandbox.store import SandboxStore
+from rockroll.sandbox.warm import WarmPool, WarmSandbox
 
 __all__ = ["SandboxManager", "ManagerConfig", "make_backend"]
 
@@ -87,6 +90,7 @@ class SandboxManager:
         self.lease = Lease(self.store.engine, self.config.name)
         #: replacements, newest last: ``{"time", "sandbox_id", "pool", "generation", "reason"}``
         self.restart_log: deque[dict[str, Any]] = deque(maxlen=500)
+        self.start_failures = 0  #: boots that failed (a create, a restart), read by the control plane's alerts
         self.pools = {p.name: p for p in self.config.pools}
         self._sandboxes: dict[str, ManagedSandbox] = {}
         self._lock = threading.RLock()
@@ -100,6 +104,9 @@ class SandboxManager:
             self.store.close()
             raise
         self.monitor = HealthMonitor(self)
+        warm_specs = (self.config.default_spec, *self.config.warm_pool.specs)
+        labels = lambda sid, spec: self._labels(ManagedSandbox(sid, spec, self.backend, pool=spec.name))  # noqa: E731
+        self.warm = WarmPool(self.config.warm_pool, self.backend, labels, warm_specs)
         try:
             reconcile(self)
         except BaseException:
@@ -108,6 +115,7 @@ class SandboxManager:
         track(self)
         if self.config.monitor_interval_s is not None:
             self.monitor.start()
+        self.warm.start()  # after reconcile: it removes the warm sandboxes of a previous run
         self._wake.set()
 
     # ------------------------------------------------------------ basics
@@ -124,14 +132,16 @@ class SandboxManager:
         if sb.deleted:
             return
         try:
-            self.store.save(sb.to_record())
+            self.store.save(sb.to_record(), unless=lambda: sb.deleted)  # a delete may have gone first
         except SQLAlchemyError as e:  # the database must not take the sandbox down
             log.warning("cannot persist sandbox %s: %s", sb.id, e)
 
     def active_count(self) -> int:
         return sum(1 for sb in self._sandboxes.values() if not sb.deleted)
 
-    def _reserve(self, spec: SandboxSpec, pool: str, *, leased: bool = False) -> ManagedSandbox:
+    def _reserve(
+        self, spec: SandboxSpec, pool: str, *, leased: bool = False, sandbox_id: str | None = None
+    ) -> ManagedSandbox:
         with self._lock:
             if self._closed:
                 raise SandboxError("the manager is closed")
@@ -141,7 +151,7 @@ class SandboxManager:
             pc = self.pools.get(pool)
             if pc is not None and len(self.members(pool)) >= pc.max_total:
                 raise CapacityError(len(self.members(pool)), pc.max_total, f"sandboxes in pool {pool!r}")
-            sb = ManagedSandbox(f"sb-{secrets.token_hex(6)}", spec, self.backend, pool=pool)
+            sb = ManagedSandbox(sandbox_id or f"sb-{secrets.token_hex(6)}", spec, self.backend, pool=pool)
             sb.leased = leased
             sb._dirty = self._wake
             self._sandboxes[sb.id] = sb
@@ -154,6 +164,7 @@ class SandboxManager:
             self.persist(sb)
             sb.last_health = self.backend.wait_ready(sb.handle, sb.spec.startup_timeout_s)
         except BaseException:
+            self.start_failures += 1
             if sb.handle is not None:
                 self.backend.stop(sb.handle)
             sb.handle, sb.state = None, SandboxState.UNHEALTHY  # the monitor retries it (or create() forgets it)
@@ -164,14 +175,34 @@ class SandboxManager:
         return sb
 
     def create(self, spec: SandboxSpec | None = None, *, pool: str = "", leased: bool = False) -> ManagedSandbox:
-        """Start a sandbox and wait until it is healthy."""
+        """A healthy sandbox: a warm one of ``spec`` when one is idle (see :mod:`rockroll.sandbox.warm`),
+        else one started now (waiting until its server answers)."""
         spec = spec or self.config.default_spec
+        if self.warm.enabled and self.active_count() < self.config.max_sandboxes:
+            warm = self.warm.take(spec)
+            if warm is not None:
+                return self._hand_out(warm, spec, pool or spec.name, leased)
         sb = self._reserve(spec, pool or spec.name, leased=leased)
         try:
             return self.boot(sb)
         except BaseException:
             self._forget(sb)
             raise
+
+    def _hand_out(self, warm: WarmSandbox, spec: SandboxSpec, pool: str, leased: bool) -> ManagedSandbox:
+        """Make the warm sandbox ``warm`` (checked just now) a managed sandbox of ``spec`` and ``pool``."""
+        try:
+            sb = self._reserve(spec, pool, leased=leased, sandbox_id=warm.sandbox_id)
+        except SandboxError:  # full since the check in create (or closed): it stays warm
+            self.warm.give_back(warm)
+            raise
+        sb.handle, sb.last_health, sb.state = warm.handle, warm.health, SandboxState.READY
+        sb.touch()
+        # recorded in the background (commits are serial, ~15 ms each: the 64th of 64 hand-outs would wait
+        # ~1 s); a manager that dies first removes the container when it starts again, as for acquire()
+        with contextlib.suppress(RuntimeError):  # RuntimeError: closing
+            self._workers.submit(self.persist, sb)
+        return sb
 
     def get(self, sandbox_id: str) -> ManagedSandbox:
         sb = self._sandboxes.get(sandbox_id)
@@ -352,6 +383,7 @@ class SandboxManager:
             return
         self._closed = True
         self.monitor.stop()
+        self.warm.close()  # warm sandboxes are nobody's: stopped whether or not the others stay
         self._workers.shutdown(wait=True, cancel_futures=True)
         if stop_sandboxes:
             for sb in self.list():
@@ -362,6 +394,7 @@ class SandboxManager:
         else:  # left for the next manager: outliving this process is now intended
             for sb in self.list():
                 if sb.handle is not None:
+                    self.persist(sb)  # a hand-out's record may have been a cancelled background write
                     self.backend.release(sb.handle)
         self.lease.release()
         self.store.close()

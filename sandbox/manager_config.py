@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field, field_validator
 from rockroll.envs.config import ConfigModel
 from rockroll.sandbox.backends import BackendConfig, validate_backend_name
 from rockroll.sandbox.base import SandboxSpec
-from rockroll.sandbox.pool import PoolConfig
+from rockroll.sandbox.pool import PoolConfig, WarmPoolConfig
 from rockroll.sandbox.process import DEFAULT_STATE_DIR
 
 __all__ = ["ManagerConfig", "data_dir", "default_db_url"]
@@ -60,7 +60,11 @@ class ManagerConfig(ConfigModel):
     )
     max_sandboxes: int = Field(8, ge=1, description="most sandboxes at once")
     default_spec: SandboxSpec = Field(default_factory=SandboxSpec, description="spec used when a call names none")
-    pools: tuple[PoolConfig, ...] = Field((), description="warm pools")
+    pools: tuple[PoolConfig, ...] = Field((), description="named pools of idle sandboxes leased with acquire()")
+    warm_pool: WarmPoolConfig = Field(
+        default_factory=WarmPoolConfig,
+        description="started sandboxes per spec that create() hands out (size 0: off; rockroll.sandbox.warm)",
+    )
     monitor_interval_s: float | None = Field(
         1.0, gt=0, description="seconds between health probes (null: no monitor thread)"
     )

@@ -132,7 +132,8 @@ class RemoteSession:
         return obs, reward, terminated, truncated, info
 
     def get_state(self) -> dict[str, Any]:
-        return self._call("env.get_state")
+        state: dict[str, Any] = self._call("env.get_state")
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._call("env.set_state", state=state)
@@ -141,10 +142,12 @@ class RemoteSession:
         return self._system_prompt
 
     def action_candidates(self) -> list[str]:
-        return self._call("env.action_candidates")
+        candidates: list[str] = self._call("env.action_candidates")
+        return candidates
 
     def render(self) -> str:
-        return self._call("env.render")
+        text: str = self._call("env.render")
+        return text
 
     def fork(self) -> RemoteSession:
         """A second session in the same sandbox, starting from this one's current state."""

@@ -9,6 +9,7 @@ Threat model: the database is trusted manager state; it holds no secrets.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import create_engine, delete, select
@@ -37,9 +38,15 @@ class SandboxStore:
         self.manager = manager
         self._lock = threading.Lock()
 
-    def save(self, record: dict[str, Any]) -> None:
-        """Insert or update one record (keys as in :meth:`ManagedSandbox.to_record`)."""
-        with self._lock, self._session.begin() as s:
+    def save(self, record: dict[str, Any], unless: Callable[[], bool] | None = None) -> None:
+        """Insert or update one record (keys as in :meth:`ManagedSandbox.to_record`); nothing when
+        ``unless()`` is true once the store is ours (a sandbox deleted meanwhile: its delete went first)."""
+        with self._lock:
+            if unless is None or not unless():
+                self._save(record)
+
+    def _save(self, record: dict[str, Any]) -> None:
+        with self._session.begin() as s:
             row = s.get(SandboxRecord, record["id"])
             if row is None:
                 row = SandboxRecord(id=record["id"], manager=self.manager)

@@ -61,12 +61,12 @@ def warm_key(spec: SandboxSpec) -> SandboxSpec:
 
 @dataclass
 class WarmSandbox:
-    """One idle warm sandbox: its id (kept after hand-out), handle and first health answer."""
+    """One idle warm sandbox: its id (kept after hand-out), handle, first health answer and pool key."""
 
     sandbox_id: str
     handle: SandboxHandle
-    health: Health
-    since: float
+    health: Health | None
+    key: SandboxSpec
 
 
 class WarmPool:
@@ -148,14 +148,11 @@ class WarmPool:
     def give_back(self, warm: WarmSandbox) -> None:
         """Return a sandbox :meth:`take` gave that its caller could not use (it stays warm)."""
         with self._lock:
-            queue = self._idle.get(warm_key(self._spec_of(warm)))
+            queue = self._idle.get(warm.key)
             if not self._closed and queue is not None:
                 queue.appendleft(warm)
                 return
         self._stop(warm)
-
-    def _spec_of(self, warm: WarmSandbox) -> SandboxSpec:
-        return warm.handle.extra["warm_spec"]
 
     def _answers(self, warm: WarmSandbox) -> bool:
         """Whether ``warm``'s server answers now, and is the one that became warm."""
@@ -216,7 +213,7 @@ class WarmPool:
             health = self.backend.wait_ready(handle, spec.startup_timeout_s)
         except Exception as e:  # noqa: BLE001 - counted, backed off, tried again
             if handle is not None:
-                self._stop(WarmSandbox(sandbox_id, handle, Health(), 0.0))
+                self._stop(WarmSandbox(sandbox_id, handle, None, key))
             with self._lock:
                 self._starting[key] -= 1
                 self._failures[key] += 1
@@ -225,8 +222,7 @@ class WarmPool:
                 self._retry_at[key] = time.monotonic() + delay
             log.warning("a warm sandbox failed to start (%s); retrying in %.1f s", e, delay)
             return
-        handle.extra["warm_spec"] = key
-        warm = WarmSandbox(sandbox_id, handle, health, time.monotonic())
+        warm = WarmSandbox(sandbox_id, handle, health, key)
         with self._lock:
             self._starting[key] -= 1
             self._failures[key] = 0

@@ -26,6 +26,8 @@ fi
 # lint and formatting are part of the suite (ruff, configured in pyproject.toml)
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# types: mypy over every package, strict on the contracts ([tool.mypy]); prints the Any / type: ignore counts
+.venv/bin/python scripts/typecheck.py
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

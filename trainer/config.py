@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, model_validator
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.config import BatchConfig, EpisodeConfig, check_hedging
 from rockroll.agentrl.engines.config import EngineConfig, HFEngineConfig
 from rockroll.envs.config import ConfigModel, OneOf, with_defaults
-from rockroll.envs.experts import load_expert_factory
+from rockroll.envs.experts import EXPERTS, is_known_expert
 from rockroll.sandbox.backends import backend_names
 from rockroll.trainer.algos import KL_ESTIMATORS, LOSS_AGG_MODES, REWARD_NORMS
 from rockroll.trainer.algos.estimators import advantage_estimator_names, get_advantage_estimator
@@ -79,21 +79,25 @@ class ModelConfig(ConfigModel):
 
 
 def default_tag(env_id: str) -> str:
-    """The metric tag of an env without one: its id before the version (``FrozenLake-v0`` -> ``FrozenLake``)."""
-    return env_id.split("-")[0]
+    """The metric tag of an env without one: its name before the version, without the owner's namespace
+    (``FrozenLake-v0`` -> ``FrozenLake``, ``alice/Nim-v0`` -> ``Nim``): a tag holds no '/'."""
+    return env_id.rsplit("/", 1)[-1].split("-")[0]
 
 
-def _loadable_expert(target: str) -> str:
-    """An expert override must import now (a typo fails at config load, not after the first evaluation)."""
-    if target:
-        try:
-            load_expert_factory(target)
-        except LookupError as e:
-            raise ValueError(str(e)) from e
+def _known_expert(target: str, info: ValidationInfo) -> str:
+    """An expert override must be a registered expert or the expert the env's spec declares, compared as text:
+    nothing a config names is imported here (a job's config is checked in the control plane), and the answer
+    is the same whether or not a module of that name exists."""
+    if target and not is_known_expert(target, _expert_of(str(info.data.get("env_id", "")))):
+        raise ValueError(
+            f"expert {target!r} is not a registered expert: name one of {', '.join(EXPERTS)} "
+            "(rockroll.envs.experts.register_expert adds one), the 'module:factory' the env's spec declares, "
+            "or leave it empty for the env's own expert"
+        )
     return target
 
 
-ExpertName = Annotated[str, AfterValidator(_loadable_expert)]
+ExpertName = Annotated[str, AfterValidator(_known_expert)]
 
 
 class EnvShareConfig(ConfigModel):
@@ -140,8 +144,9 @@ class RolloutConfig(ConfigModel):
     env_kwargs: dict[str, Any] = f({}, "keyword arguments for envhub.make (e.g. {is_slippery: false})")
     expert: ExpertName = f(
         "",
-        "the multi-turn warm start's demonstrator, 'module:factory' (e.g. rockroll.envs.alfworld.searcher:expert); "
-        "empty: the expert the env's spec names",
+        "the multi-turn warm start's demonstrator: a registered expert (e.g. alfworld_searcher, ALFWorld's expert "
+        "that acts only on what the agent saw; rockroll.envs.experts.register_expert adds one) or the "
+        "'module:factory' the env's spec declares; empty: the expert the env's spec names",
     )
     envs: list[EnvShareConfig] = f(
         [],

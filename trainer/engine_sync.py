@@ -1,10 +1,11 @@
 """The trainer's rollout engine: built from ``rollout.engine`` through the registry, and kept in sync.
 
-:func:`build_engine` is the one place the trainer makes an engine: ``make_engine(kind, ...)`` with the
+:func:`engine_for` is the one place the trainer makes an engine: ``make_engine(kind, ...)`` with the
 options of ``rollout.engine`` (:mod:`rockroll.agentrl.engines.config`) plus what the run owns: the
 policy (a frozen copy of the trainer's model for ``hf``; the model folder for ``vllm``/``sglang``, whose
 host loads it and then takes every update), the tokenizer and the seed. With ``workers.use_ray`` the
-same engine is built inside a Ray actor (:class:`rockroll.trainer.ray_workers.RayEngine`).
+same engine is built inside a Ray actor (:class:`rockroll.trainer.ray_workers.RayEngine`;
+:func:`rockroll.trainer.rollout_setup.build_engine` picks).
 
 Placement: on CPU the engine lives beside the trainer (``hf`` in the driver process, ``vllm`` in a
 host process the driver starts). On a GPU the same code colocates them on one device: ``vllm`` with
@@ -31,7 +32,7 @@ from rockroll.envs.config import ConfigError
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
 
-__all__ = ["build_engine", "engine_for", "EngineSync", "weights_nbytes"]
+__all__ = ["engine_for", "EngineSync", "weights_nbytes"]
 
 Loader = Callable[[Any, int], None]
 
@@ -55,16 +56,6 @@ def engine_for(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
     elif e.kind in ("vllm", "sglang"):
         owned.update(model_path=cfg.model.path, seed=cfg.seed)
     return make_engine(e.kind, **owned, **engine_options(e))
-
-
-def build_engine(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
-    """The run's rollout engine: here, or inside a Ray actor when ``workers.use_ray``."""
-    if cfg.workers.use_ray:
-        from rockroll.trainer.ray_workers import RayEngine
-
-        check_engine_available(cfg.rollout.engine)  # fail here, with the one-line hint, before an actor starts
-        return RayEngine(cfg, {k: v.detach().cpu() for k, v in model.state_dict().items()}, tokenizer)
-    return engine_for(cfg, model, tokenizer)
 
 
 def weights_nbytes(weights: Any) -> int:

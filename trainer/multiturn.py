@@ -27,6 +27,7 @@ from rockroll.agentrl.scheduler import RolloutScheduler
 from rockroll.agentrl.trajectory import Trajectory
 from rockroll.envs.config import ConfigError
 from rockroll.trainer.engine_sync import EngineSync
+from rockroll.trainer.env_check import env_replica, registered_here
 from rockroll.trainer.forks import ForkEstimator
 from rockroll.trainer.rollouts import Rollout
 
@@ -140,23 +141,25 @@ def write_episode(model_dir: Path, cfg: TrainConfig) -> Path:
     return Path(model_dir)
 
 
-def check_context(cfg: TrainConfig, tokenizer: Any) -> None:
+def check_context(cfg: TrainConfig, tokenizer: Any, source: Any = None) -> None:
     """Fail before any rollout when a full history window cannot fit ``rollout.episode.max_context_tokens``.
 
     The window is filled with copies of the first observation and a legal answer, which is what a
-    prompt of that many exchanges costs at least.
+    prompt of that many exchanges costs at least. An env not registered here is looked at through
+    ``source`` (one session of it).
     """
     limit = cfg.rollout.episode.max_context_tokens
     if limit is None:
         return
     for e in cfg.rollout.env_mix():
-        _check_env_context(cfg, tokenizer, e.env_id, e.env_kwargs, limit)
+        _check_env_context(cfg, tokenizer, e.env_id, e.env_kwargs, limit, source)
 
 
-def _check_env_context(cfg: TrainConfig, tokenizer: Any, env_id: str, env_kwargs: dict[str, Any], limit: int) -> None:
+def _check_env_context(
+    cfg: TrainConfig, tokenizer: Any, env_id: str, env_kwargs: dict[str, Any], limit: int, source: Any = None
+) -> None:
     ep = cfg.rollout.episode
-    env = envhub.make(env_id, **env_kwargs)
-    try:
+    with env_replica(env_id, dict(env_kwargs), source) as env:
         obs, _ = env.reset(seed=0)
         obs = format_observation(obs, ep.observation_format)
         action = f"<answer>{(env.action_candidates() or ['x'])[0]}</answer>"
@@ -164,8 +167,6 @@ def _check_env_context(cfg: TrainConfig, tokenizer: Any, env_id: str, env_kwargs
         builder = PromptBuilder(tokenizer, env.system_prompt() if ep.system_prompt == "env" else "", history="last_k")
         msgs = builder._messages([(obs, action)] * window, obs)
         needed = len(tokenizer.encode(builder._render(msgs), add_special_tokens=False)) + ep.max_tokens_per_turn
-    finally:
-        env.close()
     if needed > limit:
         shown = f"history_k={ep.history_k}" if ep.history == "last_k" else f"history=full over {ep.max_turns} turns"
         raise ConfigError(
@@ -327,6 +328,8 @@ class MultiTurnDriver(Rollout):
     def _episode_facts(self, seed: int, tag: str | None) -> tuple[int | None, str | None]:
         e = next(e for e in self.envs if e.tag == (tag or self.tag))
         key = (e.tag, seed)
+        if key not in self._facts and not registered_here(e.env_id):  # played through the source only: no facts
+            self._facts[key] = (None, None)
         if key not in self._facts:
             env = envhub.make(e.env_id, **e.env_kwargs)
             try:

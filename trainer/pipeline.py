@@ -27,10 +27,12 @@ from typing import Any
 from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.trainer.config import TrainConfig
+from rockroll.trainer.env_check import check_train_envs
 from rockroll.trainer.learn import learn, truncated
 from rockroll.trainer.multiturn import check_context, mean_success, write_episode
 from rockroll.trainer.report import env_references, run_report
-from rockroll.trainer.rollouts import Rollout, make_rollout
+from rockroll.trainer.rollout_setup import make_rollout
+from rockroll.trainer.rollouts import Rollout
 from rockroll.trainer.selection import BestCheckpoint, select_seeds
 
 __all__ = ["run_training", "sandbox_manager", "sandbox_manager_name", "ProgressCallback", "EventCallback"]
@@ -151,6 +153,7 @@ def run_training(
     state = ckpt.load_latest(run_dir) if resume else None
     if resume and state is None:
         raise FileNotFoundError(f"--resume: no checkpoint under {run_dir}/checkpoints")
+    check_train_envs(cfg, env_source)  # an id no one knows fails here, before the run dir and the model
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
     logger = MetricsLogger(
@@ -160,9 +163,10 @@ def run_training(
     r = cfg.rollout
     with ExitStack() as stack:
         model, tok = load_policy(cfg.model)
+        source = env_source or _env_source(cfg, stack, run_dir)
         if r.mode == "multiturn":
-            check_context(cfg, tok)  # a history window that cannot fit fails here, before any rollout
-        rollout = make_rollout(cfg, model, tok, env_source or _env_source(cfg, stack, run_dir))
+            check_context(cfg, tok, source)  # a history window that cannot fit fails here, before any rollout
+        rollout = make_rollout(cfg, model, tok, source)
         stack.callback(rollout.close)
         seeds = list(range(r.eval_seed_offset, r.eval_seed_offset + r.eval_episodes))
         run = _Run(cfg, run_dir, tok, rollout, logger, on_event or (lambda kind, info: None), {"run_dir": str(run_dir)},

@@ -13,8 +13,8 @@ these calls, whichever mode plays the episodes:
 
 Two implementations: :class:`rockroll.trainer.plan_driver.PlanDriver` (``rollout.mode: plan``) and
 :class:`rockroll.trainer.multiturn.MultiTurnDriver` (``multiturn``: agentrl's scheduler).
-:func:`make_rollout` builds the run's, with its engine from ``rollout.engine``
-(:mod:`rockroll.trainer.engine_sync`).
+:func:`rockroll.trainer.rollout_setup.make_rollout` builds the run's, with its engine from
+``rollout.engine``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,9 @@ import abc
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rockroll.agentrl.env_source import EnvSource
     from rockroll.agentrl.trajectory import Trajectory
-    from rockroll.trainer.config import TrainConfig
 
-__all__ = ["Rollout", "make_rollout"]
+__all__ = ["Rollout"]
 
 
 class Rollout(abc.ABC):
@@ -60,25 +58,3 @@ class Rollout(abc.ABC):
     def pending(self) -> Any:
         """Work made ahead of the loop that a checkpoint keeps (plan mode's prefetched batch); None."""
         return None
-
-
-def make_rollout(cfg: TrainConfig, model: Any, tokenizer: Any, source: EnvSource) -> Rollout:
-    """The run's rollout (plan or multiturn) around its engine (``rollout.engine``, through the registry)."""
-    from rockroll.trainer.engine_sync import EngineSync, build_engine
-
-    engine = build_engine(cfg, model, tokenizer)
-    # the engine may sleep through the update when no rollout runs ahead of the weights
-    sync = EngineSync(engine, may_sleep=cfg.rollout.scheduler.async_generation_ratio == 0)
-    try:
-        if cfg.rollout.mode == "multiturn":
-            from rockroll.trainer.multiturn import MultiTurnDriver
-
-            return MultiTurnDriver(cfg, engine, source, sync=sync)
-        from rockroll.trainer.plan_driver import PlanDriver
-
-        return PlanDriver(cfg, tokenizer, engine, source, sync=sync)
-    except BaseException:
-        import asyncio
-
-        asyncio.run(engine.close())
-        raise

@@ -132,7 +132,8 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
         #: forward passes, waves, requests, generated tokens; prompt tokens asked for, prompt tokens
         #: computed (the rest came from the prefix cache or a duplicate in the same admission);
-        #: prefix-cache drops; decoding steps (slots path) and the rows they computed
+        #: prefix-cache drops; decoding steps (slots path) and the rows they computed; requests
+        #: dropped because their caller stopped waiting (cancelled); rows decoding after the last step
         self.stats: dict[str, int] = dict.fromkeys(
             (
                 "forward_calls",
@@ -144,6 +145,8 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
                 "cache_drops",
                 "steps",
                 "step_rows",
+                "cancelled",
+                "running",
             ),
             0,
         )
@@ -365,13 +368,16 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
         for j, (r, tok, lp) in enumerate(zip(rows, chosen.tolist(), logp.tolist(), strict=True)):
             r.toks.append(tok)
             r.lps.append(lp)
-            if tok in r.stops or len(r.toks) >= r.max_new:
+            if r.pending.future is not None and r.pending.future.cancelled():  # nobody waits (a client left)
+                self.stats["cancelled"] += 1
+            elif tok in r.stops or len(r.toks) >= r.max_new:
                 reason = "stop" if tok in r.stops else "length"
                 res = GenerationResult(token_ids=r.toks, logprobs=r.lps, finish_reason=reason, weight_version=version)
                 self._outbox.append((r.pending.loop, r.pending.future, res))
             else:
                 keep.append(j)
         self.stats["tokens"] += len(rows)
+        self.stats["running"] = len(keep)
         return keep, chosen
 
     def _flush_outbox(self) -> None:

@@ -26,6 +26,8 @@ __all__ = [
     "SessionRecord",
     "JobRecord",
     "NodeRecord",
+    "JobMetricPoint",
+    "RestartEvent",
     "owns_api_table",
 ]
 
@@ -110,6 +112,8 @@ class SessionRecord(Base):
     server: Mapped[str] = mapped_column(String(128), default="", server_default="")
     #: the client's ``Idempotency-Key`` of the open (unique per owner): a resent open finds this session
     open_key: Mapped[str | None] = mapped_column(String(64), nullable=True, default=None)
+    #: SHA-256 of the open's body (env, kwargs, group, avoided nodes): the same key with another body is refused
+    open_hash: Mapped[str | None] = mapped_column(String(64), nullable=True, default=None)
 
     __table_args__ = (sa.UniqueConstraint("owner", "open_key", name="uq_api_sessions_owner_open_key"),)
 
@@ -155,3 +159,31 @@ class NodeRecord(Base):
     boot: Mapped[str] = mapped_column(String(64), default="")
     heartbeat_at: Mapped[float] = mapped_column(Float, default=time.time)
     lost: Mapped[str] = mapped_column(Text, default="")
+
+
+class JobMetricPoint(Base):
+    """One metrics report of a job (numbers only), kept so its plots outlive a server restart.
+
+    Bounded per job and in jobs kept (:class:`rockroll.api.server.history.MetricHistory`).
+    """
+
+    __tablename__ = "api_job_metrics"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(64), index=True)
+    t: Mapped[float] = mapped_column(Float)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class RestartEvent(Base):
+    """One sandbox replacement and its reason, as a server's manager logged it (newest kept, bounded).
+
+    ``manager`` is the sandbox manager's name (a replica's own); see :class:`rockroll.api.server.history.RestartLog`.
+    """
+
+    __tablename__ = "api_restarts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    manager: Mapped[str] = mapped_column(String(128), index=True)
+    t: Mapped[float] = mapped_column(Float)
+    event: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -6,49 +6,82 @@ directory (:mod:`rockroll.api.jobs.paths`) and every URL checked against the all
 
 * ``train``: the merged :class:`~rockroll.trainer.config.TrainConfig` (``config_path`` file, keys, then
   ``overrides``) as a mapping; ``logging.run_dir`` and ``model.path`` absolute; the run name not ``..``;
-  ``rollout.env_id`` a built-in env (the trainer builds local replicas of it for expert plans and
-  difficulty, so a custom env's code would run in the worker: custom envs play in eval jobs, in
-  sandboxes). ``rollout.sandbox`` is moot: a job's envs always run in this server's sandboxes.
+  every env of the run a built-in env or one the owner may play (its own custom envs and public ones,
+  by their full id ``OWNER/NAME-vN``; another owner's private env is 404 ``env_not_found``, as for
+  sessions). A custom env plays only in the owner's sandboxes (the worker's sessions), so settings
+  that need a local copy of it (a warm start's expert, plan mode) are refused here
+  (:func:`rockroll.trainer.env_check.check_train_envs`). ``rollout.sandbox`` is moot: a job's envs
+  always run in this server's sandboxes.
 * ``eval`` with a model: the :class:`~rockroll.agentrl.eval_config.EvalConfig` mapping with ``output_dir``
   and the engine's ``model_path``/``tokenizer`` absolute, its URLs allowed, and no ``source`` (a job's
-  envs always run in this server's sandboxes);
+  envs always run in this server's sandboxes); for an ``hf`` model, :data:`MODEL_EPISODE` lists the
+  prompt settings the caller left unset, which the worker takes from the model's folder (how it was
+  trained: :func:`rockroll.agentrl.eval_config.trained_episode`), never read here;
 * ``eval`` with a policy: as given (it names no path).
 
-Errors: 400 ``invalid_job`` naming a bad key; 422 ``job_path`` or ``job_url`` naming the field.
+Plug-ins a config names are checked as text, never imported here (issue 35, hole C): engines, losses,
+estimators and backends are names of their registries, and an expert (``rollout.expert``) must be a
+registered expert or the one the env's spec declares (:func:`rockroll.envs.experts.is_known_expert`);
+what they name loads only in the job's worker.
+
+Errors: 400 ``invalid_job`` naming a bad key; 404 ``env_not_found`` for an env the owner may not play;
+422 ``job_path``, ``job_url`` or ``job_plugin`` (an expert that is not registered) naming the field.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.eval_config import EvalConfig
+from rockroll.agentrl.env_source import CallableSource
+from rockroll.agentrl.eval_config import PROMPT_KEYS, EvalConfig
 from rockroll.api.jobs.paths import JobDirs, JobPathError, check_strings, config_file, confine
 from rockroll.api.jobs.urls import SETTING, JobUrlError, check_url
 from rockroll.api.server.errors import ApiError
 from rockroll.api.server.schemas import EvalJobConfig, is_model_eval
 from rockroll.envs.config import ConfigError, parse_config
 from rockroll.envs.config_loader import config_to_dict
+from rockroll.trainer.env_check import check_train_envs
 from rockroll.trainer.jobs import config_for_job
 
-__all__ = ["effective_config", "check_expert"]
+__all__ = ["effective_config", "check_expert", "MODEL_EPISODE"]
 
 #: engine arguments that name a model or tokenizer to read
 _MODEL_ARGS = ("model_path", "tokenizer")
+#: key of an effective hf eval config: the prompt settings (``episode.*``) to take from the model's folder
+MODEL_EPISODE = "_model_episode"
+#: config keys that name a plug-in to load (an expert): a bad one is 422 ``job_plugin``
+_PLUGIN_KEY = re.compile(r"(^|\.)expert$")
+#: resolves an env id for the job's owner (the catalog's exact ids; UnknownEnvError when the owner may not play it)
+EnvResolver = Callable[[str], Any]
 
 
 def effective_config(
-    kind: str, config: Any, *, dirs: JobDirs, owner_dir: Path, engine_urls: tuple[str, ...] = ()
+    kind: str,
+    config: Any,
+    *,
+    dirs: JobDirs,
+    owner_dir: Path,
+    engine_urls: tuple[str, ...] = (),
+    resolve_env: EnvResolver | None = None,
 ) -> dict[str, Any]:
-    """The config a ``kind`` job's worker runs (see the module docstring); ``ApiError`` when it cannot run."""
+    """The config a ``kind`` job's worker runs (see the module docstring); ``ApiError`` when it cannot run.
+
+    ``resolve_env``: the owner's view of the env catalog (None: built-in envs only)."""
     try:
         if kind == "train":
-            return _train(config, dirs, owner_dir, engine_urls)
+            return _train(config, dirs, owner_dir, engine_urls, resolve_env)
         return _eval(config, dirs, owner_dir, engine_urls)
     except ConfigError as e:
         details = {"key": e.key, "allowed": e.allowed, "problems": [{"key": k, "message": m} for k, m in e.problems]}
+        if any(_PLUGIN_KEY.search(k) for k, _ in e.problems):
+            raise ApiError(422, "job_plugin", f"invalid {kind} config: {e}", details) from e
         raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", details) from e
+    except envhub.UnknownEnvError as e:
+        raise ApiError(404, "env_not_found", str(e), {"env_id": e.env_id, "suggestions": e.suggestions}) from e
     except FileNotFoundError as e:
         raise ApiError(400, "invalid_job", f"invalid {kind} config: {e}", {"key": "config_path"}) from e
     except JobPathError as e:
@@ -57,7 +90,9 @@ def effective_config(
         raise ApiError(422, "job_url", str(e), {"key": e.key, "setting": SETTING}) from e
 
 
-def _train(config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...]) -> dict[str, Any]:
+def _train(
+    config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...], resolve_env: EnvResolver | None
+) -> dict[str, Any]:
     data = dict(config) if isinstance(config, dict) else config
     if isinstance(data, dict) and data.get("config_path") is not None:
         data["config_path"] = str(config_file(dirs, owner_dir, data["config_path"]))
@@ -72,16 +107,20 @@ def _train(config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...]) -
     if not model.is_relative_to(owner_dir.resolve()) and not (model / "config.json").exists() and cfg.model.build_tiny:
         raise JobPathError("model.path", f"model.path {cfg.model.path!r} has no model, and model folders are read-only")
     out["model"]["path"] = str(model)
-    check_strings(out, "", skip=("rollout.env_kwargs", "model.path", "logging.run_dir"), engine_urls=urls)
-    try:
-        envhub.spec(cfg.rollout.env_id)
-    except envhub.UnknownEnvError as e:
-        raise ConfigError(
-            "rollout.env_id",
-            f"rollout.env_id: train jobs play this server's built-in envs, and {cfg.rollout.env_id!r} is not one "
-            "(custom envs play in eval jobs, inside sandboxes)",
-        ) from e
+    check_strings(
+        out, "", skip=("rollout.env_kwargs", "rollout.envs.*.env_kwargs", "model.path", "logging.run_dir"),
+        engine_urls=urls,
+    )  # fmt: skip
+    check_train_envs(cfg, CallableSource(_opens_nothing, check=resolve_env or _builtin_only))
     return out
+
+
+def _opens_nothing(env_id: str, kwargs: dict[str, Any]) -> Any:
+    raise RuntimeError("the control plane opens no env while checking a job")
+
+
+def _builtin_only(env_id: str) -> None:
+    envhub.spec(env_id)
 
 
 def _eval(config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...]) -> dict[str, Any]:
@@ -100,6 +139,8 @@ def _eval(config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...]) ->
     for name in _MODEL_ARGS:
         if isinstance(args.get(name), str):
             args[name] = str(confine(owner_dir, args[name], f"engine.args.{name}", read_dirs=dirs.model_dirs))
+    if cfg.engine.kind == "hf" and isinstance(args.get("model_path"), str):
+        out[MODEL_EPISODE] = [k for k in PROMPT_KEYS if k not in cfg.episode.model_fields_set]
     if "base_url" in args:
         check_url(str(args["base_url"]), urls, "engine.args.base_url")
     skip = ("envs.*.kwargs", "output_dir", "engine.args.base_url", *(f"engine.args.{n}" for n in _MODEL_ARGS))

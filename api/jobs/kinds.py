@@ -2,7 +2,9 @@
 
 * ``eval`` with a model-eval config (``engine``/``envs`` keys, the YAML of ``rockroll eval``):
   :func:`rockroll.agentrl.eval.run_eval_job` runs that engine on the envs, every session opened through
-  ``ctx.open_session`` (a sandbox of the server, owned by the job's owner);
+  ``ctx.open_session`` (a sandbox of the server, owned by the job's owner); an ``hf`` model plays with
+  the prompt settings it was trained with where the config left them unset (read here, in the worker,
+  from the model's folder: :func:`_with_model_episode`);
 * ``eval`` with ``{"env", "episodes", "policy"}``: the ``random`` (or ``expert``) policy of
   :func:`rockroll.envs.play.play_episode` on one sandboxed session (the expert reads a replica of the
   session's env kept here in step through ``get_state``, see :class:`_Replica`: the sandboxed env's
@@ -17,10 +19,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.eval import run_eval_job
+from rockroll.agentrl.eval_config import trained_episode
+from rockroll.api.jobs.configs import MODEL_EPISODE
 from rockroll.api.server.schemas import PolicyEvalConfig, is_model_eval
 from rockroll.envs.config import parse_config
 from rockroll.envs.core import TextEnvProtocol
@@ -69,9 +74,22 @@ class _Replica:
         return getattr(self.replica, name)
 
 
+def _with_model_episode(config: dict[str, Any]) -> dict[str, Any]:
+    """An effective hf eval config with the episode settings :data:`MODEL_EPISODE` lists taken from the model's
+    folder (``rockroll_episode.json`` of a run's export), where it has them."""
+    config = dict(config)
+    keys = config.pop(MODEL_EPISODE, None) or []
+    model = config.get("engine", {}).get("args", {}).get("model_path")
+    trained = trained_episode(Path(model)) if keys and isinstance(model, str) else {}
+    if trained:
+        config["episode"] = {**config.get("episode", {}), **{k: trained[k] for k in keys if k in trained}}
+    return config
+
+
 def run_eval(ctx: Any) -> dict[str, Any]:
     """Play ``episodes`` episodes with a simple policy in a sandbox; metrics under ``eval/<env>/``."""
     if is_model_eval(ctx.config):
+        ctx.config = _with_model_episode(ctx.config)
         return run_eval_job(ctx)
     cfg = parse_config(PolicyEvalConfig, ctx.config)
     env_id, episodes, policy, seed0 = cfg.env, cfg.episodes, cfg.policy, cfg.seed

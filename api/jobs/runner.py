@@ -82,10 +82,12 @@ class JobRunner:
         user: str = "",
         log_max_bytes: int = 1_000_000,
         runner: str = "",
+        resolve_env: Callable[[str, str], Any] | None = None,
     ) -> None:
         self.db = db
         self.runner = runner  # this server's lease tag, recorded on the jobs it runs
         self.open_env = open_env
+        self.resolve_env = resolve_env  # (env id, owner) -> the id the owner may play (UnknownEnvError otherwise)
         self.dirs = dirs
         self.engine_urls = tuple(engine_urls)
         self.user = user
@@ -105,13 +107,17 @@ class JobRunner:
         threading.Thread(target=self._poll_cancels, name="job-cancels", daemon=True).start()
 
     @classmethod
-    def from_settings(cls, db: Database, open_env: Callable[..., Any], settings: Any, runner: str = "") -> JobRunner:
-        """The runner of a server's ``Settings`` (``runner``: its lease tag)."""
+    def from_settings(
+        cls, db: Database, open_env: Callable[..., Any], settings: Any, runner: str = "",
+        resolve_env: Callable[[str, str], Any] | None = None,
+    ) -> JobRunner:  # fmt: skip
+        """The runner of a server's ``Settings`` (``runner``: its lease tag; ``resolve_env(env_id, owner)``: the
+        catalog's lookup, so train jobs may play their owner's custom envs)."""
         dirs = JobDirs(settings.job_root(), tuple(Path(d) for d in settings.job_model_dirs))
         return cls(
             db, open_env, settings.job_workers, dirs=dirs, train=settings.train_jobs,
             engine_urls=tuple(settings.job_engine_urls), user=settings.job_user,
-            log_max_bytes=settings.job_log_max_bytes, runner=runner,
+            log_max_bytes=settings.job_log_max_bytes, runner=runner, resolve_env=resolve_env,
         )  # fmt: skip
 
     def recover(self) -> list[str]:
@@ -165,7 +171,11 @@ class JobRunner:
     def effective(self, kind: str, config: Any, owner: str) -> dict[str, Any]:
         """The config ``owner``'s worker runs (:func:`rockroll.api.jobs.configs.effective_config`)."""
         owner_dir = self.dirs.ensure(owner)
-        return effective_config(kind, config, dirs=self.dirs, owner_dir=owner_dir, engine_urls=self.engine_urls)
+        resolve = self.resolve_env
+        return effective_config(
+            kind, config, dirs=self.dirs, owner_dir=owner_dir, engine_urls=self.engine_urls,
+            resolve_env=None if resolve is None else (lambda env_id: resolve(env_id, owner)),
+        )  # fmt: skip
 
     def get(self, job_id: str, who: Principal) -> JobRecord:
         """A job visible to ``who`` (404 otherwise)."""

@@ -79,7 +79,7 @@ def show_job(job_id: str, state: StateDep, who: Who) -> dict:
 
 @router.get("/{job_id}/metrics", response_model=JobMetrics)
 def job_metric_history(job_id: str, state: StateDep, who: Who) -> dict[str, Any]:
-    """Every numeric metrics report of the job, oldest first (kept in memory since this server started)."""
+    """Every numeric metrics report of the job, oldest first (kept in the database: it outlives a restart)."""
     job = state.jobs.get(job_id, who)
     return {"job_id": job.id, "points": state.metric_history.get(job.id)}
 

@@ -137,7 +137,7 @@ async def _serve(websocket: WebSocket, state: AppState, live: LiveSession) -> No
                     raise ApiError(413, "too_large", f"a message is limited to {MAX_MESSAGE_CHARS} characters")
                 try:
                     msg = json.loads(text)
-                except ValueError as e:
+                except (ValueError, RecursionError) as e:  # RecursionError: nested too deeply
                     raise ApiError(422, "validation_error", f"not JSON: {e}") from e
                 if live.entry is not None and isinstance(msg, dict) and msg.get("op") in _ON_LOOP:
                     answer = await _on_loop(state, live, msg)

@@ -23,6 +23,7 @@ from sqlalchemy import select
 
 from rockroll.api.db import SandboxOwner
 from rockroll.api.routes.jobs import job_view
+from rockroll.api.sandboxes.views import pool_views
 from rockroll.api.server.deps import StateDep, Who
 from rockroll.api.server.errors import ApiError
 from rockroll.api.ui.overview_fit import fit, thin
@@ -89,7 +90,12 @@ def overview(
     visible_ids = {sb.id for sb in visible}
     restarts = [e for e in list(state.placement.manager.restart_log) if who.admin or e["sandbox_id"] in visible_ids]
     restarts = [e | {"owner": owners.get(e["sandbox_id"], "")} for e in reversed(restarts)]
-    envs, pools = state.catalog.list(who), state.placement.pool_views()
+    envs = state.catalog.list(who)
+    pools = (
+        state.placement.pool_views()
+        if who.admin
+        else pool_views(state.placement.manager, state.placement.pools, visible)
+    )
     jobs = [_job(state, j, i < HISTORY_JOBS) for i, j in enumerate(state.jobs.list(who, min(limit, MAX_JOBS)))]
     out = {
         "time": time.time(),
@@ -102,6 +108,7 @@ def overview(
         "sessions": [s.view() | {"system_prompt": ""} for s in sessions[:limit]],
         "restarts": restarts[:limit],
         "jobs": jobs,
+        "alerts": state.alerts.alerts(who, resolved=False)[:limit] if state.alerts is not None else [],
         "totals": {
             "sandboxes": len(visible),
             "sessions": len(sessions),

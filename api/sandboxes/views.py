@@ -48,10 +48,12 @@ def snapshot(manager: Any) -> dict[str, Any]:
     return {"by_state": by_state, "restarts": restarts}
 
 
-def pool_views(manager: Any, pools: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every pool: the configured ones (``pools``), custom envs' pools and user sandboxes."""
+def pool_views(manager: Any, pools: dict[str, Any], sandboxes: list[Any] | None = None) -> list[dict[str, Any]]:
+    """Every pool: the configured ones (``pools``), custom envs' pools and user sandboxes; with ``sandboxes``,
+    the members counted are those only (what one owner may see), and a pool none of them is in is left out
+    unless it is configured."""
     members: dict[str, list[Any]] = {name: [] for name in pools}
-    for sb in manager.list():
+    for sb in manager.list() if sandboxes is None else sandboxes:
         members.setdefault(base_pool(sb.pool), []).append(sb)
     out = []
     for name, sbs in sorted(members.items()):

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from rockroll.api.routes import docs, envs, health, jobs, nodes, sandboxes, session_ws, sessions, ui
+from rockroll.api.routes import alerts, docs, envs, health, jobs, nodes, sandboxes, session_ws, sessions, ui
 from rockroll.api.routes.sandboxes import MAX_FILE_BYTES
 from rockroll.api.server.auth import list_tokens
 from rockroll.api.server.body_limit import BodyLimit, body_limit_for
@@ -60,7 +60,7 @@ def create_app(settings: Settings | None = None, *, state: AppState | None = Non
         openapi_url="/openapi.json",
     )
     install_error_handlers(app)
-    for module in (health, envs, sandboxes, sessions, session_ws, jobs, ui, docs):
+    for module in (health, envs, sandboxes, sessions, session_ws, jobs, alerts, ui, docs):
         app.include_router(module.router)
     app.include_router(nodes.router)
     app.router.routes.extend(

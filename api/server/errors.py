@@ -101,6 +101,8 @@ def to_api_error(e: Exception) -> ApiError | None:
         return ApiError(404, "file_not_found", str(e))
     if isinstance(e, (ValueError, TypeError, KeyError)):
         return ApiError(400, "bad_request", str(e))
+    if isinstance(e, RecursionError):  # a body or message nested past what the parser takes
+        return ApiError(422, "validation_error", f"the input is nested too deeply: {e}")
     return None
 
 
@@ -117,7 +119,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return _json(e.status, e.code, e.message, e.details, headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_req: Request, e: RequestValidationError) -> JSONResponse:
+    async def _validation(req: Request, e: RequestValidationError) -> JSONResponse:
         errors = [
             {
                 "loc": [str(x) for x in err.get("loc", ())],
@@ -126,7 +128,13 @@ def install_error_handlers(app: FastAPI) -> None:
             }
             for err in e.errors()
         ]
-        return _json(422, "validation_error", "the request does not match the schema", {"errors": errors})
+        message = "the request does not match the schema"
+        if errors:  # name the field that failed (body.group: String should match pattern ...)
+            first = errors[0]
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            message += f": {'.'.join(first['loc'])}: {first['msg']}{more}"
+        log.info("422 on %s %s: %s", req.method, req.url.path, message)
+        return _json(422, "validation_error", message, {"errors": errors})
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_req: Request, e: StarletteHTTPException) -> JSONResponse:
@@ -141,7 +149,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return _json(500, "internal_error", f"{type(e).__name__}: {e}")
 
     # handled inside the exception middleware (looked up along the MRO), so no traceback is printed
-    for cls in (EnvError, sb.SandboxError, ValueError, TypeError, LookupError, OSError):
+    for cls in (EnvError, sb.SandboxError, ValueError, TypeError, LookupError, OSError, RecursionError):
         app.add_exception_handler(cls, _domain)
 
     @app.exception_handler(Exception)

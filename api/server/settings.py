@@ -212,6 +212,61 @@ class Settings(BaseSettings):
         description="Host header names (any port) a dev-mode server answers; others get 400, so that a web page "
         "whose name is rebound to 127.0.0.1 cannot use the token-less API.",
     )
+    # proactive alerts (issue 36 item 2): rules over what the platform measures (rockroll.api.alerts)
+    alert_interval_s: float = Field(5.0, gt=0, le=3600, description="How often the alert rules are evaluated.")
+    alert_for_s: float = Field(
+        0.0, ge=0, le=86_400, description="An alert fires once its condition has held this long (0: at once)."
+    )
+    alert_resolve_s: float = Field(
+        60.0,
+        ge=0,
+        le=86_400,
+        description="A firing alert resolves once its condition has been clear this long (hysteresis: a flapping "
+        "condition does not fire and resolve on every evaluation).",
+    )
+    alert_window_s: float = Field(
+        600.0, gt=0, le=7 * 86_400, description="The window events are counted over (restarts, start failures, jobs)."
+    )
+    alert_restarts_per_env: int = Field(
+        3, ge=1, le=100_000, description="Sandbox restarts of one env (per owner) within alert_window_s that fire."
+    )
+    alert_unhealthy_share: float = Field(
+        0.25, gt=0, le=1, description="Share of sandboxes unhealthy or restarting that fires (platform-wide)."
+    )
+    alert_step_p99_s: float = Field(
+        2.0, gt=0, le=3600, description="P99 env step latency (seconds) over alert_window_s that fires."
+    )
+    alert_step_min_count: int = Field(
+        20, ge=1, le=1_000_000, description="Steps within alert_window_s needed before the P99 rule judges."
+    )
+    alert_start_failures: int = Field(
+        3, ge=1, le=100_000, description="Sandbox start failures within alert_window_s that fire (platform-wide)."
+    )
+    alert_job_failures: int = Field(
+        3, ge=1, le=100_000, description="Failed jobs of one owner within alert_window_s that fire."
+    )
+    alert_db_growth_bytes: int = Field(
+        500_000_000, ge=1, description="Database growth (bytes) within alert_window_s that fires."
+    )
+    alert_disk_free_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Free share of the disk holding the database, sandbox state or job folders under which an "
+        "alert fires (0: never).",
+    )
+    alert_webhook_url: str = Field(
+        "",
+        max_length=2000,
+        pattern=r"^(https?://\S+)?$",
+        description="Where firing and resolved alerts are POSTed as JSON (empty: nowhere); retried with backoff "
+        "from a bounded queue, so a slow or dead receiver never holds up the server.",
+    )
+    alert_webhook_timeout_s: float = Field(5.0, gt=0, le=120, description="Timeout of one webhook POST.")
+    alert_webhook_retries: int = Field(5, ge=0, le=100, description="Retries of a failed webhook POST (backoff).")
+    alert_webhook_queue: int = Field(
+        1000, ge=1, le=1_000_000, description="Alerts waiting for the webhook; more are dropped (and counted)."
+    )
 
     def job_root(self) -> Path:
         """Where owners' job directories live (``job_dir``, else beside the SQLite database, else ~/.rockroll)."""

@@ -1,7 +1,7 @@
 """Everything one running app holds: settings, database, catalog, placement, sessions, jobs, metrics.
 
-Also each job's metric history (:class:`MetricHistory`, in memory, for the page's live plots): every
-report a job makes is kept in order, where the job record keeps only the latest values.
+Also each job's metric history and the sandbox manager's restart log, kept in the database too
+(:mod:`rockroll.api.server.history`): the page plots them, after a restart as before it.
 """
 
 from __future__ import annotations
@@ -9,12 +9,11 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from rockroll.api.alerts.engine import AlertEngine
 from rockroll.api.db import Database
 from rockroll.api.envs.catalog import Catalog
 from rockroll.api.jobs.runner import JobRunner
@@ -23,6 +22,7 @@ from rockroll.api.nodes.store import NodeStore
 from rockroll.api.nodes.table import NodeTable
 from rockroll.api.nodes.watch import NodeWatch
 from rockroll.api.sandboxes.ttl import ExpiryReaper
+from rockroll.api.server.history import MetricHistory, RestartLog
 from rockroll.api.server.metrics import Metrics
 from rockroll.api.server.settings import REPLICA_SEP, Settings
 from rockroll.api.sessions.live import SessionRegistry
@@ -38,46 +38,6 @@ log = logging.getLogger("rockroll.api")
 
 #: the owner of job sessions opened without one (sandboxes no token owner sees); jobs should pass theirs
 JOBS_OWNER = ""
-
-
-class MetricHistory:
-    """The numeric metrics each job reported, oldest first: ``[{"t": unix time, "metrics": {...}}]``.
-
-    Kept in memory for the newest ``max_jobs`` jobs, ``max_points`` reports each (evenly thinned
-    beyond that, so a long run keeps its whole shape); a server restart starts them afresh.
-    """
-
-    def __init__(self, max_points: int = 500, max_jobs: int = 200) -> None:
-        self.max_points, self.max_jobs = max_points, max_jobs
-        self._points: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add(self, job_id: str, metrics: dict[str, Any]) -> None:
-        numeric = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        if not numeric:
-            return
-        with self._lock:
-            points = self._points.setdefault(job_id, [])
-            points.append({"t": time.time(), "metrics": numeric})
-            if len(points) > self.max_points:
-                del points[1:-1:2]  # keep the first and the last, every other one between
-            while len(self._points) > self.max_jobs:
-                self._points.popitem(last=False)
-
-    def get(self, job_id: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self._points.get(job_id, ()))
-
-    def watch(self, jobs: Any) -> None:
-        """Record every metrics report of ``jobs`` (a :class:`JobRunner`) from now on."""
-        update = jobs._update
-
-        def recording_update(job_id: str, **changes: Any) -> None:
-            update(job_id, **changes)
-            if changes.get("metrics"):
-                self.add(job_id, changes["metrics"])
-
-        jobs._update = recording_update
 
 
 @dataclass
@@ -99,6 +59,7 @@ class AppState:
     nodes: NodeTable | None = None  # the node agents sessions are placed on (rockroll.api.nodes.table)
     agent: NodeAgent | None = None  # the embedded node agent (Settings.embedded_node)
     watchers: list[Any] = field(default_factory=list)  # background duties with close(): node watch, revocations
+    alerts: Any = None  # the alert engine (rockroll.api.alerts.engine), one of the watchers
 
     def close(self) -> None:
         """Stop jobs, close sessions, stop the manager (and the sandboxes with ``stop_sandboxes_on_exit``;
@@ -210,7 +171,7 @@ def build_state(settings: Settings) -> AppState:
     sessions = SessionRegistry(db, open_env, metrics, place=place, agent=agent, nodes=nodes, server=server)
     sessions.start_reaper(settings.session_idle_ttl_s, interval_s=min(30.0, settings.session_idle_ttl_s / 2))
 
-    jobs = JobRunner.from_settings(db, open_env, settings, runner=server)
+    jobs = JobRunner.from_settings(db, open_env, settings, runner=server, resolve_env=catalog.resolve)
     state = AppState(
         settings,
         db,
@@ -224,10 +185,13 @@ def build_state(settings: Settings) -> AppState:
         nodes=nodes,
         agent=agent,
     )
-    for watcher in (NodeWatch(nodes), RevocationWatch(db, nodes, agent)):
+    state.alerts = AlertEngine(state)
+    for watcher in (NodeWatch(nodes), RevocationWatch(db, nodes, agent), state.alerts):
         watcher.start()
         state.watchers.append(watcher)
+    state.metric_history = MetricHistory(db)  # read back from the database for jobs of earlier runs
     state.metric_history.watch(jobs)
+    RestartLog.install(db, placement.manager)
     holder["s"] = state
     jobs.recover()
     return state

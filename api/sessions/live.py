@@ -36,6 +36,7 @@ from rockroll.api.server.errors import ApiError
 from rockroll.api.server.metrics import Metrics
 from rockroll.api.sessions.live_batch import lost_guard, node_lost, run_items
 from rockroll.api.sessions.records import (
+    body_hash,
     drop_key,
     find,
     find_by_key,
@@ -189,33 +190,41 @@ class SessionRegistry:
         idempotency key: an open resent with it (to this or another replica) answers the session the
         first one opened.
         """
+        digest = body_hash(env, kwargs, group, avoid) if key else ""
         if key:
-            again = self._opened_with(who, key)
+            again = self._opened_with(who, key, digest)
             if again is not None:
                 return again
         try:
-            return self._open_new(who, env, kwargs, group, avoid, key)
+            return self._open_new(who, env, kwargs, group, avoid, key, digest)
         except IntegrityError:  # the same key won a race at another replica
-            again = self._opened_with(who, key) if key else None
+            again = self._opened_with(who, key, digest) if key else None
             if again is None:
                 raise
             return again
 
     def _open_new(
-        self, who: Principal, env: str, kwargs: dict[str, Any], group: str, avoid: Collection[str], key: str
+        self,
+        who: Principal,
+        env: str,
+        kwargs: dict[str, Any],
+        group: str,
+        avoid: Collection[str],
+        key: str,
+        digest: str = "",
     ) -> LiveSession:
         session_id = new_session_id()
         if self.place is None:  # a sandbox serving who.owner only
             remote = self.open_env(env, kwargs, owner=who.owner)
             return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, group=group,
-                             key=key)  # fmt: skip
+                             key=key, digest=digest)  # fmt: skip
         spread = group_spread(self.db, who.owner, group) if group else {}
         intended = False
 
         def intent(node_id: str) -> None:  # the row first: an agent never holds a session without one
             nonlocal intended
             record_intent(self.db, session_id, who.owner, env, kwargs, node_id, group_key=group,
-                          server=self.server, key=key)  # fmt: skip
+                          server=self.server, key=key, open_hash=digest or None)  # fmt: skip
             intended = True
 
         try:
@@ -226,16 +235,21 @@ class SessionRegistry:
                 record_close(self.db, session_id, 0)
             raise
         return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, node=node,
-                         group=group, key=key)  # fmt: skip
+                         group=group, key=key, digest=digest)  # fmt: skip
 
-    def _opened_with(self, who: Principal, key: str) -> LiveSession | None:
+    def _opened_with(self, who: Principal, key: str, digest: str = "") -> LiveSession | None:
         """The session ``who`` opened with ``key`` (404 once closed); None when there is none, or when its
-        open was cut off (its server died before the agent answered: the row is closed, the key freed)."""
+        open was cut off (its server died before the agent answered: the row is closed, the key freed).
+        422 when that open had another body than ``digest`` says (a key reused for another session)."""
         deadline = time.monotonic() + OPEN_WAIT_S
         while True:
             rec = find_by_key(self.db, who.owner, key)
             if rec is None:
                 return None
+            if digest and rec.open_hash and rec.open_hash != digest:
+                raise ApiError(422, "idempotency_key_reused", f"the Idempotency-Key {key!r} was used for an open "
+                               "with another body (env, kwargs, group or avoid_nodes); use a new key for a new "
+                               "session", {"session_id": rec.id})  # fmt: skip
             if rec.sandbox_id or rec.closed_at is not None:  # confirmed (or closed: 404)
                 return self.get(rec.id, who, lost_ok=True)
             mine = rec.server == self.server
@@ -263,13 +277,14 @@ class SessionRegistry:
         node: str = "",
         group: str = "",
         key: str = "",
+        digest: str = "",
     ) -> LiveSession:
         session_id = session_id or getattr(remote, "control_id", "") or new_session_id()
         embedded = self.agent is not None and isinstance(remote, RemoteSession)  # on this server's sandboxes
         node = self.agent.id if embedded else node
         live = LiveSession(id=session_id, owner=owner, env_id=env_id, kwargs=kwargs, remote=remote, node=node)
         try:
-            record_open(self.db, live, group=group, server=self.server, key=key)
+            record_open(self.db, live, group=group, server=self.server, key=key, key_hash=digest)
         except BaseException:
             remote.close()
             raise

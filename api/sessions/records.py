@@ -9,6 +9,8 @@ idle reaper can close them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Collection
 from typing import Any
@@ -20,6 +22,7 @@ from rockroll.api.db import Database, SessionRecord
 __all__ = [
     "record_intent",
     "record_open",
+    "body_hash",
     "drop_key",
     "record_close",
     "find",
@@ -46,7 +49,9 @@ def record_intent(
                             node_id=node_id, open_key=key or None, **fields))  # fmt: skip
 
 
-def record_open(db: Database, live: Any, *, group: str = "", server: str = "", key: str = "") -> None:
+def record_open(
+    db: Database, live: Any, *, group: str = "", server: str = "", key: str = "", key_hash: str = ""
+) -> None:
     """Write the row of a newly opened session (a :class:`rockroll.api.sessions.live.LiveSession`), or confirm its
     :func:`record_intent`; ``key``: the client's idempotency key (``IntegrityError`` when the owner opened
     a session with it already)."""
@@ -72,6 +77,7 @@ def record_open(db: Database, live: Any, *, group: str = "", server: str = "", k
                 group_key=group,
                 server=server,
                 open_key=key or None,
+                open_hash=key_hash or None,
             )
         )
 
@@ -89,6 +95,12 @@ def record_close(db: Database, session_id: str, steps: int, *, closed: bool = Tr
 def find(db: Database, session_id: str) -> SessionRecord | None:
     with db.session() as s:
         return s.get(SessionRecord, session_id)
+
+
+def body_hash(env: str, kwargs: dict[str, Any], group: str, avoid: Any) -> str:
+    """SHA-256 of an open's body (what its ``Idempotency-Key`` stands for), key order aside."""
+    body = {"env": env, "kwargs": kwargs, "group": group, "avoid": sorted(avoid)}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def drop_key(db: Database, session_id: str) -> None:

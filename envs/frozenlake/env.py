@@ -99,7 +99,10 @@ class FrozenLakeEnv(TextEnv[int]):
 
     def difficulty(self) -> int:
         """The map's difficulty: moves of a shortest hole-free path from the start, ignoring slips."""
-        return len(shortest_path(self.grid))
+        path = shortest_path(self.grid)
+        if path is None:
+            raise ValueError("this map has no hole-free path from S to G")
+        return len(path)
 
     def _get_state(self) -> dict[str, Any]:
         return {"grid": list(self.grid), "row": self.row, "col": self.col}

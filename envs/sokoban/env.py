@@ -104,6 +104,8 @@ class SokobanEnv(TextEnv[int]):
 
     def _step(self, action: int) -> StepOutcome[int]:
         state, canvas = self._state, self._canvas
+        if state is None or canvas is None:
+            raise ResetNeeded("no room yet: call reset() first")
         before = state.player
         result = state.move(action)
         if result.effective:

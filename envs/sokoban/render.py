@@ -152,7 +152,7 @@ class GridCanvas:
         self.vocab = vocab
         self.state = state
         self._stride = state.cols + 1  # one extra slot per row holds the newline
-        self._chars = []
+        self._chars: list[str] = []
         for r in range(state.rows):
             self._chars.extend(_symbol(vocab, state, r * state.cols + c) for c in range(state.cols))
             self._chars.append("\n")

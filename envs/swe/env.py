@@ -344,8 +344,8 @@ class SWEEnv(TextEnv[SWEAction]):
             text += "\n[... output truncated by the sandbox ...]"
         status = f"[exit code {result.exit_code}]"
         if result.timed_out:
-            limit = self.command_timeout_s if timeout_s is None else timeout_s
-            status = f"[command timed out after {limit:g}s and was killed]"
+            waited = self.command_timeout_s if timeout_s is None else timeout_s
+            status = f"[command timed out after {waited:g}s and was killed]"
         return f"{header}\n{text.rstrip() or '(no output)'}\n{status}"
 
     def _render(self) -> str:

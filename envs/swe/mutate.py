@@ -183,7 +183,7 @@ def mutations(source: str) -> list[Mutation]:
     found: list[Mutation] = []
     seen: set[str] = set()
     for index, node in enumerate(ast.walk(tree)):
-        if not hasattr(node, "lineno") or node.end_lineno is None or id(node) in skip:
+        if getattr(node, "end_lineno", None) is None or id(node) in skip:  # no position, or a synthetic node
             continue
         for rule in RULES:
             for operator, new_node in rule(copy.deepcopy(node)):

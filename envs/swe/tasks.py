@@ -25,6 +25,7 @@ line) hold records with these fields:
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -211,7 +212,7 @@ def _task_from_record(rec: Any, base: Path) -> SWETask:
     )
 
 
-def load_task_file(path: str | Path) -> tuple[SWETask, ...]:
+def load_task_file(path: str | os.PathLike[str]) -> tuple[SWETask, ...]:
     """Read a SWE-bench-style task file (see the module docstring); raise :class:`TaskFileError`."""
     p = Path(path)
     try:

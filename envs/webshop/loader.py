@@ -94,10 +94,11 @@ def _parse_reviews(value: Any) -> tuple[Review, ...]:
     return tuple(out)
 
 
-def _parse_product(raw: Any) -> Product | None:
+def _parse_product(raw: object) -> Product | None:
     if not isinstance(raw, dict):
         return None
-    info = raw.get("product_information") if isinstance(raw.get("product_information"), dict) else {}
+    found = raw.get("product_information")
+    info: dict[str, Any] = found if isinstance(found, dict) else {}
     title = raw.get("name") or raw.get("title") or next((info[k] for k in _TITLE_KEYS if info.get(k)), "")
     asin, price = str(raw.get("asin") or "").strip(), _parse_price(raw.get("pricing", raw.get("price")))
     if not asin or not isinstance(title, str) or not title.strip() or price is None:

@@ -82,9 +82,9 @@ class WebShopOracle:
         if kind == "item":
             product = web.product(page["asin"])
             wanted = best_options(product, goal)
-            for label, name, value in item_options(web.shop, product.asin):
+            for option, name, value in item_options(web.shop, product.asin):
                 if wanted.get(name) == value and page["options"].get(name) != value:
-                    return f"click[{label}]"
+                    return f"click[{option}]"
             return f"click[{BUY}]"
         return f"click[{PREV}]"
 

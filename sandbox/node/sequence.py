@@ -25,7 +25,7 @@ from typing import Any
 from rockroll.sandbox.errors import SandboxError
 from rockroll.sandbox.node.replay import FLOOR_BYTES, ReplayBudget, answer_bytes, replay_budget
 
-__all__ = ["SequenceError", "ReplayNotKept", "StepLog", "REPLAY_WINDOW"]
+__all__ = ["SequenceError", "SequenceRangeError", "ReplayNotKept", "StepLog", "REPLAY_WINDOW", "MAX_SEQ"]
 
 REPLAY_WINDOW = 8
 """How many latest answers a session keeps for replays (a client retries its last step only)."""
@@ -44,6 +44,25 @@ class SequenceError(SandboxError, ValueError):
         super().__init__(f"step number {got} of session {session_id!r} {why}; the next step is number {expected}")
         self.session_id = session_id
         self.got = got
+        self.expected = expected
+
+
+MAX_SEQ = 2**63 - 1
+"""The largest step number (a signed 64-bit integer, as every JSON codec and database keeps it)."""
+
+
+class SequenceRangeError(SequenceError):
+    """A step number that is no integer from 1 to :data:`MAX_SEQ` (``got``: what was sent, as sent)."""
+
+    def __init__(self, session_id: str, got: Any, expected: int) -> None:
+        shown = got if isinstance(got, (int, float)) and not isinstance(got, bool) else repr(got)[:40]
+        SandboxError.__init__(
+            self,
+            f"step number {shown!r} of session {session_id!r} is not allowed: a step number is an integer from 1 to "
+            f"{MAX_SEQ} (or left out for the next one); the next step is number {expected}",
+        )
+        self.session_id = session_id
+        self.got = shown
         self.expected = expected
 
 
@@ -100,8 +119,8 @@ class StepLog:
         (:class:`ReplayNotKept` for a recorded number whose answer was not kept)."""
         if seq is None:
             return self.last + 1, None
-        if isinstance(seq, bool) or not isinstance(seq, int):
-            raise SequenceError(self.session_id, -1, self.last + 1)
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_SEQ:
+            raise SequenceRangeError(self.session_id, seq, self.last + 1)
         if seq == self.last + 1:
             return seq, None
         if seq in self._answers:

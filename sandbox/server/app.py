@@ -163,17 +163,50 @@ def _error_dict(e: Exception) -> dict[str, Any]:
 
 
 def _memory_bytes() -> int:
-    for path in ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory/memory.usage_in_bytes"):
+    """This sandbox's memory: its own cgroup's (a Docker container, whose cgroup namespace is its own; a process
+    sandbox confined to a cgroup, named in ``ROCKROLL_MEMORY_CGROUP``), else the RSS of this server's process
+    tree (a process sandbox without one: the cgroup it sees is the host's, shared with every other sandbox)."""
+    own = os.environ.get("ROCKROLL_MEMORY_CGROUP")  # set by rockroll.sandbox.process
+    if own:
+        paths: tuple[str, ...] = (f"{own}/memory.current", f"{own}/memory.usage_in_bytes")
+    elif os.environ.get("ROCKROLL_SOCKET"):  # set by rockroll.sandbox.docker_backend only: a container
+        paths = ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory/memory.usage_in_bytes")
+    else:
+        paths = ()
+    for path in paths:
         try:
             with open(path) as f:
                 return int(f.read().strip())
         except (OSError, ValueError):
             continue
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return 0
+    return tree_rss(os.getpid())
+
+
+def tree_rss(root: int) -> int:
+    """Resident bytes of process ``root`` and all its descendants (read from ``/proc``; 0 where unreadable)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"{entry.path}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            pid = int(entry.name)
+            children.setdefault(int(fields[1]), []).append(pid)  # fields[1]: the parent's pid
+            rss[pid] = int(fields[21]) * page  # fields[21]: resident pages
+        except (OSError, ValueError, IndexError):
+            continue
+    total, todo, seen = 0, [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total
 
 
 def _make_handler(server: SandboxServer) -> type[BaseHTTPRequestHandler]:

@@ -94,13 +94,17 @@ def dumps(payload: Any) -> bytes:
 
 
 def loads(data: str | bytes) -> Any:
-    """Parse JSON (orjson where it can; the json module's dialect, NaN included, otherwise); ValueError when bad."""
+    """Parse JSON (orjson where it can; the json module's dialect, NaN included, otherwise); ValueError when bad,
+    nested too deep included (the json module's RecursionError is no crash of the caller)."""
     if orjson is not None:
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except RecursionError as e:
+        raise ValueError("JSON nested too deeply") from e
 
 
 def channel_path(socket_path: str) -> str:

@@ -86,9 +86,10 @@ class _Host:
 
     def make(self, env_id: str, kwargs: dict[str, Any] | None = None, state: Any = None) -> dict[str, Any]:
         _import_modules()
-        import rockroll.envhub as envhub  # here: the server imports this module's framing without gymnasium
+        # here: the server imports this module's framing without the env libraries
+        from rockroll.sandbox.server.env_registry import make
 
-        self.env = envhub.make(env_id, **(kwargs or {}))
+        self.env = make(env_id, **(kwargs or {}))
         if state is not None:
             self.env.set_state(state)
         prompt = self.env.system_prompt() if hasattr(self.env, "system_prompt") else ""

@@ -70,12 +70,11 @@ warm pool sets it on its idle sandboxes (:mod:`rockroll.sandbox.warm`); a cold s
 a burst of starts does not spend its CPU on imports no session asked for yet."""
 
 
-def _envhub() -> Any:
-    """:mod:`rockroll.envhub`, imported on first use: it imports gymnasium and numpy (most of the
-    server's start-up when imported at start) and registers the built-in envs."""
-    import rockroll.envhub
+def _registry() -> Any:
+    """:mod:`rockroll.sandbox.server.env_registry`, imported on first use (it imports gymnasium and numpy)."""
+    from rockroll.sandbox.server import env_registry
 
-    return rockroll.envhub
+    return env_registry
 
 
 def trusted_module(name: str) -> bool:
@@ -156,7 +155,7 @@ class SessionStore:
         try:
             if os.environ.get(PRELOAD_ENV) == "1":
                 try:
-                    _envhub()
+                    _registry()
                 except Exception as e:  # noqa: BLE001 - env.make raises it again, with its session
                     print(f"sandbox server: cannot import the env registry: {e}", file=sys.stderr, flush=True)
             for name in [m.strip() for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
@@ -202,7 +201,7 @@ class SessionStore:
                 assert identity is not None  # _custom is true only with agent uids
                 return WorkerEnv(identity, env_id, kwargs, state), agent
             with using_agent(agent):
-                env = _envhub().make(env_id, **kwargs)
+                env = _registry().make(env_id, **kwargs)
                 if state is not None:
                     env.set_state(state)
         except BaseException:
@@ -215,12 +214,7 @@ class SessionStore:
         not know (it holds only rockroll's own envs then, see the module docstring)."""
         if self._agents is None or self._agents.mode != "uid":
             return False
-        envhub = _envhub()
-        try:
-            envhub.registry.spec(env_id)  # looked up now: plugins may have replaced it
-        except envhub.UnknownEnvError:
-            return True
-        return False
+        return not _registry().known(env_id)
 
     def _reserve_check(self) -> None:
         if len(self._sessions) >= self.max_sessions:

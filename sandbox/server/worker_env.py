@@ -55,10 +55,10 @@ def _rebuild(err: Any) -> Exception:
     if not isinstance(err, dict):
         return RemoteError("BadAnswer", "the env worker answered a malformed error")
     kind, message = str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:4000]
-    from rockroll.envhub import errors as envhub_errors  # here: importing envhub imports gymnasium
+    from rockroll.sandbox.server.env_registry import error_modules  # here: it imports gymnasium
 
     known: dict[str, type[Exception]] = {t.__name__: t for t in (ValueError, TypeError, KeyError)}
-    for mod in (envs_errors, envhub_errors):
+    for mod in (envs_errors, *error_modules()):
         known.update({name: getattr(mod, name) for name in mod.__all__})
     cls = known.get(kind)
     if cls is None or not issubclass(cls, Exception):

@@ -21,13 +21,24 @@ def free_port() -> int:
 
 
 @contextmanager
-def model_server(model_dir: Path, name: str = "tiny") -> Iterator[str]:
-    """``rockroll serve-model MODEL_DIR --model-name NAME`` on 127.0.0.1; yields its root URL."""
+def model_server(
+    model_dir: Path, name: str = "tiny", args: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """``rockroll serve-model MODEL_DIR --model-name NAME ARGS`` on 127.0.0.1; yields its root URL."""
+    with model_server_proc(model_dir, name, args, env) as (url, _proc):
+        yield url
+
+
+@contextmanager
+def model_server_proc(
+    model_dir: Path, name: str = "tiny", args: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """:func:`model_server`, yielding the server process too."""
     import httpx
 
     port = free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [ROCKROLL, "serve-model", str(model_dir), "--port", str(port), "--model-name", name]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    cmd = [ROCKROLL, "serve-model", str(model_dir), "--port", str(port), "--model-name", name, *args]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -43,7 +54,7 @@ def model_server(model_dir: Path, name: str = "tiny") -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise RuntimeError("serve-model did not come up in 120 s")
             time.sleep(0.3)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:

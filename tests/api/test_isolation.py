@@ -79,3 +79,22 @@ def test_no_token_is_401(server: ServerProc) -> None:
     with Client(server.url, "") as anon:
         assert _status(anon.list_envs) == 401
         assert anon.health()["status"] == "ok"
+
+
+def test_overview_pools_show_only_the_callers_sandboxes(clients) -> None:
+    """Hole E (issue 35): another owner's pool members and sessions stay out of the overview."""
+    a, b, root = clients
+    opened = [b.create_session("FrozenLake-v0")["id"] for _ in range(2)]
+    sb = b.create_sandbox()["id"]
+    try:
+        assert sum(p["members"] for p in b.overview()["pools"]) >= 2  # bob sees his own
+        assert sum(p["sessions"] for p in b.overview()["pools"]) >= 2
+        theirs = a.overview()
+        assert sum(p["members"] for p in theirs["pools"]) == 0, theirs["pools"]
+        assert sum(p["sessions"] for p in theirs["pools"]) == 0, theirs["pools"]
+        assert theirs["totals"]["sandboxes"] == 0 and not theirs["sandboxes"] and not theirs["sessions"]
+        assert sum(p["sessions"] for p in root.overview()["pools"]) >= 2  # an admin sees everyone's
+    finally:
+        for sid in opened:
+            b.close_session(sid)
+        b.delete_sandbox(sb)

@@ -50,8 +50,8 @@ def test_overrides_parse_yaml_values(tmp_path: Path) -> None:
         ({"workers": {"num_workers": 2}}, "needs workers.use_ray: true"),
         ({"total_steps": "many"}, "total_steps must be int"),
         ({"model": 3}, "model must be a mapping"),
-        ({"rollout": {"expert": "rockroll.envs.alfworld.searcher:nope"}}, "has no callable 'nope'"),
-        ({"rollout": {"envs": [{"env_id": "ALFWorld-v0", "expert": "no_such_module:x"}]}}, "cannot load expert"),
+        ({"rollout": {"expert": "rockroll.envs.alfworld.searcher:nope"}}, "is not a registered expert"),
+        ({"rollout": {"envs": [{"env_id": "ALFWorld-v0", "expert": "no_such_module:x"}]}}, "alfworld_searcher"),
     ],
 )
 def test_validation_says_what_to_do(data: dict, message: str) -> None:
@@ -90,7 +90,13 @@ def test_train_without_yaml_takes_defaults_plus_overrides(monkeypatch: pytest.Mo
 
     seen: list[TrainConfig] = []
 
-    def fake_run(cfg: TrainConfig, on_step: object = None, resume: bool = False, on_event: object = None) -> dict:
+    def fake_run(
+        cfg: TrainConfig,
+        on_step: object = None,
+        resume: bool = False,
+        on_event: object = None,
+        env_source: object = None,
+    ) -> dict:
         seen.append(cfg)
         return {"success_end": 0.0, "run_dir": "nowhere", "steps": 0}
 

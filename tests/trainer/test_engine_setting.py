@@ -49,7 +49,7 @@ def test_engine_defaults_to_hf_and_round_trips_through_a_saved_config(tmp_path: 
 
 
 def test_vllm_missing_is_one_line_saying_how_to_install_it() -> None:
-    from rockroll.trainer.engine_sync import build_engine
+    from rockroll.trainer.rollout_setup import build_engine
 
     cfg = config_from_dict({"rollout": {"engine": {"kind": "vllm", "python_executable": "/nonexistent/python"}}})
     with pytest.raises(ConfigError) as err:

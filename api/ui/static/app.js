@@ -92,7 +92,19 @@ function renderPlots(jobs) {
   document.getElementById("plots").replaceChildren(...blocks);
 }
 
+function renderAlerts(alerts) {
+  // a banner per firing alert (the caller's own and platform-wide ones), its reason in plain text
+  const box = document.getElementById("alerts");
+  box.hidden = alerts.length === 0;
+  box.replaceChildren(...alerts.map((a) => {
+    const div = el("div", `${a.severity}: ${a.reason}`, `alert alert-${a.severity}`);
+    div.dataset.alert = a.key;
+    div.dataset.owner = a.owner;
+    return div;
+  }));
+}
 function render(o) {
+  renderAlerts(o.alerts || []);
   document.getElementById("status").textContent =
     `backend ${o.backend} · ${o.principal.owner}${o.principal.admin ? " (admin)" : ""} · updated ${new Date(o.time * 1000).toLocaleTimeString()}`;
   const sm = o.summary;

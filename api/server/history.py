@@ -1,0 +1,196 @@
+"""Histories the health page plots, kept in the database so a server restart does not lose them.
+
+:class:`MetricHistory`: every numeric metrics report of each job, oldest first (the job record itself
+keeps only the latest values). Points are written to ``api_job_metrics`` at most every
+:data:`FLUSH_S` per job (and at once when the job ends); a job met after a restart is read back from
+there. Bounded: ``max_points`` per job (evenly thinned beyond that, in memory and in the table, so a
+long run keeps its whole shape) and the newest ``max_jobs`` jobs.
+
+:class:`RestartLog`: the sandbox manager's ``restart_log`` (each replacement and its reason, newest
+last) with every new event also written to ``api_restarts`` under the manager's name, and the
+newest ``max_events`` read back at start. Older rows are deleted as new ones come.
+
+A database error is logged and the in-memory history goes on: these are views, never the job's result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from rockroll.api.db import Database
+from rockroll.api.db.models import JobMetricPoint, RestartEvent
+
+__all__ = ["MetricHistory", "RestartLog", "FLUSH_S"]
+
+log = logging.getLogger("rockroll.api")
+
+#: seconds between writes of one job's new points (a job reports many times a second at most)
+FLUSH_S = 1.0
+
+
+class MetricHistory:
+    """The numeric metrics each job reported, oldest first: ``[{"t": unix time, "metrics": {...}}]``."""
+
+    def __init__(self, db: Database | None = None, max_points: int = 500, max_jobs: int = 200) -> None:
+        self.db, self.max_points, self.max_jobs = db, max_points, max_jobs
+        self._points: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._unsaved: dict[str, list[dict[str, Any]]] = {}
+        self._saved_at: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, job_id: str, metrics: dict[str, Any], *, final: bool = False) -> None:
+        """Record one report (its numbers only); ``final``: the job ended, write it out now."""
+        numeric = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        thin = False
+        if numeric:
+            points = self._loaded(job_id)
+            with self._lock:
+                point = {"t": time.time(), "metrics": numeric}
+                points.append(point)
+                self._unsaved.setdefault(job_id, []).append(point)
+                thin = len(points) > self.max_points
+                if thin:
+                    del points[1:-1:2]  # keep the first and the last, every other one between
+        elif not final:
+            return
+        if final or thin or time.monotonic() - self._saved_at.get(job_id, 0.0) >= FLUSH_S:
+            self._save(job_id, thin)
+
+    def get(self, job_id: str) -> list[dict[str, Any]]:
+        points = self._loaded(job_id)
+        with self._lock:
+            return list(points)
+
+    def _loaded(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's points, read from the database the first time this server meets the job."""
+        with self._lock:
+            points = self._points.get(job_id)
+            if points is not None:
+                self._points.move_to_end(job_id)
+                return points
+        stored = self._read(job_id)
+        with self._lock:
+            points = self._points.setdefault(job_id, stored)
+            while len(self._points) > self.max_jobs:
+                old, _ = self._points.popitem(last=False)
+                self._unsaved.pop(old, None)
+                self._saved_at.pop(old, None)
+            return points
+
+    def _read(self, job_id: str) -> list[dict[str, Any]]:
+        if self.db is None:
+            return []
+        try:
+            with self.db.session() as s:
+                rows = s.execute(
+                    select(JobMetricPoint.t, JobMetricPoint.metrics)
+                    .where(JobMetricPoint.job_id == job_id)
+                    .order_by(JobMetricPoint.id)
+                    .limit(self.max_points)
+                ).all()
+        except SQLAlchemyError as e:
+            log.warning("cannot read the metric history of job %s: %s", job_id, e)
+            return []
+        return [{"t": t, "metrics": dict(m or {})} for t, m in rows]
+
+    def _save(self, job_id: str, thinned: bool) -> None:
+        """Write the job's new points; after a thinning, the table is made the same as memory."""
+        with self._lock:
+            fresh = self._unsaved.pop(job_id, [])
+            first = job_id not in self._saved_at  # a job new to the table: the oldest job's rows may go
+            self._saved_at[job_id] = time.monotonic()
+            kept = list(self._points.get(job_id, ())) if thinned else None
+        if self.db is None or not (fresh or kept is not None):
+            return
+        try:
+            with self.db.session() as s:
+                if kept is not None:  # few and rare: every max_points/2 reports
+                    s.execute(delete(JobMetricPoint).where(JobMetricPoint.job_id == job_id))
+                    fresh = kept
+                s.add_all(JobMetricPoint(job_id=job_id, t=p["t"], metrics=p["metrics"]) for p in fresh)
+            if first:
+                self._prune_jobs()
+        except SQLAlchemyError as e:
+            log.warning("cannot write the metric history of job %s: %s", job_id, e)
+
+    def _prune_jobs(self) -> None:
+        """Keep the histories of the newest ``max_jobs`` jobs in the table (by their last point)."""
+        assert self.db is not None  # noqa: S101 - called only with a database
+        with self.db.session() as s:
+            jobs = s.execute(select(func.count(func.distinct(JobMetricPoint.job_id)))).scalar_one()
+            if jobs <= self.max_jobs:
+                return
+            newest = (
+                select(JobMetricPoint.job_id)
+                .group_by(JobMetricPoint.job_id)
+                .order_by(func.max(JobMetricPoint.t).desc())
+                .limit(self.max_jobs)
+            )
+            keep = [row[0] for row in s.execute(newest)]
+            s.execute(delete(JobMetricPoint).where(JobMetricPoint.job_id.not_in(keep)))
+
+    def watch(self, jobs: Any) -> None:
+        """Record every metrics report of ``jobs`` (a :class:`rockroll.api.jobs.runner.JobRunner`) from now on."""
+        update = jobs._update
+
+        def recording_update(job_id: str, **changes: Any) -> None:
+            update(job_id, **changes)
+            final = changes.get("state") is not None
+            if changes.get("metrics") or final:
+                self.add(job_id, changes.get("metrics") or {}, final=final)
+
+        jobs._update = recording_update
+
+
+class RestartLog(deque):  # type: ignore[type-arg]
+    """A manager's ``restart_log`` whose new events are also written to ``api_restarts`` (module docstring)."""
+
+    def __init__(self, db: Database, manager: str, max_events: int = 500) -> None:
+        super().__init__(maxlen=max_events)
+        self.db, self.manager = db, manager
+        try:
+            with db.session() as s:
+                rows = s.scalars(
+                    select(RestartEvent.event)
+                    .where(RestartEvent.manager == manager)
+                    .order_by(RestartEvent.id.desc())
+                    .limit(max_events)
+                ).all()
+            super().extend(dict(e or {}) for e in reversed(rows))
+        except SQLAlchemyError as e:
+            log.warning("cannot read the restart history of %s: %s", manager, e)
+
+    def append(self, event: dict[str, Any]) -> None:  # type: ignore[override]
+        super().append(event)
+        try:
+            with self.db.session() as s:
+                s.add(RestartEvent(manager=self.manager, t=float(event.get("time", time.time())), event=event))
+                s.flush()
+                oldest_kept = (
+                    select(RestartEvent.id)
+                    .where(RestartEvent.manager == self.manager)
+                    .order_by(RestartEvent.id.desc())
+                    .offset(self.maxlen - 1 if self.maxlen else 0)
+                    .limit(1)
+                ).scalar_subquery()
+                s.execute(
+                    delete(RestartEvent).where(RestartEvent.manager == self.manager, RestartEvent.id < oldest_kept)
+                )
+        except SQLAlchemyError as e:
+            log.warning("cannot record the restart of %s: %s", event.get("sandbox_id"), e)
+
+    @classmethod
+    def install(cls, db: Database, manager: Any) -> RestartLog:
+        """Replace ``manager.restart_log`` with one kept in ``db`` (events logged so far carried over)."""
+        restored = cls(db, manager.config.name, max_events=manager.restart_log.maxlen or 500)
+        for event in list(manager.restart_log):
+            restored.append(event)
+        manager.restart_log = restored
+        return restored

@@ -1,0 +1,48 @@
+"""The run's rollout and its engine, built from the config: :func:`make_rollout`, :func:`build_engine`.
+
+The engine comes from ``rollout.engine`` through the registry (:func:`rockroll.trainer.engine_sync.engine_for`),
+in this process or inside a Ray actor (``workers.use_ray``); the rollout is plan mode's
+:class:`~rockroll.trainer.plan_driver.PlanDriver` or multi-turn's
+:class:`~rockroll.trainer.multiturn.MultiTurnDriver`, both :class:`~rockroll.trainer.rollouts.Rollout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from rockroll.agentrl.engines.config import check_engine_available
+from rockroll.trainer.engine_sync import EngineSync, engine_for
+from rockroll.trainer.multiturn import MultiTurnDriver
+from rockroll.trainer.plan_driver import PlanDriver
+from rockroll.trainer.rollouts import Rollout
+
+if TYPE_CHECKING:
+    from rockroll.agentrl.env_source import EnvSource
+    from rockroll.trainer.config import TrainConfig
+
+__all__ = ["build_engine", "make_rollout"]
+
+
+def build_engine(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
+    """The run's rollout engine: here, or inside a Ray actor when ``workers.use_ray``."""
+    if cfg.workers.use_ray:
+        from rockroll.trainer.ray_workers import RayEngine
+
+        check_engine_available(cfg.rollout.engine)  # fail here, with the one-line hint, before an actor starts
+        return RayEngine(cfg, {k: v.detach().cpu() for k, v in model.state_dict().items()}, tokenizer)
+    return engine_for(cfg, model, tokenizer)
+
+
+def make_rollout(cfg: TrainConfig, model: Any, tokenizer: Any, source: EnvSource) -> Rollout:
+    """The run's rollout (plan or multiturn) around its engine; the rollout owns the engine and closes it."""
+    engine = build_engine(cfg, model, tokenizer)
+    # the engine may sleep through the update when no rollout runs ahead of the weights
+    sync = EngineSync(engine, may_sleep=cfg.rollout.scheduler.async_generation_ratio == 0)
+    try:
+        if cfg.rollout.mode == "multiturn":
+            return MultiTurnDriver(cfg, engine, source, sync=sync)
+        return PlanDriver(cfg, tokenizer, engine, source, sync=sync)
+    except BaseException:
+        asyncio.run(engine.close())
+        raise
