@@ -34,7 +34,7 @@ from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
 from rockroll.sandbox.managed import SandboxState
 from rockroll.sandbox.manager import ManagerConfig, SandboxManager
-from rockroll.sandbox.pool import PoolConfig
+from rockroll.sandbox.pool import PoolConfig, WarmPoolConfig
 from rockroll.sandbox.retry import wait_until
 from rockroll.sandbox.server.plugins import DEFAULT_PLUGIN_DIR, PLUGINS_ENV
 from rockroll.sandbox.session import RemoteSession
@@ -61,6 +61,7 @@ class Placement:
         max_sessions_per_sandbox: int,
         pool_size: int,
         db: Database,
+        warm_pool_size: int = 0,
         max_sandboxes_per_owner: int = 4,
         idle_ttl_s: float = 600.0,
         manager_name: str = "api",
@@ -84,6 +85,7 @@ class Placement:
             default_spec=self.session_spec,
             pools=pools,
             idle_ttl_s=None,  # reap_idle below: it also drops the owner records
+            warm_pool=WarmPoolConfig(size=warm_pool_size, max_total=max(1, min(64, warm_pool_size * 4))),
         )
         self.manager = SandboxManager(config)
         self.backend_name = self.manager.backend.name

@@ -60,6 +60,13 @@ class Settings(BaseSettings):
     dev_mode: bool = Field(False, description="Accept requests without a token (loopback binds only).")
     pool_size: int = Field(1, ge=0, le=64, description="Warm sandboxes kept for sessions.")
     max_sandboxes: int = Field(8, ge=1, le=1024, description="Most sandboxes at once.")
+    warm_pool_size: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="Started sandboxes kept idle (per spec) that new user sandboxes are drawn from; 0: none. "
+        "They count against no owner until handed out (rockroll.sandbox.pool.WarmPoolConfig).",
+    )
     max_sessions_per_sandbox: int = Field(64, ge=1, le=4096, description="Most env sessions per sandbox.")
     max_sandboxes_per_owner: int = Field(4, ge=1, le=1024, description="Most user sandboxes one token owner holds.")
     session_idle_ttl_s: float = Field(

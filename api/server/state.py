@@ -109,6 +109,7 @@ def build_state(settings: Settings) -> AppState:
         max_sandboxes=settings.max_sandboxes,
         max_sessions_per_sandbox=settings.max_sessions_per_sandbox,
         pool_size=settings.pool_size,
+        warm_pool_size=settings.warm_pool_size,
         db=db,
         max_sandboxes_per_owner=settings.max_sandboxes_per_owner,
         idle_ttl_s=settings.sandbox_idle_ttl_s,
