@@ -89,6 +89,12 @@ class EpisodeConfig(ConfigModel):
         "steps per round (fast for short prompts such as history_k 0; a round waits for its slowest step); "
         "false: each episode at its own pace; auto: lockstep when history is last_k with history_k 0",
     )
+    restrict_answers: bool = Field(
+        True,
+        description="on an env that declares its action set (EnvSpec.action_set: FrozenLake's moves), sample only "
+        "those full answers (<answer>X</answer> + end of turn; the trainer's logprobs use the same restricted "
+        "distribution) with an engine that can (hf); false: sample freely",
+    )
     max_invalid_actions: int | None = Field(
         None,
         ge=1,

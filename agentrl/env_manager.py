@@ -49,10 +49,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rockroll.agentrl.adaptive_timeout import AdaptiveTimeouts
+from rockroll.agentrl.answers import answer_trie
 from rockroll.agentrl.chat import ContextExceeded, PromptBuilder, format_observation
 from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.deadlines import Deadlines
 from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.choices import AnswerTrie
 from rockroll.agentrl.env_calls import EnvCalls
 from rockroll.agentrl.env_source import EnvSource
 from rockroll.agentrl.errors import InfraFailure, boundary
@@ -168,6 +170,7 @@ class EnvManager:
         self.watch = CallWatch()  # running env calls and their places, for hedging
         self._calls = EnvCalls(source, self.executor)
         self._tokenizer: MemoTokenizer | None = None
+        self._tries: dict[str, AnswerTrie | None] = {}  # env id -> its allowed answers (agentrl/answers.py)
 
     # ------------------------------------------------------------ threads
     def _release(self, env: TextEnvProtocol, reusable: bool = False) -> None:
@@ -371,9 +374,19 @@ class EnvManager:
         cfg = self.config
         seed = None if ep.sample_seed is None else (ep.sample_seed + turn_index) % 2**62
         params = SamplingParams(
-            max_new_tokens=cfg.max_tokens_per_turn, temperature=cfg.temperature, top_p=cfg.top_p, seed=seed
-        )
+            max_new_tokens=cfg.max_tokens_per_turn, temperature=cfg.temperature, top_p=cfg.top_p, seed=seed,
+            allowed=self._trie(ep.env_id),
+        )  # fmt: skip
         return GenerationRequest(prompt, params, request_id=f"{ep.episode_id}/{turn_index}")
+
+    def _trie(self, env_id: str) -> AnswerTrie | None:
+        """The answers a turn on ``env_id`` may take (None: any), :func:`rockroll.agentrl.answers.answer_trie`."""
+        if env_id not in self._tries:
+            cfg = self.config
+            self._tries[env_id] = answer_trie(
+                self.engine, env_id, restrict=cfg.restrict_answers, max_tokens=cfg.max_tokens_per_turn
+            )
+        return self._tries[env_id]
 
     def _record(
         self,
@@ -402,6 +415,7 @@ class EnvManager:
                 action_is_effective=bool(info.get("action_is_effective", False)),
                 finish_reason=result.finish_reason,
                 state_key=state_key,
+                allowed=None if (trie := self._trie(traj.env_id)) is None else trie.positions(result.token_ids),
             )
         )
         traj.success = bool(info.get("success", False))

@@ -299,12 +299,11 @@ class SandboxSource(EnvSource):
         return True
 
     def give_back(self, env: TextEnvProtocol, *, reusable: bool = False) -> None:
-        keep = reusable and self.reuse_sessions and isinstance(env, RemoteSession) and self._alive(env)
-        if not keep:
+        if not (reusable and self.reuse_sessions and isinstance(env, RemoteSession) and self._alive(env)):
             self.close(env)
             return
         with self._lock:
-            self._idle.setdefault(self._opened[id(env)][0], []).append(env)  # type: ignore[arg-type]
+            self._idle.setdefault(self._opened[id(env)][0], []).append(env)
             self.open_count -= 1
 
     def close(self, env: TextEnvProtocol) -> None:
@@ -324,10 +323,14 @@ class SandboxSource(EnvSource):
 
     def call_batch(self, calls: list[EnvCall]) -> list[Any]:
         """The sessions' calls in one ``env.batch`` round trip per sandbox (other envs one by one)."""
-        if not all(isinstance(env, RemoteSession) for env, _op, _arg in calls):
+        sessions = [env for env, _op, _arg in calls if isinstance(env, RemoteSession)]
+        if len(sessions) < len(calls):
             return super().call_batch(calls)
-        items = [(env, op, {"action": arg} if op == "step" else reset_kwargs(arg)) for env, op, arg in calls]
-        return run_batch(items)  # type: ignore[arg-type]
+        items = [
+            (session, op, {"action": arg} if op == "step" else reset_kwargs(arg))
+            for session, (_env, op, arg) in zip(sessions, calls, strict=True)
+        ]
+        return run_batch(items)
 
 
 class CallableSource(EnvSource):

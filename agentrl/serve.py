@@ -43,6 +43,8 @@ from typing import Any
 from starlette.requests import Request
 
 from rockroll.agentrl.engines.base import LLMEngine
+from rockroll.agentrl.serve_episode import EpisodeDefaults, load_episode
+from rockroll.agentrl.serve_guard import MAX_BODY_BYTES, ClientGone, ServeGuard, until_disconnected
 from rockroll.agentrl.serve_protocol import (
     SSE_DONE,
     ChatCompletionRequest,
@@ -52,8 +54,6 @@ from rockroll.agentrl.serve_protocol import (
     install_error_handlers,
     sse,
 )
-from rockroll.agentrl.serve_episode import EpisodeDefaults, load_episode
-from rockroll.agentrl.serve_guard import MAX_BODY_BYTES, ClientGone, ServeGuard, until_disconnected
 from rockroll.agentrl.serve_service import Answer, ModelService
 
 __all__ = ["create_app", "serve_model", "CompletionRequest", "ChatCompletionRequest"]
@@ -165,6 +165,7 @@ def serve_model(
     if not (path / "config.json").is_file():
         raise FileNotFoundError(errno.ENOENT, "not a Hugging Face model directory (no config.json)", str(path))
     episode = load_episode(path) if use_episode else None
+    print(f"loading {path} on {device} ...", flush=True)  # a big model takes a while: say so at once
     engine: Any = make_engine(
         "hf", model_path=model_path, device=device, max_batch_size=max_batch_size, num_threads=num_threads, seed=seed
     )

@@ -60,7 +60,9 @@ class ServeGuard:
         if self.key and scope.get("path") not in OPEN_PATHS and not self._authorized(headers):
             given = b"authorization" in headers
             message = (
-                "Incorrect API key provided." if given else "You didn't provide an API key. Send it as "
+                "Incorrect API key provided."
+                if given
+                else "You didn't provide an API key. Send it as "
                 "'Authorization: Bearer KEY' (the api_key of an OpenAI client)."
             )
             body = _error(401, message, "invalid_api_key", "invalid_request_error")

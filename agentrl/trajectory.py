@@ -40,6 +40,9 @@ class Turn:
     finish_reason: str = "stop"
     #: the observation the policy acted on (GiGPO-style anchor states group turns by it)
     state_key: str = ""
+    #: per response token, the ids the engine chose among (restricted answers,
+    #: :mod:`rockroll.agentrl.engines.choices`; an empty tuple: any); None: sampled freely
+    allowed: list[tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.response_ids):
@@ -76,6 +79,8 @@ class TrainSample:
     group_id: str
     episode_id: str
     weight_version: int
+    #: per token, the ids the policy chose among (an empty tuple: any; see :attr:`Turn.allowed`); None: no restriction
+    allowed: list[tuple[int, ...]] | None = None
 
 
 @dataclass
@@ -145,6 +150,7 @@ class Trajectory:
                     group_id=self.group_id,
                     episode_id=self.episode_id,
                     weight_version=version,
+                    allowed=None if t.allowed is None else [()] * len(t.prompt_ids) + list(t.allowed),
                 )
                 for t in self.turns
             ]
@@ -153,6 +159,7 @@ class Trajectory:
         ids: list[int] = []
         mask: list[int] = []
         lps: list[float] = []
+        allowed: list[tuple[int, ...]] = []
         for i, t in enumerate(self.turns):
             if t.prompt_ids[: len(ids)] != ids:
                 raise ValueError(
@@ -163,7 +170,11 @@ class Trajectory:
             ids += new_context + t.response_ids
             mask += [0] * len(new_context) + [1] * len(t.response_ids)
             lps += [0.0] * len(new_context) + list(t.logprobs)
-        return [TrainSample(ids, mask, lps, r, self.group_id, self.episode_id, version)]
+            allowed += [()] * len(new_context) + list(t.allowed or [()] * len(t.response_ids))
+        restricted = any(t.allowed is not None for t in self.turns)
+        return [
+            TrainSample(ids, mask, lps, r, self.group_id, self.episode_id, version, allowed if restricted else None)
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

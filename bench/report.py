@@ -4,7 +4,8 @@ Sections: one per step of :data:`bench.run_all.STEPS`, each with the command tha
 when, how long it ran and its exit status, then its table (the bench's own output, or a table
 rebuilt from its JSON). Plots (matplotlib, ``bench/plots/``): step-latency distributions under
 load, the chaos timeline, control-plane memory over time and learning curves from the newest
-``runs/*/metrics.jsonl`` when one exists.
+``runs/*/metrics.jsonl`` when one exists. Sections written by hand below the report's marker line
+are kept as they are (:mod:`bench.report_keep`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.report_keep import hand_written, join
 from bench.security_report import security_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -346,5 +348,7 @@ def write_report(results: Path, bench_dir: Path) -> Path:
     else:
         out += ["_no `runs/*/metrics.jsonl` with success or reward metrics yet_"]
     path = bench_dir / "REPORT.md"
-    path.write_text("\n".join(out) + "\n")
+    titles = {"Headline", "Learning curves", *(TITLES.get(name, name) for name in STEPS)}
+    kept = hand_written(path.read_text(), titles) if path.exists() else ""  # bench/report_keep.py
+    path.write_text(join("\n".join(out), kept))
     return path

@@ -39,6 +39,10 @@ def _say(text: Any) -> None:
     console.print(str(text), markup=False, highlight=False, soft_wrap=True)
 
 
+def _text(v: Any) -> str:
+    return ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else "" if v is None else str(v)
+
+
 def _parse_kwargs(items: list[str]) -> dict:
     """``key=value`` pairs; values are read as JSON when they parse, else as strings."""
     out: dict = {}
@@ -54,15 +58,32 @@ def _parse_kwargs(items: list[str]) -> dict:
 
 
 @envs_app.command("list")
-def list_envs(tag: str | None = typer.Option(None, help="Only envs with this tag.")) -> None:  # noqa: UP007
-    """List registered envs.
+def list_envs(
+    tag: str | None = typer.Option(None, help="Only envs with this tag."),  # noqa: UP007
+    url: str | None = typer.Option(
+        None, "--url", envvar="ROCKROLL_URL", help="Also list the envs of this control plane (custom ones: owner/Name)."
+    ),
+    token: str = typer.Option("", "--token", envvar="ROCKROLL_TOKEN", help="Bearer token of --url."),
+) -> None:
+    """List registered envs: this machine's, and a control plane's with --url (or $ROCKROLL_URL).
 
     Example: rockroll envs list --tag grid
     """
-    table = Table("id", "max_steps", "tags", "description")
-    for s in envhub.list_envs(tag):
-        table.add_row(Text(s.id), str(s.max_steps), Text(", ".join(s.tags)), Text(s.description))
-    console.print(table)
+    from rockroll.cli.remote import _run
+    from rockroll.cli.tables import print_table
+
+    cols = ["id", "max_steps", "tags", "description"]
+    rows = [[s.id, str(s.max_steps), ", ".join(s.tags), s.description] for s in envhub.list_envs(tag)]
+    if url:
+        console.print("this machine:", markup=False, highlight=False)
+    print_table(console, cols, rows)
+    if url:
+        remote = [e for e in _run(url, token, lambda c: c.list_envs(tag)) if not e.get("builtin")]
+        title = "custom envs" if remote else "no custom envs"
+        console.print(f"{title} on {url} (play: `rockroll session create ID`):", markup=False, highlight=False)
+        print_table(
+            console, ["id", "owner", *cols[1:]], [[_text(e.get(c)) for c in ["id", "owner", *cols[1:]]] for e in remote]
+        )
 
 
 @envs_app.command("show")

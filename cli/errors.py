@@ -32,6 +32,10 @@ _STATUS_HINTS = {
     403: "This token may not do that; ask the server's admin.",
     500: "The server failed; its log has the details.",
 }
+_SERVER_ENV_HINT = (
+    "An id like owner/Name-v0 is an env on a control plane: `rockroll envs list --url URL` lists them, "
+    "`rockroll session create ID --url URL` plays one."
+)
 _FILE_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
@@ -60,10 +64,12 @@ def describe(exc: BaseException) -> UserError | None:
         return found
     if isinstance(exc, ConfigError):
         return UserError(f"config error: {exc}", "`rockroll train --help-config` lists every train config key.", 2)
+    if isinstance(exc, UnknownEnvError) and "/" in exc.env_id:
+        return UserError(str(exc), _SERVER_ENV_HINT, 2)
     if isinstance(exc, (UnknownEnvError, EnvConfigError)):
         return UserError(str(exc), "", 2)
     if isinstance(exc, RockrollError):
-        return UserError(str(exc) or type(exc).__name__, "", 1)
+        return UserError(str(exc) or type(exc).__name__, str(getattr(exc, "hint", "") or ""), 1)
     if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
         return UserError(_os_text(exc), "Pick another port with --port (0 picks a free one), or stop what uses it.", 1)
     if isinstance(exc, _FILE_ERRORS):

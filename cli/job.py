@@ -184,6 +184,12 @@ def job_metrics(
     metrics = _run(url, token, lambda c: c.job_metrics(job_id))
     if as_json:
         typer.echo(json.dumps(metrics, indent=2, sort_keys=True))
+    elif not metrics:
+        state = _run(url, token, lambda c: c.get_job(job_id))["state"]
+        typer.echo(
+            f"no metrics yet: job {job_id} is {state} (train jobs report after each step, eval jobs after each "
+            f"episode; `rockroll job logs {job_id} --follow` shows its progress)"
+        )
     else:
         _job_metrics_table(metrics)
 

@@ -27,6 +27,7 @@ from rockroll.cli.remote_env import env_app
 from rockroll.cli.sandbox import sandbox_app
 from rockroll.cli.server import node, serve
 from rockroll.cli.session import session_app
+from rockroll.cli.tables import keep_option_names
 from rockroll.cli.token import token_app
 from rockroll.cli.train import register as register_train
 
@@ -139,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     # set here too: a usage error of the root (an unknown command) comes before the root callback runs
     _debug["on"] = "--debug" in leading or os.environ.get("ROCKROLL_DEBUG", "").lower() in ("1", "true", "yes")
     try:  # building the command reads every signature: an interrupt may come that early (a quick ^C)
+        keep_option_names()  # --help at 80 columns: option names whole, long defaults folded
         cmd = typer.main.get_command(app)
         _wrap_commands(cmd)
         rv = cmd.main(args=args, prog_name="rockroll", standalone_mode=False)

@@ -70,10 +70,15 @@ def sandbox_exec(
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
-    """Run a command in a sandbox; exits with its exit code (options go before SANDBOX_ID).
+    """Run a command in a sandbox; exits with its exit code (options go before SANDBOX_ID; `--` may
+    separate the command).
 
-    Example: rockroll sandbox exec --timeout-s 60 sb-1a2b3c4d python -c "print(1)"
+    Example: rockroll sandbox exec --timeout-s 60 sb-1a2b3c4d -- python -c "print(1)"
     """
+    if cmd and cmd[0] == "--":  # `exec SB -- uname -a`: the separator is not part of the command
+        cmd = cmd[1:]
+    if not cmd:
+        raise typer.BadParameter("no command given after the sandbox id", param_hint="CMD")
     res = _run(url, token, lambda c: c.exec(sandbox_id, cmd, timeout_s=timeout_s))
     sys.stdout.write(res["stdout"])
     sys.stderr.write(res["stderr"])

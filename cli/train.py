@@ -237,9 +237,12 @@ def plot(
 
         rockroll plot runs/frozenlake_tiny --out /tmp/plots
     """
+    from rockroll.cli.spinner import working
     from rockroll.trainer.plot import plot_run
 
-    for p in plot_run(run, out):
+    with working(f"plotting {run} (loading matplotlib)") as update:
+        paths = plot_run(run, out, on_file=lambda p: update(f"plotting {run}: wrote {p.name}"))
+    for p in paths:
         typer.echo(str(p))
 
 
@@ -257,10 +260,12 @@ def export(
 
         rockroll export runs/frozenlake_tiny --step 50 --out /tmp/policy-step50
     """
+    from rockroll.cli.spinner import working
     from rockroll.trainer.export import export_run
 
     try:
-        path = export_run(run, step, out, base_model=base_model)
+        with working(f"exporting {run} ({step})"):
+            path = export_run(run, step, out, base_model=base_model)
     except (ValueError, OSError) as e:  # ExportError, a config.yaml that does not read
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e

@@ -20,6 +20,7 @@ def register_builtin_envs() -> None:
         description="Cross a frozen lake to the goal without falling into a hole (random solvable maps).",
         tags=("grid", "toy"),
         expert="rockroll.envs.frozenlake.expert:expert",
+        action_set=("Left", "Down", "Right", "Up"),
     )
     register(
         "Sokoban-v0",

@@ -13,6 +13,7 @@ custom envs live in this registry only).
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import re
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 
 from rockroll.envhub.errors import RegistrationError, UnknownEnvError
+from rockroll.envs.carry import forget_registration, note_registration
 from rockroll.envs.errors import EnvConfigError
 from rockroll.envs.registries import import_target
 from rockroll.envs.wrappers import MaxSteps
@@ -62,6 +64,9 @@ class EnvSpec:
             :func:`~rockroll.envs.core.parse_answer` (every :class:`~rockroll.envs.core.TextEnv`, so every
             built-in env): players such as ``rockroll play`` then wrap a bare action in
             ``<answer>...</answer>``. False for a plain gymnasium env that takes the action text as is.
+        action_set: the answers (without ``<answer>`` tags) the env takes in every state, when that set is
+            fixed and small (FrozenLake's four moves); empty: not declared. A multi-turn rollout then samples
+            only these answers (``rollout.episode.restrict_answers``, :mod:`rockroll.agentrl.engines.choices`).
     """
 
     id: str
@@ -73,6 +78,7 @@ class EnvSpec:
     supports_fork: bool = True
     expert: str | Callable[..., Any] | None = None
     parses_answer: bool = True
+    action_set: tuple[str, ...] = ()
 
     def format_action(self, action: str) -> str:
         """``action`` as this env expects it: in ``<answer>`` tags when it parses answers and has none."""
@@ -151,6 +157,7 @@ def register(
     supports_fork: bool = True,
     expert: str | Callable[..., Any] | None = None,
     parses_answer: bool = True,
+    action_set: tuple[str, ...] | list[str] = (),
     override: bool = False,
 ) -> EnvSpec:
     """Register an env; raises :class:`RegistrationError` on a bad id or a duplicate.
@@ -182,9 +189,14 @@ def register(
         supports_fork=supports_fork,
         expert=expert,
         parses_answer=bool(parses_answer),
+        action_set=tuple(str(a) for a in action_set),
     )
     _REGISTRY[id] = env_spec
     _register_with_gymnasium(env_spec)
+    replay = functools.partial(register, id, entry_point, kwargs=env_spec.kwargs, max_steps=max_steps,
+                               description=description, tags=env_spec.tags, supports_fork=supports_fork,
+                               expert=expert, parses_answer=env_spec.parses_answer, override=True)  # fmt: skip
+    note_registration("env", id, replay)  # carried into Ray workers (rockroll.envs.carry)
     return env_spec
 
 
@@ -192,6 +204,7 @@ def deregister(env_id: str) -> None:
     """Remove an env from the registry (and from gymnasium's)."""
     env_spec = spec(env_id)
     del _REGISTRY[env_spec.id]
+    forget_registration("env", env_spec.id)
     gym.registry.pop(f"{GYM_NAMESPACE}/{env_spec.id}", None)
 
 

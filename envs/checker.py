@@ -33,6 +33,7 @@ from rockroll.envs.errors import ActionTypeError, EnvError, ResetNeeded, Rockrol
 
 __all__ = ["CHECKS", "CheckedEnv", "EnvCheckError", "check_env"]
 
+
 class CheckedEnv(TextEnvProtocol, Protocol):
     """What the checks call: the text-env contract plus ``render`` (compared across a state round trip)."""
 

@@ -12,17 +12,23 @@ asks for it (so listing the engines imports no torch), and replaced by what it n
 (:mod:`rockroll.envs.plugins`): the first time it misses a name, it imports that group's plugins,
 which is how an upper layer registers into a lower one without being imported by it.
 
+Each registration is noted by :mod:`rockroll.envs.carry`, which carries the user's own registrations
+into Ray workers; a registry pickles by reference (``"module:attr"``) for that.
+
 This module lives in the lowest layer so that every layer's registries share it; it imports only
-the standard library and :mod:`rockroll.envs`' errors and plugins.
+the standard library and :mod:`rockroll.envs`' errors, plugins and carry.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, cast
 
+from rockroll.envs.carry import forget_registration, note_registration
 from rockroll.envs.errors import RockrollError
 from rockroll.envs.plugins import load_plugins
 
@@ -121,6 +127,7 @@ class Registry(Generic[T]):
         self.field = field
         self.plugins = plugins
         self._error = error
+        self._home = str(sys._getframe(1).f_globals.get("__name__", ""))  # the module defining it, as namedtuple does
         self._items: dict[str, T | str] = {}
         for name, item in (entries or {}).items():
             self.add(name, item)
@@ -138,6 +145,7 @@ class Registry(Generic[T]):
         if name in self._items and not override:
             raise ValueError(f"{self.kind} {name!r} is already registered (pass override=True to replace it)")
         self._items[name] = item
+        note_registration(self.kind, name, functools.partial(self.add, name, item, override=True))
         return item
 
     def remove(self, name: str) -> None:
@@ -145,6 +153,7 @@ class Registry(Generic[T]):
         if not self._has(name):
             raise self._unknown(name)
         del self._items[name]
+        forget_registration(self.kind, name)
 
     # -------------------------------------------------------------- lookups
     def check(self, name: str) -> str:
@@ -191,6 +200,15 @@ class Registry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}: {', '.join(self._items)})"
+
+    def __reduce__(self) -> Any:
+        """Pickled by reference, as ``"module:attr"``: a worker process gets its own copy of the same registry
+        (:mod:`rockroll.envs.carry` redoes registrations there by calling its ``add``)."""
+        module = sys.modules.get(self._home)
+        attr = next((k for k, v in vars(module).items() if v is self), None) if module is not None else None
+        if attr is None:
+            raise TypeError(f"{self!r} is not a global of {self._home}, so another process cannot find it")
+        return (import_target, (f"{self._home}:{attr}",))
 
     # -------------------------------------------------------------- helpers
     def _has(self, name: object) -> bool:

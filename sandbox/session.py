@@ -25,6 +25,7 @@ Threat model: observations and infos are untrusted strings/JSON from the sandbox
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from rockroll.envs.core import TextEnvProtocol
@@ -178,7 +179,7 @@ class RemoteSession:
         self.close()
 
 
-def run_batch(items: list[tuple[RemoteSession, str, dict[str, Any]]]) -> list[Any]:
+def run_batch(items: Sequence[tuple[RemoteSession, str, dict[str, Any]]]) -> list[Any]:
     """Run ``(session, "step" | "reset", args)`` items with one round trip per sandbox.
 
     ``args`` is ``{"action": ...}`` for a step and ``{"seed": ..., "options": ...}`` for a reset.

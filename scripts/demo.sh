@@ -7,7 +7,7 @@
 # references on the same maps (value-iteration optimum, best blind plan, re-planning expert); then
 # the exact success of the warm start's and the final policy's greedy choices on those maps (every
 # cell asked, scored by dynamic programming over the slips: no sampling noise), by path length.
-#   bash scripts/demo.sh [key=value ...]      e.g. time_budget_s=300
+#   bash scripts/demo.sh [key=value ...]      e.g. total_steps=300 (a fixed number of steps, no time budget)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS="${EXTRAS:-dev,train}" bash scripts/setup.sh

@@ -123,11 +123,11 @@ class PolicyTrainer:
             for start in range(0, len(batch), self.optim.micro_batch_size):
                 rows = list(range(start, min(len(batch), start + self.optim.micro_batch_size)))
                 mb = batch.select(rows).to(module_device(m))
-                out.append(
-                    token_logprobs(
-                        m, mb.input_ids, mb.attention_mask, need=mb.response_mask, share_prefix=self.share_prefix
-                    )[0].cpu()
-                )
+                lp, _ = token_logprobs(
+                    m, mb.input_ids, mb.attention_mask, need=mb.response_mask, share_prefix=self.share_prefix,
+                    allowed=mb.extras.get("allowed"),
+                )  # fmt: skip
+                out.append(lp.cpu())
         return torch.cat(out, 0)
 
     def compute_values(self, batch: Batch) -> torch.Tensor:
@@ -234,7 +234,7 @@ class PolicyTrainer:
             ntok = float(mask.sum())
             lp, ent = token_logprobs(
                 self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=True, need=mb.response_mask,
-                share_prefix=self.share_prefix,
+                share_prefix=self.share_prefix, allowed=mb.extras.get("allowed"),
             )  # fmt: skip
             old = None if record is not None else mb.extras.get("old_logprobs")
             if old is None:  # the first pass over the whole batch (see single_pass): the policy before it is lp itself

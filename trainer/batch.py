@@ -115,7 +115,7 @@ def collate(samples: Sequence[TrainSample], pad_id: int = 0) -> Batch:
         resp[i, :k] = torch.tensor(s.response_mask, dtype=torch.float32)
         lps[i, :k] = torch.tensor(s.old_logprobs, dtype=torch.float32)
     resp[:, 0] = 0.0  # the first token has no prediction
-    return Batch(
+    batch = Batch(
         ids,
         attn,
         resp,
@@ -125,6 +125,22 @@ def collate(samples: Sequence[TrainSample], pad_id: int = 0) -> Batch:
         [s.episode_id for s in samples],
         [s.weight_version for s in samples],
     )
+    if any(s.allowed is not None for s in samples):
+        batch.extras["allowed"] = _allowed(samples, length)
+    return batch
+
+
+def _allowed(samples: Sequence[TrainSample], length: int) -> torch.Tensor:
+    """``[N, L, K]`` ids each token was chosen among (-1-padded; all -1: unrestricted), aligned to ``input_ids``."""
+    import torch
+
+    width = max((len(a) for s in samples for a in s.allowed or ()), default=0) or 1
+    out = torch.full((len(samples), length, width), -1, dtype=torch.long)
+    for i, s in enumerate(samples):
+        for t, ids in enumerate(s.allowed or ()):
+            if ids:
+                out[i, t, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
 
 
 def _trim(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
@@ -145,6 +161,7 @@ def token_logprobs(
     with_entropy: bool = False,
     need: torch.Tensor | None = None,
     share_prefix: bool = True,
+    allowed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Token-aligned logprobs (and entropies) of ``input_ids`` under ``model`` (grad follows the caller's mode).
 
@@ -153,10 +170,14 @@ def token_logprobs(
     answers after long prompts that is most of the work); elsewhere the result is 0. Without it
     every position is computed. With ``need`` and ``share_prefix`` the tokens before each row's
     first needed position are computed once per distinct prefix
-    (:func:`rockroll.trainer.shared_prefix.shared_hidden`) when that saves enough.
+    (:func:`rockroll.trainer.shared_prefix.shared_hidden`) when that saves enough. ``allowed`` (``[N, L, K]``,
+    the batch's ``extras["allowed"]``): each token's logprob and entropy are those of the distribution
+    renormalised over the ids it was chosen among, as the engine sampled it
+    (:func:`rockroll.agentrl.engines.choices.mask_logits`; -inf for a token outside them).
     """
     import torch
 
+    from rockroll.agentrl.engines.choices import mask_logits
     from rockroll.trainer.algos.kl import entropy_from_logits
 
     n, full = input_ids.shape
@@ -171,12 +192,16 @@ def token_logprobs(
             hidden = model.get_decoder()(input_ids=ids, attention_mask=attn, use_cache=False).last_hidden_state
             picked = hidden[rows, cols]
         logits = model.get_output_embeddings()(picked).float()
+        if allowed is not None:
+            logits = mask_logits(logits, allowed[rows, cols + 1])
         logp = torch.log_softmax(logits, dim=-1)
         out = out.index_put((rows, cols + 1), logp.gather(-1, ids[rows, cols + 1].unsqueeze(-1)).squeeze(-1))
         if ent is not None:
             ent = ent.index_put((rows, cols + 1), entropy_from_logits(logits))
         return out, ent
     logits = model(input_ids=ids, attention_mask=attn, use_cache=False).logits.float()
+    if allowed is not None:
+        logits = torch.cat([mask_logits(logits[:, :-1], allowed[:, 1:length]), logits[:, -1:]], dim=1)
     logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
     out[:, 1:length] = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     if ent is not None:

@@ -24,7 +24,7 @@ def success_by_length(trajs: list[Any], path_length: Any) -> dict[int, tuple[flo
 def evaluate_plans(
     rollout: Any, engine: Any, seeds: list[int], *, max_new_tokens: int, prefix: str = "eval"
 ) -> dict[str, float]:
-    """Greedy success on ``seeds``: ``<prefix>/<tag>/success`` and ``.../success_len<k>``."""
+    """Greedy success on ``seeds``: ``<prefix>/<tag>/success``, ``.../success_len<k>`` and its maps ``.../n_len<k>``."""
     from rockroll.trainer.plan_rollout import PlanTask
 
     tasks = [PlanTask(s, f"eval{s}", f"eval{s}") for s in seeds]
@@ -34,6 +34,7 @@ def evaluate_plans(
     out = {f"{prefix}/{tag}/success": sum(t.success for t in trajs) / max(len(trajs), 1)}
     if len(trajs) < len(played):
         out[f"{prefix}/{tag}/masked"] = float(len(played) - len(trajs))
-    for k, (rate, _n) in success_by_length(trajs, rollout.path_length).items():
+    for k, (rate, n) in success_by_length(trajs, rollout.path_length).items():
         out[f"{prefix}/{tag}/success_len{k}"] = rate
+        out[f"{prefix}/{tag}/n_len{k}"] = float(n)  # the report's "maps" column
     return out

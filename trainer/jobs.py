@@ -3,8 +3,9 @@
 The job config is a :class:`rockroll.trainer.config.TrainConfig` as a mapping (the YAML's content),
 optionally with ``overrides: ["key=value", ...]`` or ``config_path: configs/x.yaml`` (the mapping's
 other keys then apply on top of that file). It runs :func:`rockroll.trainer.pipeline.run_training`, the
-same pipeline as ``rockroll train``, reporting progress and metrics after every step and stopping
-at the next step when the job is cancelled.
+same pipeline as ``rockroll train``, reporting progress and metrics after every step, writing a line
+per step, evaluation and twentieth of the warm start to the job's log (as ``rockroll train`` prints
+them off a terminal), and stopping at the next step when the job is cancelled.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import Field
 from rockroll.envs.config import ConfigError
 from rockroll.envs.config_loader import load_config
 from rockroll.trainer.config import TrainConfig
+from rockroll.trainer.progress import TrainProgress
 
 __all__ = ["run_job", "config_for_job", "TrainJobConfig"]
 
@@ -54,7 +56,10 @@ def run_job(config: dict[str, Any], ctx: Any) -> dict[str, Any]:
         f"train {cfg.name}: {cfg.algo.adv_estimator}/{cfg.algo.pg_variant} on {cfg.rollout.env_id}, {cfg.total_steps} steps"
     )
 
+    progress = TrainProgress(None, cfg.total_steps, write=ctx.log)  # a line per step and evaluation in the log
+
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+        progress.on_step(step, total, metrics)
         keep = {
             k: v
             for k, v in metrics.items()
@@ -64,7 +69,8 @@ def run_job(config: dict[str, Any], ctx: Any) -> dict[str, Any]:
         ctx.check()  # raises Cancelled: the run stops after this step
 
     make_source = getattr(ctx, "env_source", None)  # a job worker's: sessions of the control plane's sandboxes
-    summary = run_training(cfg, on_step, env_source=make_source() if callable(make_source) else None)
+    source = make_source() if callable(make_source) else None
+    summary = run_training(cfg, on_step, on_event=progress.on_event, env_source=source)
     out = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
     out["run_dir"] = summary["run_dir"]
     ctx.log(f"success before RL {summary.get('success_start', float('nan')):.3f}, after {summary['success_end']:.3f}")

@@ -19,12 +19,18 @@ if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
     from rockroll.trainer.rollouts import Rollout
 
-__all__ = ["learn", "truncated"]
+__all__ = ["cap_hit_share", "learn", "truncated"]
 
 
 def truncated(traj: Trajectory) -> bool:
     """Whether any response of the episode was cut at the token cap."""
     return any(t.finish_reason == "length" for t in traj.turns)
+
+
+def cap_hit_share(trajs: list[Trajectory]) -> float:
+    """``rollout/cap_hit_share``: the share of the batch's answers (turns) cut at the token cap."""
+    turns = [t for traj in trajs for t in traj.turns]
+    return sum(t.finish_reason == "length" for t in turns) / max(len(turns), 1)
 
 
 def _rows(cfg: TrainConfig, workers: Any, rollout: Rollout, trajs: list[Trajectory], pad_id: int) -> TurnRows:

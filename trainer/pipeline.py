@@ -28,12 +28,13 @@ from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.trainer.config import TrainConfig
 from rockroll.trainer.env_check import check_train_envs
-from rockroll.trainer.learn import learn, truncated
+from rockroll.trainer.exact_validation import exact_validator
+from rockroll.trainer.learn import cap_hit_share, learn, truncated
 from rockroll.trainer.multiturn import check_context, mean_success, write_episode
 from rockroll.trainer.report import env_references, run_report
 from rockroll.trainer.rollout_setup import make_rollout
 from rockroll.trainer.rollouts import Rollout
-from rockroll.trainer.selection import BestCheckpoint, select_seeds
+from rockroll.trainer.selection import BestCheckpoint, run_notes, select_seeds, selection_summary
 
 __all__ = ["run_training", "sandbox_manager", "sandbox_manager_name", "ProgressCallback", "EventCallback"]
 
@@ -95,7 +96,19 @@ def _env_metrics(trajs: list[Any], tags: list[str]) -> dict[str, float]:
         out[f"env/{tag}/success"] = sum(t.success for t in mine) / n
         out[f"env/{tag}/reward"] = sum(t.final_reward for t in mine) / n
     out["rollout/truncated"] = sum(truncated(t) for t in trajs) / max(len(trajs), 1)
+    out["rollout/cap_hit_share"] = cap_hit_share(trajs)
     return out
+
+
+def _cap_hits(run: _Run, step: int, metrics: dict[str, float]) -> None:
+    """Flag a step whose answers hit the token cap beyond ``rollout.cap_hit_warn`` (``rollout/cap_hit_alert``,
+    shown by the progress line) and count such steps for the report (``cap_hit_steps``, ``cap_hit_max``)."""
+    share = metrics.get("rollout/cap_hit_share", 0.0)
+    run.summary["cap_hit_max"] = max(run.summary.get("cap_hit_max", 0.0), share)
+    if share > run.cfg.rollout.cap_hit_warn:
+        metrics["rollout/cap_hit_alert"] = 1.0
+        run.summary["cap_hit_steps"] = run.summary.get("cap_hit_steps", 0) + 1
+        run.summary.setdefault("cap_hit_first_step", step)
 
 
 @dataclass
@@ -238,7 +251,7 @@ def _begin(run: _Run, state: dict[str, Any] | None) -> tuple[int, int]:
 def _loop(run: _Run, start: int, version: int, progress: ProgressCallback | None) -> tuple[int, int, BestCheckpoint]:
     """The RL steps: rollout, update, weight sync, metrics, evaluation, checkpoint. ``(last step, version, best)``."""
     cfg, rollout, workers = run.cfg, run.rollout, run.workers
-    best = BestCheckpoint(select_seeds(cfg))
+    best = BestCheckpoint(select_seeds(cfg), exact_validator(cfg, rollout))
     t_run = run.t_run = time.perf_counter()
     ran_before = run.ran_before = float(run.summary.get("rl_time_s", 0.0))
     saved_at = ran_before  # time/run_s of the last checkpoint (checkpoint.every_s)
@@ -255,6 +268,7 @@ def _loop(run: _Run, start: int, version: int, progress: ProgressCallback | None
         t2 = time.perf_counter()
         # 6. metrics, evaluation, checkpoint
         metrics.update(_env_metrics(trajs, rollout.tags))
+        _cap_hits(run, step, metrics)
         oldest = min((t.oldest_weight_version for t in trajs), default=version - 1)
         metrics.update({
             "time/rollout": t1 - t0, "time/step": t2 - t0, "system/weight_version": float(version),
@@ -320,5 +334,6 @@ def _finish(run: _Run, step: int, version: int, best: BestCheckpoint) -> None:
         else None
         for e in envs
     }
-    summary["report"] = run_report(summary, envs, refs, maps=len(run.eval_seeds))
+    summary.update(selection_summary(best, step))
+    summary["report"] = run_report(summary, envs, refs, maps=len(run.eval_seeds)) + run_notes(summary, cfg)
     (run.run_dir / "report.md").write_text(summary["report"] + "\n")

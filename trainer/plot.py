@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["plot_run", "step_time_split", "STAGES"]
 
 
-def plot_run(run: str | Path, out_dir: str | Path | None = None, keys: list[str] | None = None) -> list[Path]:
-    """Write ``<namespace>.png`` files (env, eval, actor, critic, rollout, time, system) for a run; return their paths."""
+def plot_run(
+    run: str | Path,
+    out_dir: str | Path | None = None,
+    keys: list[str] | None = None,
+    on_file: Callable[[Path], None] | None = None,
+) -> list[Path]:
+    """Write ``<namespace>.png`` files (env, eval, actor, critic, rollout, time, system) for a run; return their
+    paths. ``on_file(path)`` is called as each one is written (a progress display)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -49,6 +56,8 @@ def plot_run(run: str | Path, out_dir: str | Path | None = None, keys: list[str]
         fig.savefig(path, dpi=80)
         plt.close(fig)
         paths.append(path)
+        if on_file is not None:
+            on_file(path)
     if not keys and any("time/step" in r for r in records):
         paths.append(_step_time_bars(records, out, plt))
     return paths

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["TrainProgress", "step_line", "eval_line"]
@@ -51,6 +52,11 @@ def step_line(step: int, total: int, metrics: dict[str, float]) -> str:
         parts.append(f"eval {ev:.3f}")
     if "time/step" in metrics:
         parts.append(f"{metrics['time/step']:.1f}s")
+    if "time/run_s" in metrics and step + 1 < total:  # the run's mean pace so far, evaluations included
+        left = metrics["time/run_s"] / (step + 1) * (total - step - 1)
+        parts.append(f"eta {int(left // 60)}m{int(left % 60):02d}s")
+    if metrics.get("rollout/cap_hit_alert"):
+        parts.append(f"WARNING {metrics.get('rollout/cap_hit_share', 0.0):.0%} of answers hit the token cap")
     return "  ".join(parts)
 
 
@@ -61,14 +67,24 @@ class TrainProgress:
         console: a rich Console (its ``is_terminal`` picks bars or plain lines).
         total_steps: RL steps of the run; ``start_step`` the first one (a resumed run's).
         enabled: False shows nothing (``logging.progress: false``).
+        write: where plain lines go instead of stdout (a job's log: ``ctx.log``); it implies plain lines.
     """
 
-    def __init__(self, console: Any, total_steps: int, *, start_step: int = 0, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        console: Any,
+        total_steps: int,
+        *,
+        start_step: int = 0,
+        enabled: bool = True,
+        write: Callable[[str], None] | None = None,
+    ) -> None:
         self.console = console
         self.total = total_steps
         self.start = start_step
         self.enabled = enabled
-        self.tty = enabled and bool(console.is_terminal)
+        self.write = write
+        self.tty = enabled and write is None and bool(console.is_terminal)
         self._prog: Any = None
         self._tasks: dict[str, Any] = {}
         self._episodes = 0
@@ -94,6 +110,9 @@ class TrainProgress:
             self._prog = None
 
     def _line(self, text: str) -> None:
+        if self.write is not None:
+            self.write(text)
+            return
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
 
@@ -128,6 +147,8 @@ class TrainProgress:
             self._episodes = int(info.get("episodes", 0))
             if self.tty:
                 self._task("eval", f"eval ({self._episodes} episodes)", None)
+            elif self.write is not None:  # a job's log: say what the next minutes are spent on
+                self._line(f"eval: {self._episodes} episodes ...")
         elif kind == "eval_end":
             line = eval_line(str(info.get("prefix", "eval")), info.get("metrics", {}), self._episodes)
             if not self.tty:

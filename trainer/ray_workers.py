@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from rockroll.envs.carry import CarriedRegistrations, apply_registrations, carried_registrations
 from rockroll.trainer.actor import total_updates
 from rockroll.trainer.strategies.common import free_port
 
@@ -58,18 +59,29 @@ def _init_ray() -> Any:
     return ray
 
 
+def _worker_config(cfg_dict: dict, carried: CarriedRegistrations | None) -> TrainConfig:
+    """The run's config in a worker, after redoing the driver's own registrations (a plugin loss, estimator or
+    env the config names; :mod:`rockroll.envs.carry`)."""
+    from rockroll.trainer.config_io import config_from_dict
+
+    apply_registrations(carried)
+    return config_from_dict(cfg_dict)
+
+
 class _TrainWorkerImpl:
     """Body of the Ray train worker (a plain class, so it is testable and picklable)."""
 
-    def __init__(self, cfg_dict: dict, weights: dict, rank: int, world: int, addr: str, port: int) -> None:
+    def __init__(
+        self, cfg_dict: dict, weights: dict, rank: int, world: int, addr: str, port: int,
+        carried: CarriedRegistrations | None = None,
+    ) -> None:  # fmt: skip
         import torch
         import torch.distributed as dist
 
-        from rockroll.trainer.config_io import config_from_dict
         from rockroll.trainer.models import Critic, load_policy
         from rockroll.trainer.strategies import make_trainer
 
-        cfg = config_from_dict(cfg_dict)
+        cfg = _worker_config(cfg_dict, carried)
         torch.set_num_threads(cfg.torch_threads)
         backend = cfg.workers.backend
         if backend == "auto":
@@ -109,14 +121,13 @@ class _TrainWorkerImpl:
 class _CriticWorkerImpl:
     """Body of the Ray critic worker (``workers.critic_placement: apart``): a :class:`rockroll.trainer.critic.CriticTrainer`."""
 
-    def __init__(self, cfg_dict: dict, weights: dict) -> None:
+    def __init__(self, cfg_dict: dict, weights: dict, carried: CarriedRegistrations | None = None) -> None:
         import torch
 
-        from rockroll.trainer.config_io import config_from_dict
         from rockroll.trainer.critic import CriticTrainer
         from rockroll.trainer.models import Critic, load_policy
 
-        cfg = config_from_dict(cfg_dict)
+        cfg = _worker_config(cfg_dict, carried)
         torch.set_num_threads(cfg.torch_threads)
         model, _ = load_policy(cfg.model)
         model.load_state_dict(weights)
@@ -137,13 +148,12 @@ class _CriticWorkerImpl:
 
 
 class _RefWorkerImpl:
-    def __init__(self, cfg_dict: dict, weights: dict) -> None:
+    def __init__(self, cfg_dict: dict, weights: dict, carried: CarriedRegistrations | None = None) -> None:
         import torch
 
-        from rockroll.trainer.config_io import config_from_dict
         from rockroll.trainer.models import frozen_copy, load_policy
 
-        cfg = config_from_dict(cfg_dict)
+        cfg = _worker_config(cfg_dict, carried)
         torch.set_num_threads(cfg.torch_threads)
         model, _ = load_policy(cfg.model)
         model.load_state_dict(weights)
@@ -159,7 +169,10 @@ class _RefWorkerImpl:
         with torch.no_grad():
             for s in range(0, len(batch), self.micro):
                 mb = batch.select(list(range(s, min(len(batch), s + self.micro)))).to(module_device(self.model))
-                out.append(token_logprobs(self.model, mb.input_ids, mb.attention_mask, need=mb.response_mask)[0].cpu())
+                lp, _ = token_logprobs(
+                    self.model, mb.input_ids, mb.attention_mask, need=mb.response_mask, allowed=mb.extras.get("allowed")
+                )
+                out.append(lp.cpu())
         return torch.cat(out)
 
     def state_dict(self) -> dict[str, Any]:
@@ -170,14 +183,13 @@ class _RefWorkerImpl:
 
 
 class _EngineWorkerImpl:
-    def __init__(self, cfg_dict: dict, weights: dict) -> None:
+    def __init__(self, cfg_dict: dict, weights: dict, carried: CarriedRegistrations | None = None) -> None:
         import torch
 
-        from rockroll.trainer.config_io import config_from_dict
         from rockroll.trainer.engine_sync import engine_for
         from rockroll.trainer.models import load_policy
 
-        cfg = config_from_dict(cfg_dict)
+        cfg = _worker_config(cfg_dict, carried)
         torch.set_num_threads(cfg.torch_threads)
         model, tok = load_policy(cfg.model)
         model.load_state_dict(weights)
@@ -222,11 +234,15 @@ class RayEngine:
         ray = _init_ray()
         self.tokenizer = tokenizer
         self.weight_version = 0
+        #: the actor's engine restricts answers (SamplingParams.allowed) when it is an hf engine
+        self.supports_allowed = cfg.rollout.engine.kind == "hf"
         self.calls = 0  # Ray calls made for generation (requests coalesce into fewer)
         self._pending: list[tuple[Any, Any]] = []
         self._flushes: set[Any] = set()  # running flush tasks (the loop keeps only weak references)
         self._actor = (
-            ray.remote(_EngineWorkerImpl).options(**role_options(cfg, "rollout")).remote(config_to_dict(cfg), weights)
+            ray.remote(_EngineWorkerImpl)
+            .options(**role_options(cfg, "rollout"))
+            .remote(config_to_dict(cfg), weights, carried_registrations())
         )
 
     async def generate(self, request: Any) -> Any:
@@ -303,18 +319,19 @@ class RayWorkers:
         ray = _init_ray()
         w = weights if weights is not None else {k: v.detach().cpu() for k, v in model.state_dict().items()}
         cd = config_to_dict(cfg)
+        carried = carried_registrations()  # the user's own losses, estimators and envs (rockroll.envs.carry)
         world = cfg.workers.num_workers
         port = free_port()
         remote = ray.remote(_TrainWorkerImpl).options(**role_options(cfg, "train"))
-        self.train = [remote.remote(cd, w, r, world, "127.0.0.1", port) for r in range(world)]
+        self.train = [remote.remote(cd, w, r, world, "127.0.0.1", port, carried) for r in range(world)]
         self.ref = (
-            ray.remote(_RefWorkerImpl).options(**role_options(cfg, "ref")).remote(cd, w)
+            ray.remote(_RefWorkerImpl).options(**role_options(cfg, "ref")).remote(cd, w, carried)
             if cfg.algo.kl_coef > 0
             else None
         )
         self.has_critic = cfg.algo.needs_critic
         self.critic = (
-            ray.remote(_CriticWorkerImpl).options(**role_options(cfg, "critic")).remote(cd, w)
+            ray.remote(_CriticWorkerImpl).options(**role_options(cfg, "critic")).remote(cd, w, carried)
             if self.has_critic and cfg.workers.critic_placement == "apart"
             else None
         )

@@ -36,6 +36,9 @@ class SamplingParams:
     top_k: int = 0  # 0: off
     stop_token_ids: list[int] = field(default_factory=list)  # the tokenizer's EOS is always a stop
     seed: int | None = None
+    #: the responses allowed (an :class:`~rockroll.agentrl.engines.choices.AnswerTrie`), None: any; only an
+    #: engine whose ``supports_allowed`` is True honours it
+    allowed: Any = None
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -77,6 +80,8 @@ class LLMEngine(abc.ABC):
 
     name: str = "base"
     tokenizer: Any
+    #: whether generate() restricts responses to ``SamplingParams.allowed`` (rockroll.agentrl.engines.choices)
+    supports_allowed: bool = False
     weight_version: int = 0
 
     @abc.abstractmethod

@@ -83,6 +83,7 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
     """
 
     name = "hf"
+    supports_allowed = True
 
     def __init__(
         self,
@@ -273,7 +274,8 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
             if item is None:
                 self._queue.put(None)  # keep the shutdown signal for the loop
                 break
-            batch.append(item)
+            if not self._abandoned(item):
+                batch.append(item)
         return batch
 
     def _take_new(self, capacity: int) -> list[Pending]:
@@ -287,8 +289,16 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
             if item is None:
                 self._queue.put(None)  # keep the shutdown signal for the loop
                 break
-            items.append(item)
+            if not self._abandoned(item):
+                items.append(item)
         return items
+
+    def _abandoned(self, p: Pending) -> bool:
+        """Whether nobody waits for ``p`` any more (its caller was cancelled: a client that left)."""
+        if p.future is not None and p.future.cancelled():
+            self.stats["cancelled"] += 1
+            return True
+        return False
 
     def _loop(self) -> None:
         with self._torch.inference_mode():
@@ -299,6 +309,8 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
             first = self._queue.get()
             if first is None:
                 break
+            if self._abandoned(first):
+                continue
             batch = self._collect(first)
             while self._update_waiting.is_set():
                 time.sleep(0.001)
@@ -362,6 +374,7 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
         """Sample one token per row, queue finished requests' results; return the rows that go on
         (indices) and the sampled tokens (a tensor)."""
         torch = self._torch
+        logits = self._restrict(logits, rows)
         chosen = self._sample(logits, [r.params for r in rows], rows)
         logp = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None])[:, 0]
         keep: list[int] = []
@@ -392,6 +405,17 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
             post(loop, deliver_many, items)
 
     # ------------------------------------------------------------ sampling
+    def _restrict(self, logits: Any, rows: list[Row]) -> Any:
+        """``logits`` with each restricted row (``SamplingParams.allowed``) masked to its trie's next tokens
+        (:func:`rockroll.agentrl.engines.choices.mask_logits`); sampling and logprobs then use the
+        renormalised distribution."""
+        if all(r.params.allowed is None for r in rows):
+            return logits
+        from rockroll.agentrl.engines.choices import allowed_tensor, mask_logits
+
+        sets = [() if r.params.allowed is None else r.params.allowed.next_ids(r.toks) for r in rows]
+        return mask_logits(logits, allowed_tensor(sets, logits.device))
+
     def _sample(self, logits: Any, params: list[SamplingParams], rows: list[Row]) -> Any:
         """One token per row: argmax where temperature is 0, else inverse-CDF sampling from the
         temperature/top-k/top-p distribution with the next uniform of the row's generator."""

@@ -150,6 +150,7 @@ class _Round:
     def _advance(self, rows: list[Any], logits: Any) -> tuple[list[int], Any]:
         """Sample a token per row (the engine's sampler), record it and its logprob; the rows that go on."""
         torch = self.torch
+        logits = self.e._restrict(logits, rows)
         chosen = self.e._sample(logits, [r.params for r in rows], rows)
         logp = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None])[:, 0]
         keep: list[int] = []

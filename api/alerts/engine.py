@@ -184,7 +184,9 @@ class _AlertCollector:
             jobs.add_metric([owner], n)
         yield jobs
         yield GaugeMetricFamily("rockroll_database_bytes", "Size of the control plane's database.", value=o.db_bytes)
-        disk = GaugeMetricFamily("rockroll_disk_free_ratio", "Free share of the disks the server writes.", labels=["path"])
+        disk = GaugeMetricFamily(
+            "rockroll_disk_free_ratio", "Free share of the disks the server writes.", labels=["path"]
+        )
         for path, free in sorted(o.disk_free.items()):
             disk.add_metric([path], free)
         yield disk

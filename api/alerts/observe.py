@@ -70,6 +70,14 @@ class Observer:
         self.state = state
         self.steps, self.starts, self.db_size = Series(), Series(), Series()
         self._tagged: dict[tuple[float, str], tuple[str, str]] = {}  # restart event -> (env, owner)
+        now, window = time.time(), state.settings.alert_window_s  # the counters' baselines: before any request
+        self.steps.add(now, self._step_buckets()[1], window)
+        self.starts.add(now, self._start_failures(), window)
+
+    def _start_failures(self) -> int:
+        manager = self.state.placement.manager
+        warm = getattr(getattr(manager, "warm", None), "counts", {})
+        return getattr(manager, "start_failures", 0) + warm.get("failed", 0)
 
     def observe(self) -> Observation:
         st, settings = self.state, self.state.settings
@@ -81,11 +89,7 @@ class Observer:
         bounds, cumulative = self._step_buckets()
         self.steps.add(now, cumulative, window)
         o.step_count, o.step_p99_s = p99_of(bounds, self.steps.growth() or [0.0] * len(bounds))
-        manager = st.placement.manager
-        failed = getattr(manager, "start_failures", 0) + getattr(getattr(manager, "warm", None), "counts", {}).get(
-            "failed", 0
-        )
-        self.starts.add(now, failed, window)
+        self.starts.add(now, self._start_failures(), window)
         o.start_failures = self.starts.growth()
         o.job_failures = self._job_failures(now - window)
         o.db_bytes = self._db_bytes()

@@ -34,7 +34,8 @@ from rockroll.api.db import Database
 from rockroll.api.server.auth import Principal
 from rockroll.api.server.errors import ApiError
 from rockroll.api.server.metrics import Metrics
-from rockroll.api.sessions.live_batch import lost_guard, node_lost, run_items
+from rockroll.api.sessions.live_batch import lost_guard, node_lost, run_items, server_gone
+from rockroll.api.sessions.reaper import SessionReaping
 from rockroll.api.sessions.records import (
     body_hash,
     drop_key,
@@ -91,7 +92,7 @@ class LiveSession:
         }
 
 
-class SessionRegistry:
+class SessionRegistry(SessionReaping):
     """Open, find, play, fork and close sessions (ownership checked on every lookup)."""
 
     def __init__(
@@ -142,13 +143,9 @@ class SessionRegistry:
         if rec is None or not who.can_see(rec.owner) or rec.closed_at is not None:
             return None
         entry = self.nodes.get(rec.node_id) if self.nodes is not None and rec.node_id else None
-        if entry is None or entry.admin is None:  # it lived on a server's own sandboxes: gone with it
-            raise ApiError(
-                410,
-                "sandbox_lost",
-                "the server that held this session restarted, and its env state went with it; open a new session",
-                {"sandbox_id": rec.sandbox_id, "session_id": session_id, "reason": "server_restart"},
-            )
+        if entry is None or entry.admin is None:  # it lived on a server's own sandboxes
+            opener_live = rec.server != self.server and bool(tag_live(self.db.engine, [rec.server]))
+            raise server_gone(rec, opener_live)
         return self._adopt(rec, entry)
 
     def _adopt(self, rec: Any, entry: Any) -> LiveSession:
@@ -317,7 +314,10 @@ class SessionRegistry:
         """A new session continuing from ``live``."""
         with self._guard(live):
             remote = live.remote.fork()
-        return self._add(live.owner, live.env_id, live.kwargs, remote, node=live.node)  # on the same agent
+        # a fork at a standalone agent is named there: the control plane's id must be the agent's (the data
+        # plane's token names it), not a new one
+        session_id = remote.session_id if isinstance(remote, NodeSession) else ""
+        return self._add(live.owner, live.env_id, live.kwargs, remote, session_id=session_id, node=live.node)
 
     def action_candidates(self, live: LiveSession) -> list[str]:
         with self._guard(live):
@@ -361,68 +361,6 @@ class SessionRegistry:
             self.agent.detach(live.id)
         live.remote.close()
         record_close(self.db, live.id, live.steps)
-
-    def reap_idle(self, ttl_s: float) -> int:
-        """Close sessions unused for ``ttl_s`` seconds; return how many were closed."""
-        self._adopt_orphans()
-        cutoff = time.monotonic() - ttl_s
-        idle = [live for live in list(self._live.values()) if _last_used(live) < cutoff]
-        for live in idle:
-            try:
-                self.close(live)
-            except Exception:  # noqa: BLE001 - a failed close must not stop the reaper
-                continue
-        return len(idle)
-
-    def _adopt_orphans(self) -> None:
-        """Adopt the sessions on node agents whose opening server holds no lease now (so they are reaped)."""
-        if self.nodes is None or self.nodes.store is None:
-            return
-        serving = {n.id: n for n in self.nodes.standalone()}
-        recs = [rec for rec in open_on_nodes(self.db, None, list(serving)) if rec.id not in self._live]
-        live_servers = tag_live(self.db.engine, sorted({rec.server for rec in recs} - {self.server}))
-        for rec in recs:
-            if rec.server != self.server and rec.server not in live_servers:
-                self._adopt(rec, serving[rec.node_id])
-
-    def start_reaper(self, ttl_s: float, interval_s: float = 30.0) -> None:
-        """Run :meth:`reap_idle` every ``interval_s`` seconds on a daemon thread."""
-
-        def loop() -> None:
-            while not self._stop.wait(interval_s):
-                self.reap_idle(ttl_s)
-
-        threading.Thread(target=loop, name="session-reaper", daemon=True).start()
-
-    def close_all(self) -> None:
-        """Server shutdown: close every env session in its sandbox, leaving its record open (so 410 later)."""
-        self._stop.set()
-        for live in list(self._live.values()):
-            with self._lock:
-                self._live.pop(live.id, None)
-            if live.entry is not None:
-                self.agent.detach(live.id)
-            try:
-                if isinstance(live.remote, NodeSession):  # on a node agent: it outlives this server
-                    record_close(self.db, live.id, live.steps, closed=False)
-                    continue
-                live.remote.close()
-                record_close(self.db, live.id, live.steps, closed=False)
-            except Exception:  # noqa: BLE001 - shutting down
-                pass
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _last_used(live: LiveSession) -> float:
-    """When ``live`` was last used on either plane (steps at a node agent do not pass here)."""
-    if live.entry is not None:  # the embedded agent's record
-        live.last_used = max(live.last_used, live.entry.last_used)
-    elif hasattr(live.remote, "idle_s") and live.last_used < time.monotonic() - 1.0:
-        try:  # a standalone agent's record, asked only of sessions idle here
-            live.last_used = max(live.last_used, time.monotonic() - float(live.remote.idle_s()))
-        except Exception:  # noqa: BLE001 - an agent that does not answer: the session counts as idle
-            pass
-    return live.last_used
 
 
 def new_session_id() -> str:

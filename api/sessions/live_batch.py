@@ -18,7 +18,7 @@ from rockroll.sandbox.errors import SandboxLost
 from rockroll.sandbox.node.wire import step_answer
 from rockroll.sandbox.session import RemoteSession, run_batch
 
-__all__ = ["run_items", "lost_guard", "node_lost"]
+__all__ = ["run_items", "lost_guard", "node_lost", "server_gone"]
 
 
 def run_items(reg: Any, who: Principal, items: list[tuple[str, str, str, int | None]]) -> list[dict[str, Any]]:
@@ -146,3 +146,26 @@ def node_lost(live: Any) -> ApiError:
     """``410 session_lost``: the node agent serving ``live`` died (its reason in the message)."""
     details = {"session_id": live.id, "node": live.node, "sandbox_id": live.sandbox_id, "reason": "node_lost"}
     return ApiError(410, "session_lost", f"{live.remote.lost_reason}; open a new session", details)
+
+
+def server_gone(rec: Any, opener_live: bool) -> ApiError:
+    """The answer for a session that ran on a server's own sandboxes (a row ``rec`` of ``api_sessions``).
+
+    ``410 sandbox_lost`` once that server is gone (its env state went with it); ``409 session_elsewhere``
+    while that server, another replica, still serves it (a custom env's session stays on the replica that
+    opened it: its calls go there).
+    """
+    if opener_live and rec.server:
+        return ApiError(
+            409,
+            "session_elsewhere",
+            f"session {rec.id} runs on the sandboxes of another control-plane replica "
+            f"({rec.server.rpartition('@')[0]}); send its calls to that replica",
+            {"session_id": rec.id, "server": rec.server},
+        )
+    return ApiError(
+        410,
+        "sandbox_lost",
+        "the server that held this session restarted, and its env state went with it; open a new session",
+        {"sandbox_id": rec.sandbox_id, "session_id": rec.id, "reason": "server_restart"},
+    )

@@ -45,8 +45,8 @@ def shortest_path(grid: tuple[str, ...] | list[str]) -> list[str] | None:
         cur = queue.popleft()
         if cur == goal:
             plan: list[str] = []
-            while parent[cur] is not None:
-                prev, a = parent[cur]  # type: ignore[misc]
+            while (link := parent[cur]) is not None:
+                prev, a = link
                 plan.append(ACTIONS[a])
                 cur = prev
             return plan[::-1]

@@ -36,7 +36,7 @@ from typing import Any
 from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
 from rockroll.envs.errors import EnvConfigError, EnvError
 from rockroll.envs.exec_result import ExecResult
-from rockroll.envs.swe.executor import BACKENDS, ExecutorError, make_executor
+from rockroll.envs.swe.executor import BACKENDS, Executor, ExecutorError, make_executor
 from rockroll.envs.swe.tasks import SWETask, generated_tasks, grade, load_task_file, parse_test_report
 
 __all__ = ["SWEEnv", "Bash", "Edit", "Submit", "SWEForkUnsupported", "reference_actions"]
@@ -185,12 +185,12 @@ class SWEEnv(TextEnv[SWEAction]):
         self.command_timeout_s = float(command_timeout_s)
         self.task: SWETask | None = None
         self.test_timeout_s = 0.0  # the current episode's limit of the hidden-test run
-        self._executor: Any = None
-        self._finalizer: Any = None
+        self._executor: Executor | None = None
+        self._finalizer: weakref.finalize[[], SWEEnv] | None = None
         self._obs = ""
 
     # ------------------------------------------------------------ executor
-    def _ensure_executor(self) -> Any:
+    def _ensure_executor(self) -> Executor:
         if self._executor is None:
             self._executor = make_executor(self.backend)
             self._finalizer = weakref.finalize(self, self._executor.close)
@@ -291,7 +291,7 @@ class SWEEnv(TextEnv[SWEAction]):
         return StepOutcome(self._obs, g.reward, True, effective=True, success=g.resolved, info=info)
 
     @staticmethod
-    def _from_table(table: Any, task: SWETask) -> float | None:
+    def _from_table(table: object, task: SWETask) -> float | None:
         """The chosen task's limit in ``options["test_timeouts"]`` (``{task_id: seconds}``, capped at the
         task's own ``test_timeout_s``), or None when the table has no entry for it."""
         if table is None:
@@ -313,7 +313,7 @@ class SWEEnv(TextEnv[SWEAction]):
         return None if value is None else min(float(value), float(task.test_timeout_s))
 
     @staticmethod
-    def _test_timeout(value: Any, tabled: float | None, task: SWETask) -> float:
+    def _test_timeout(value: object, tabled: float | None, task: SWETask) -> float:
         """The episode's test-run limit: ``options["test_timeout_s"]`` (a number in (0, the task's
         ``test_timeout_s``]), else the task's entry in ``options["test_timeouts"]``, else the task's own."""
         if value is None:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rockroll.envs.swe.mutate import Mutation, apply_mutation, mutations
 from rockroll.envs.swe.tasks import TASKS_PATH, runner_source
@@ -78,7 +78,7 @@ def problem_statement(module: str, results: list[dict[str, Any]]) -> str:
     )
 
 
-def _module_tasks(name: str, per_module: int, log: Any) -> list[dict[str, Any]]:
+def _module_tasks(name: str, per_module: int, log: TextIO) -> list[dict[str, Any]]:
     source = (REFERENCE_DIR / f"{name}.py").read_text(encoding="utf-8")
     tests = (REFERENCE_DIR / f"test_{name}.py").read_text(encoding="utf-8")
     test_file = f"test_{name}.py"
@@ -122,7 +122,7 @@ def _module_tasks(name: str, per_module: int, log: Any) -> list[dict[str, Any]]:
     return tasks
 
 
-def generate(per_module: int = 12, log: Any = sys.stderr) -> dict[str, Any]:
+def generate(per_module: int = 12, log: TextIO = sys.stderr) -> dict[str, Any]:
     """Build the task list (see the module docstring)."""
     names = sorted(p.stem[len("test_") :] for p in REFERENCE_DIR.glob("test_*.py"))
     modules = {

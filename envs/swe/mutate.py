@@ -24,6 +24,7 @@ import ast
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 __all__ = ["Mutation", "mutations", "apply_mutation", "OPERATORS"]
 
@@ -198,6 +199,15 @@ def mutations(source: str) -> list[Mutation]:
     return found
 
 
+class _Located(Protocol):
+    """A node with a source position (an expression or a statement)."""
+
+    lineno: int
+    col_offset: int
+    end_lineno: int
+    end_col_offset: int
+
+
 def _as_text_mutation(
     source: str,
     tree: ast.AST,
@@ -209,8 +219,9 @@ def _as_text_mutation(
     offsets: list[int],
 ) -> Mutation | None:
     """Express replacing node number ``index`` by ``new_node`` as a text span replacement."""
-    start = _char_offset(lines, offsets, node.lineno, node.col_offset)  # type: ignore[attr-defined]
-    end = _char_offset(lines, offsets, node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    at = cast(_Located, node)  # find_mutations passes only nodes with a position
+    start = _char_offset(lines, offsets, at.lineno, at.col_offset)
+    end = _char_offset(lines, offsets, at.end_lineno, at.end_col_offset)
     mutated_tree = copy.deepcopy(tree)
     target = list(ast.walk(mutated_tree))[index]
     _replace_child(mutated_tree, target, copy.deepcopy(new_node))
@@ -222,7 +233,7 @@ def _as_text_mutation(
         except SyntaxError:
             continue
         if got == want:
-            return Mutation(operator, node.lineno, start, end, source[start:end], candidate)  # type: ignore[attr-defined]
+            return Mutation(operator, at.lineno, start, end, source[start:end], candidate)
     return None
 
 

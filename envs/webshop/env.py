@@ -27,6 +27,7 @@ from rockroll.envs.webshop.pages import (
     BUY,
     LABEL_KINDS,
     PAGE_SIZE,
+    Page,
     canonical,
     check_stack,
     clickables,
@@ -153,7 +154,7 @@ class WebShopEnv(TextEnv[Action]):
             None if goals_path is None else os.fspath(goals_path),
         )
         self._goal: Goal | None = None
-        self._stack: list[dict[str, Any]] = [search_page()]
+        self._stack: list[Page] = [search_page()]
 
     # ------------------------------------------------------------ accessors
     @property
@@ -169,7 +170,7 @@ class WebShopEnv(TextEnv[Action]):
         return self._goal
 
     @property
-    def page(self) -> dict[str, Any]:
+    def page(self) -> Page:
         """A copy of the current page dict (see :mod:`rockroll.envs.webshop.pages`)."""
         return copy_page(self._stack[-1])
 
@@ -215,7 +216,12 @@ class WebShopEnv(TextEnv[Action]):
         if verb == "click" and arg == BUY:
             product = self._shop.catalog.by_asin[page["asin"]]
             score = score_purchase(product, page["options"], self.goal)
-            done = {"kind": "done", "asin": product.asin, "options": dict(page["options"]), "score": score.to_dict()}
+            done: Page = {
+                "kind": "done",
+                "asin": product.asin,
+                "options": dict(page["options"]),
+                "score": score.to_dict(),
+            }
             self._stack = [*self._stack, done]
             info = {"reward_details": score.to_dict(), "purchased": product.asin}
             return StepOutcome(self._render(), score.reward, True, effective=True, success=score.success, info=info)

@@ -51,13 +51,13 @@ def _read_json(path: str | Path, param: str) -> Any:
         raise EnvConfigError(f"{param}: cannot read {str(p)!r} as JSON: {e}", env=_ENV, param=param) from e
 
 
-def _as_list(value: Any) -> list[Any]:
+def _as_list(value: object) -> list[Any]:
     if value is None or value == "":
         return []
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _parse_price(value: Any) -> float | None:
+def _parse_price(value: object) -> float | None:
     prices = []
     for item in _as_list(value):
         if isinstance(item, (int, float)) and not isinstance(item, bool):
@@ -68,7 +68,7 @@ def _parse_price(value: Any) -> float | None:
     return round(min(prices), 2) if prices else None
 
 
-def _parse_options(value: Any) -> dict[str, tuple[str, ...]]:
+def _parse_options(value: object) -> dict[str, tuple[str, ...]]:
     options: dict[str, tuple[str, ...]] = {}
     if not isinstance(value, dict):
         return options
@@ -83,7 +83,7 @@ def _parse_options(value: Any) -> dict[str, tuple[str, ...]]:
     return options
 
 
-def _parse_reviews(value: Any) -> tuple[Review, ...]:
+def _parse_reviews(value: object) -> tuple[Review, ...]:
     out = []
     for r in _as_list(value):
         if not isinstance(r, dict):
@@ -150,7 +150,7 @@ def load_products(path: str | Path, limit: int | None = None) -> list[Product]:
     return list(products.values())
 
 
-def _goal_entries(data: Any) -> list[tuple[str, dict[str, Any]]]:
+def _goal_entries(data: object) -> list[tuple[str, dict[str, Any]]]:
     entries: list[tuple[str, dict[str, Any]]] = []
     if isinstance(data, dict):
         for asin, value in data.items():
@@ -162,7 +162,7 @@ def _goal_entries(data: Any) -> list[tuple[str, dict[str, Any]]]:
     return entries
 
 
-def _goal_options(product: Product, value: Any) -> dict[str, str]:
+def _goal_options(product: Product, value: object) -> dict[str, str]:
     if isinstance(value, dict):
         return {str(k).strip().lower(): str(v).strip().lower() for k, v in value.items() if str(v).strip()}
     options: dict[str, str] = {}

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, Required, TypedDict, cast
 
 from rockroll.envs.webshop.catalog import Product
 from rockroll.envs.webshop.search import MAX_RESULTS
 from rockroll.envs.webshop.store import Shop
 
 __all__ = [
+    "Page",
     "BACK",
     "NEXT",
     "PREV",
@@ -53,6 +54,23 @@ PAGE_SIZE = 10
 #: how results are labelled: by their asin (the original shop) or by their position on the page
 LABEL_KINDS = ("asin", "position")
 _RESERVED = frozenset((BACK, NEXT, PREV, BUY, *SECTIONS))
+
+
+class Page(TypedDict, total=False):
+    """One page of the stack (the kinds and their keys are listed above); ``kind`` is always there."""
+
+    kind: Required[str]
+    query: str
+    page: int
+    asins: list[str]
+    size: int
+    labels: str
+    asin: str
+    options: dict[str, str]
+    section: str
+    score: dict[str, Any]  # a bought page's Score.to_dict() (rockroll.envs.webshop.reward)
+
+
 _KINDS = frozenset(("search", "results", "item", "section", "done"))
 
 
@@ -64,28 +82,28 @@ def canonical(element: str) -> str:
     return text
 
 
-def search_page() -> dict[str, Any]:
+def search_page() -> Page:
     return {"kind": "search"}
 
 
-def page_size(page: dict[str, Any]) -> int:
+def page_size(page: Page) -> int:
     """How many results a results page shows at once (``PAGE_SIZE`` unless the page says otherwise)."""
     return int(page.get("size", PAGE_SIZE))
 
 
-def num_pages(page: dict[str, Any]) -> int:
+def num_pages(page: Page) -> int:
     """How many result pages a results page has (at least one)."""
     return max(1, math.ceil(len(page["asins"]) / page_size(page)))
 
 
-def page_asins(page: dict[str, Any]) -> list[str]:
+def page_asins(page: Page) -> list[str]:
     """The asins shown on the current results page."""
     size = page_size(page)
     start = (page["page"] - 1) * size
     return page["asins"][start : start + size]
 
 
-def result_labels(page: dict[str, Any]) -> list[str]:
+def result_labels(page: Page) -> list[str]:
     """The clickable labels of the results shown on ``page``, in the order of :func:`page_asins`."""
     shown = page_asins(page)
     if page.get("labels", "asin") == "position":
@@ -121,12 +139,13 @@ def item_options(shop: Shop, asin: str) -> list[tuple[str, str, str]]:
     return found
 
 
-def copy_page(page: dict[str, Any]) -> dict[str, Any]:
+def copy_page(page: Page) -> Page:
     """A copy of ``page`` deep enough for navigation (its dicts and lists are copied once)."""
-    return {k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v for k, v in page.items()}
+    copied = {k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v for k, v in page.items()}
+    return cast(Page, copied)
 
 
-def clickables(page: dict[str, Any], shop: Shop) -> list[str]:
+def clickables(page: Page, shop: Shop) -> list[str]:
     """The elements that can be clicked on ``page``, in display order."""
     kind = page["kind"]
     if kind == "results":
@@ -143,12 +162,10 @@ def clickables(page: dict[str, Any], shop: Shop) -> list[str]:
     return []
 
 
-def do_search(
-    stack: list[dict[str, Any]], query: str, shop: Shop, size: int = PAGE_SIZE, labels: str = "asin"
-) -> list[dict[str, Any]]:
+def do_search(stack: list[Page], query: str, shop: Shop, size: int = PAGE_SIZE, labels: str = "asin") -> list[Page]:
     """The stack after searching ``query`` from the search page (``size`` results per page, labelled ``labels``)."""
     asins = shop.engine.search(query, MAX_RESULTS)
-    page: dict[str, Any] = {"kind": "results", "query": query, "page": 1, "asins": asins}
+    page: Page = {"kind": "results", "query": query, "page": 1, "asins": asins}
     if size != PAGE_SIZE:
         page["size"] = size
     if labels != "asin":
@@ -156,7 +173,7 @@ def do_search(
     return [*map(copy_page, stack), page]
 
 
-def do_click(stack: list[dict[str, Any]], element: str, shop: Shop) -> list[dict[str, Any]]:
+def do_click(stack: list[Page], element: str, shop: Shop) -> list[Page]:
     """The stack after clicking ``element`` (one of the current clickables; ``buy now`` excluded)."""
     stack = [copy_page(p) for p in stack]
     page = stack[-1]
@@ -184,7 +201,7 @@ def do_click(stack: list[dict[str, Any]], element: str, shop: Shop) -> list[dict
     raise ValueError(f"{element!r} cannot be clicked on a {page['kind']} page")
 
 
-def check_stack(stack: Any, shop: Shop) -> list[dict[str, Any]]:
+def check_stack(stack: object, shop: Shop) -> list[Page]:
     """Validate a page stack from a snapshot (raises ``ValueError`` when it cannot be shown)."""
     if not isinstance(stack, list) or not stack:
         raise ValueError("page stack must be a non-empty list")
@@ -201,7 +218,7 @@ def check_stack(stack: Any, shop: Shop) -> list[dict[str, Any]]:
                 raise ValueError(f"results labels {page['labels']!r} must be one of {LABEL_KINDS}")
             if not all(a in shop.catalog.by_asin for a in page["asins"]):
                 raise ValueError("unknown asin in results")
-            if not 1 <= int(page["page"]) <= num_pages(page):
+            if not 1 <= int(page["page"]) <= num_pages(cast(Page, page)):
                 raise ValueError(f"results page {page['page']} out of range")
         if page["kind"] == "item" and not isinstance(page.get("options"), dict):
             raise ValueError("item page needs an options dict")

@@ -7,8 +7,6 @@ elements are also shown in square brackets where they appear on the page.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rockroll.envs.webshop.catalog import Goal, Product
 from rockroll.envs.webshop.pages import (
     BACK,
@@ -16,6 +14,7 @@ from rockroll.envs.webshop.pages import (
     NEXT,
     PREV,
     SECTIONS,
+    Page,
     clickables,
     item_options,
     num_pages,
@@ -38,7 +37,7 @@ def _buttons(elements: list[str]) -> str:
     return " ".join(f"[{e}]" for e in elements)
 
 
-def actions_line(page: dict[str, Any], shop: Shop) -> str:
+def actions_line(page: Page, shop: Shop) -> str:
     """The closing line listing the legal actions on ``page``."""
     if page["kind"] == "search":
         return "Available actions: search[<your query>]"
@@ -47,7 +46,7 @@ def actions_line(page: dict[str, Any], shop: Shop) -> str:
     return "Available actions: " + ", ".join(f"click[{e}]" for e in clickables(page, shop))
 
 
-def _results(page: dict[str, Any], shop: Shop) -> list[str]:
+def _results(page: Page, shop: Shop) -> list[str]:
     asins = page["asins"]
     if not asins:
         return [f'[Results] No product matches "{page["query"]}". Try other words.', _buttons([BACK])]
@@ -66,7 +65,7 @@ def _results(page: dict[str, Any], shop: Shop) -> list[str]:
     return lines
 
 
-def _item(page: dict[str, Any], product: Product, shop: Shop) -> list[str]:
+def _item(page: Page, product: Product, shop: Shop) -> list[str]:
     lines = [_buttons([BACK, PREV]), f"[Item] {product.title}", f"Price: {_price(product.price)}"]
     if product.rating is not None:
         lines[-1] += f" | Rating: {product.rating:.1f} out of 5"
@@ -82,7 +81,7 @@ def _item(page: dict[str, Any], product: Product, shop: Shop) -> list[str]:
     return lines
 
 
-def _section(page: dict[str, Any], product: Product) -> list[str]:
+def _section(page: Page, product: Product) -> list[str]:
     section = page["section"]
     lines = [_buttons([BACK, PREV]), f"[{section.capitalize()}] {product.title}"]
     if section == "description":
@@ -97,7 +96,7 @@ def _section(page: dict[str, Any], product: Product) -> list[str]:
     return lines
 
 
-def _done(page: dict[str, Any], product: Product) -> list[str]:
+def _done(page: Page, product: Product) -> list[str]:
     chosen = ", ".join(f"{k} = {v}" for k, v in page["options"].items())
     s = page["score"]
     return [
@@ -108,7 +107,7 @@ def _done(page: dict[str, Any], product: Product) -> list[str]:
     ]
 
 
-def render_page(page: dict[str, Any], goal: Goal, shop: Shop, feedback: str | None = None) -> str:
+def render_page(page: Page, goal: Goal, shop: Shop, feedback: str | None = None) -> str:
     """The observation text of ``page``, with an optional feedback line after the instruction."""
     lines = ["WebShop", f"Instruction: {goal.instruction}"]
     if feedback:

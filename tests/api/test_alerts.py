@@ -4,7 +4,9 @@ webhook on 127.0.0.1, the log, /v1/alerts and the overview, each owner seeing th
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import socket
 import threading
 import time
@@ -20,6 +22,7 @@ from fastapi.testclient import TestClient
 from rockroll.api.alerts.rules import Finding, Observation, evaluate
 from rockroll.api.server.app import create_app
 from rockroll.api.server.auth import create_token
+from rockroll.api.server.serve_proc import sandbox_pids
 from tests.api.conftest import make_settings
 
 SECRET = "s" * 40
@@ -86,7 +89,9 @@ def _app(data_dir: Path, **overrides: Any) -> TestClient:
 def alerting(data_dir: Path, receiver: Receiver) -> Iterator[tuple[TestClient, dict[str, dict[str, str]]]]:
     with _app(data_dir, alert_webhook_url=receiver.url, alert_restarts_per_env=2, alert_job_failures=1) as c:
         db = c.app.state.rr.db
-        who = {n: {"Authorization": f"Bearer {create_token(db, n, admin=n == 'root')}"} for n in ("alice", "bob", "root")}
+        who = {
+            n: {"Authorization": f"Bearer {create_token(db, n, admin=n == 'root')}"} for n in ("alice", "bob", "root")
+        }
         yield c, who
         for sb in c.app.state.rr.placement.list():
             c.app.state.rr.placement.delete(sb.id)
@@ -100,18 +105,11 @@ def _kill(c: TestClient, sandbox_id: str) -> None:
     """SIGKILL the sandbox's server behind the manager's back and wait until it is replaced."""
     manager = c.app.state.rr.placement.manager
     restarts = manager.get(sandbox_id).restarts
-    manager.backend.kill(manager.get(sandbox_id).handle) if hasattr(manager.backend, "kill") else _sigkill(
-        manager.get(sandbox_id).handle
-    )
+    assert sandbox_pids(f"rockroll.sandbox={sandbox_id}"), "no server process to kill"
+    for pid in sandbox_pids(f"rockroll.sandbox={sandbox_id}"):
+        os.kill(pid, signal.SIGKILL)
     wait(lambda: manager.get(sandbox_id).restarts > restarts and str(manager.get(sandbox_id).state) == "ready", 60,
          f"sandbox {sandbox_id} was not replaced")  # fmt: skip
-
-
-def _sigkill(handle: Any) -> None:
-    import os
-    import signal
-
-    os.killpg(handle.pid, signal.SIGKILL)
 
 
 def test_restart_rate_fires_for_the_owner_and_resolves(alerting: Any, receiver: Receiver) -> None:

@@ -60,7 +60,7 @@ def test_a_step_number_out_of_range_says_the_range(dev_client: TestClient) -> No
         ws.send_text(json.dumps({"op": "reset", "seed": 0}))
         ws.receive_json()
         for seq in ("10" + "0" * 30, "1e30", "0", "-5", '"3"', str(MAX_SEQ + 1)):
-            ws.send_text('{"op": "step", "seq": %s, "action": "<answer>Left</answer>"}' % seq)
+            ws.send_text('{"op": "step", "seq": ' + seq + ', "action": "<answer>Left</answer>"}')
             answer = ws.receive_json()
             message = answer["error"]["message"]
             assert answer["error"]["code"] == "bad_sequence" and 400 <= answer["status"] < 500, answer

@@ -147,7 +147,10 @@ def test_answers_carry_exactly_the_declared_keys(dev_client: TestClient) -> None
     check(c.get(f"/v1/jobs/{job['id']}"))
     assert check(c.get(f"/v1/jobs/{job['id']}/metrics"))["job_id"] == job["id"]
     check(c.post(f"/v1/jobs/{job['id']}/cancel"))
+    c.app.state.rr.alerts.tick()  # node n1 is lost: its alert fires now
+    assert "node_lost:n1" in {a["key"] for a in check(c.get("/v1/alerts"))["alerts"]}
     overview = check(c.get("/v1/overview"))
+    assert "node_lost:n1" in {a["key"] for a in overview["alerts"]}
     assert overview["restarts"][0]["sandbox_id"] == sb and overview["summary"]["sandboxes"] >= 1
     assert set(declared) <= seen, f"not exercised: {set(declared) - seen}"
 

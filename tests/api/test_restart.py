@@ -4,6 +4,7 @@ a graceful stop as after a crash; a second server on the same database refuses t
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 
@@ -71,3 +72,33 @@ def test_a_second_server_on_one_database_refuses_to_start() -> None:
         assert srv.proc is not None and srv.proc.poll() is None  # the first one serves on
     finally:
         srv.cleanup()
+
+
+@pytest.mark.parametrize("when", ["loading", "starting", "serving"])
+def test_sigint_stops_serve_api_without_a_traceback(when: str) -> None:
+    """SIGINT (a ^C) while the commands load, while the app starts up, or while it serves: a quiet stop."""
+    d = scratch_dir(f"sigint-{when}")
+    cmd = ROCKROLL + ["serve-api", "--port", "0", "--backend", "process", "--db", f"sqlite:///{d}/rockroll.db"]
+    cmd += ["--sandbox-state-dir", str(d / "sb"), "--dev"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True)  # fmt: skip
+    marker = {"loading": None, "starting": "Waiting for application startup", "serving": "rockroll listening on"}[when]
+    stream = proc.stdout if when == "serving" else proc.stderr
+    seen = []
+    try:
+        while marker is not None:  # the line that says the server got that far (bounded by its output)
+            line = stream.readline()  # type: ignore[union-attr]
+            seen.append(line)
+            if not line or marker in line:
+                break
+        assert marker is None or marker in seen[-1], "".join(seen)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        shutil.rmtree(d, ignore_errors=True)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    # 130: stopped while loading; -SIGINT: before the interpreter took the signal; 0: a graceful stop
+    assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err[-2000:])

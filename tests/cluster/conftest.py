@@ -7,7 +7,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,20 @@ def wait_for_node(url: str, admin_token: str, node_id: str, timeout_s: float = 3
 def node_views(url: str, admin_token: str) -> list[dict]:
     """``GET /v1/nodes``: the control plane's view of every node agent."""
     return httpx.get(f"{url}/v1/nodes", headers={"Authorization": f"Bearer {admin_token}"}, timeout=10).json()["nodes"]
+
+
+def wait_node_view(
+    url: str, admin_token: str, node_id: str, ok: Callable[[dict], bool], timeout_s: float = 30.0
+) -> dict:
+    """The control plane's view of ``node_id`` once ``ok(view)`` holds (views change with heartbeats)."""
+    deadline = time.monotonic() + timeout_s
+    seen: list[dict] = []
+    while time.monotonic() < deadline:
+        seen = [n for n in node_views(url, admin_token) if n["id"] == node_id]
+        if seen and ok(seen[0]):
+            return seen[0]
+        time.sleep(0.1)
+    raise AssertionError(f"the view of node {node_id} never met the condition in {timeout_s:.0f} s; last: {seen}")
 
 
 def wait_live_nodes(url: str, admin_token: str, count: int, timeout_s: float = 120.0) -> dict[str, dict]:

@@ -13,7 +13,7 @@ import pytest
 from rockroll.client.remote_env import RemoteEnv
 from rockroll.client.sdk import ApiClientError, Client
 from rockroll.sandbox.node.client import BatchStepper, DataPlaneSession
-from tests.cluster.conftest import ENV, KWARGS, Deployment
+from tests.cluster.conftest import ENV, KWARGS, Deployment, wait_node_view
 
 RIGHT = "<answer>Right</answer>"
 DOWN = LEFT = "no answer"  # not an action: a no-op step (a format penalty) that never ends the episode
@@ -40,9 +40,10 @@ def test_a_session_opened_at_the_control_plane_is_stepped_at_the_standalone_agen
         assert s.step_raw(LEFT)["seq"] == 2
         assert s.get_state() == c.get_state(opened["id"])  # both planes see the one env
         s.close()
-        nodes = httpx.get(f"{cluster.url}/v1/nodes", headers={"Authorization": f"Bearer {cluster.tokens['root']}"})
-        mine = next(n for n in nodes.json()["nodes"] if n["id"] == cluster.node.node_id)
-        assert mine["sessions"] >= 1 and mine["capacity"] == 4 * 64 and mine["embedded"] is False
+        # the count comes with the agent's heartbeats: one sent just before the open may land after it (a loaded
+        # machine delays it), so wait for a heartbeat that counts the session
+        mine = wait_node_view(cluster.url, cluster.tokens["root"], cluster.node.node_id, lambda n: n["sessions"] >= 1)
+        assert mine["capacity"] == 4 * 64 and mine["embedded"] is False
         c.close_session(opened["id"])
         with pytest.raises(ApiClientError) as e:
             c.step(opened["id"], RIGHT)

@@ -42,6 +42,11 @@ def _replica(d: Path, pg_url: str, secret_file: Path, replica: str) -> ServerPro
 @pytest.fixture(scope="module")
 def replicas() -> Iterator[dict[str, Any]]:
     """Replicas ``a`` and ``b`` on a fresh PostgreSQL database, one node agent registered with both."""
+    yield from deploy_replicas()
+
+
+def deploy_replicas() -> Iterator[dict[str, Any]]:
+    """The deployment of :func:`replicas` (its replicas configured by this process's environment)."""
     name = f"rr_rep_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -146,15 +151,29 @@ def test_a_job_cancelled_through_another_replica_stops_at_its_runner(replicas: d
     a, b = replicas["servers"]["a"], replicas["servers"]["b"]
     with Client(b.url, replicas["tokens"]["bob"]) as on_b, Client(a.url, replicas["tokens"]["bob"]) as on_a:
         job = on_b.create_job("eval", {"env": ENV, "episodes": 100_000, "kwargs": KWARGS})
-        deadline = time.monotonic() + 60
-        while on_a.get_job(job["id"])["state"] != "running" and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert on_a.get_job(job["id"])["state"] == "running"  # a sees b's job
+        # "running" comes before the worker has started and opened its sandbox (tens of seconds on a loaded
+        # machine): wait, seen from a, for the job's first played episode, so the cancel meets a job at work
+        wait_job_played(on_a, job["id"], timeout_s=180)
         t0 = time.monotonic()
         on_a.cancel_job(job["id"])
-        done = on_a.wait_job(job["id"], timeout_s=60)
+        done = on_a.wait_job(job["id"], timeout_s=120)
         print(f"cancelled through the other replica in {time.monotonic() - t0:.1f} s")
-        assert done["state"] == "cancelled", done
+        assert done["state"] == "cancelled", (done, on_a.job_logs(job["id"])[-2000:])
+
+
+def wait_job_played(client: Client, job_id: str, timeout_s: float) -> dict:
+    """The job once it reported a played episode; AssertionError naming its state (and error) when it ended
+    first or ``timeout_s`` passed."""
+    deadline = time.monotonic() + timeout_s
+    job: dict = {}
+    while time.monotonic() < deadline:
+        job = dict(client.get_job(job_id))
+        if job["state"] == "running" and (job.get("metrics") or {}).get("episodes", 0) >= 1:
+            return job
+        if job["state"] not in ("queued", "running"):
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} played no episode in {timeout_s:.0f} s: {job}")
 
 
 def test_sigkill_of_a_replica_during_a_256_episode_rollout_loses_no_episode(replicas: dict) -> None:

@@ -34,3 +34,29 @@ def test_report_from_results(tmp_path: Path) -> None:
     assert "pause: APIError: cannot freeze" in text
     for png in ("chaos_timeline.png", "load_latency.png", "load_memory.png"):
         assert (tmp_path / "plots" / png).stat().st_size > 1000
+
+
+def test_a_rewrite_keeps_the_hand_written_sections(tmp_path: Path) -> None:
+    from bench.report_keep import MARKER
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "runs.json").write_text("{}")
+    hand = f"{MARKER}\n\n## Data plane (by hand)\n\nA table | measured by hand\n\n### Second pass\n\ntext\n"
+    (tmp_path / "REPORT.md").write_text("# old generated part\n\n## Envs\n\nstale\n\n" + hand)
+    text = write_report(results, tmp_path).read_text()
+    assert text.endswith(hand) and text.count(MARKER) == 1
+    assert "stale" not in text and "_not run yet_" in text  # the generated part was rewritten
+    assert write_report(results, tmp_path).read_text() == text  # twice: the same report
+
+
+def test_a_report_from_before_the_marker_keeps_the_sections_it_does_not_generate(tmp_path: Path) -> None:
+    from bench.report_keep import MARKER
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "runs.json").write_text("{}")
+    old = "# report\n\n## Envs\n\nstale\n\n## Learning curves\n\nx\n\n## Scale (by hand)\n\nkept\n"
+    (tmp_path / "REPORT.md").write_text(old)
+    text = write_report(results, tmp_path).read_text()
+    assert text.endswith(f"{MARKER}\n\n## Scale (by hand)\n\nkept\n") and "stale" not in text

@@ -59,7 +59,19 @@ def test_run_job_reports_progress_and_stops_when_cancelled(tiny_model_dir, tmp_p
     ctx = Ctx()
     out = run_job(base, ctx)
     assert [p for p, _ in ctx.reports] == [0.5, 1.0]
+    # the log shows each step as it ends (a line per step and per evaluation), not only start and end
+    steps = [i for i, line in enumerate(ctx.logs) if line.startswith("step ")]
+    assert [ctx.logs[i].split()[1] for i in steps] == ["1/2", "2/2"], ctx.logs
+    assert any(line.startswith("eval") for line in ctx.logs[1 : steps[0]]), ctx.logs  # the first eval, before step 1
+    assert steps[-1] < len(ctx.logs) - 1 and ctx.logs[-1].startswith("success before RL")
     assert "success_end" in out and out["steps"] == 2 and (tmp_path / "job" / "metrics.jsonl").exists()
+    # report.md: every difficulty row counts its held-out maps (plan mode reported 0 in each), and
+    # says which step was exported
+    report = (tmp_path / "job" / "report.md").read_text()
+    rows = [line.split("|")[1:3] for line in report.splitlines() if line.startswith("| ") and "difficulty" not in line]
+    maps = {name.strip(): int(n) for name, n in rows}
+    assert maps["all"] == 4 and all(n > 0 for n in maps.values()) and sum(maps.values()) == 8, report
+    assert "Exported the last step (2)" in report, report
     with pytest.raises(KeyboardInterrupt):
         run_job({**base, "name": "job2", "total_steps": 5}, Ctx(cancel_after=1))
 

@@ -66,8 +66,8 @@ def kl_penalized_rewards(
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of the softmax distribution over the last dimension."""
+    """Entropy of the softmax distribution over the last dimension (a -inf logit, a masked token, adds 0)."""
     import torch
 
     logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
+    return -(logp.exp() * logp.masked_fill(torch.isneginf(logp), 0.0)).sum(-1)
