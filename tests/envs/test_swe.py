@@ -327,7 +327,7 @@ def test_output_is_truncated_with_a_note_and_timeouts_are_results(make_env) -> N
 
 def test_reset_option_test_timeout_s_cuts_off_slow_test_runs(make_env) -> None:
     env = make_env()
-    for limit, slow in ((1.0, True), (1.0, False), (None, False)):
+    for limit, slow in ((1.0, True), (20.0, False), (None, False)):  # a fast run fits 20 s even on a loaded machine
         options = {"task_id": "roman-00"} | ({} if limit is None else {"test_timeout_s": limit})
         env.reset(options=options)
         assert env.test_timeout_s == (limit or env.task.test_timeout_s)
@@ -339,7 +339,7 @@ def test_reset_option_test_timeout_s_cuts_off_slow_test_runs(make_env) -> None:
         if slow:  # killed at the limit: scored 0, the agent's outcome
             assert 0.9 <= info["test_run_s"] < 10 and "timed out after 1s" in obs and not info["resolved"]
         else:
-            assert 0 < info["test_run_s"] < 1.0
+            assert 0 < info["test_run_s"] < env.test_timeout_s
 
 
 @pytest.mark.parametrize("value", [0, -1.0, "5", True, float("nan"), float("inf"), 60.5, [1]])
