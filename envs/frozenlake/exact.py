@@ -29,14 +29,26 @@ all of them for the maps of a list of seeds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from rockroll.envs.frozenlake.env import FrozenLakeEnv
+from rockroll.envs.frozenlake.exact_batch import (
+    ACTION_INDEX,
+    Action,
+    Grid,
+    MapBatch,
+    Policy,
+    action_index,
+    at_start,
+    check_steps,
+    map_for_seed,
+    maps_for_seeds,
+)
 from rockroll.envs.frozenlake.expert import next_action
-from rockroll.envs.frozenlake.maps import ACTIONS, MOVES, shortest_path
+from rockroll.envs.frozenlake.maps import ACTIONS, shortest_path
 
 __all__ = [
     "action_values",
@@ -53,101 +65,12 @@ __all__ = [
     "references",
 ]
 
-Grid = Sequence[str]
-#: an action as its index (0 Left, 1 Down, 2 Right, 3 Up) or its name (case-insensitive)
-Action = int | str
-Policy = Callable[[int, int], Action] | Mapping[tuple[int, int], Action]
-
-_ACTION_INDEX = {name.lower(): i for i, name in enumerate(ACTIONS)}
 _KEY_RNG_SEED = 20240607  # fixed projection for de-duplicating beam states
 DEFAULT_BEAM = 128
 
 
-# ------------------------------------------------------------------------------------------ maps
-def map_for_seed(seed: int, size: int = 4, p: float = 0.8) -> tuple[str, ...]:
-    """The map ``FrozenLakeEnv(size=size, p=p)`` (so ``envhub.make("FrozenLake-v0", ...)``) draws
-    at ``reset(seed=seed)``; slipping does not change the map."""
-    return _maps_for_seeds([seed], size, p)[0]
-
-
-def _maps_for_seeds(seeds: Sequence[int], size: int, p: float) -> list[tuple[str, ...]]:
-    env = FrozenLakeEnv(size=size, p=p, is_slippery=True)
-    out = []
-    for seed in seeds:
-        env.reset(seed=int(seed))
-        out.append(env.grid)
-    env.close()
-    return out
-
-
-def _action_index(action: Action) -> int:
-    if isinstance(action, str):
-        idx = _ACTION_INDEX.get(action.strip().lower())
-        if idx is None:
-            raise ValueError(f"unknown action {action!r}; expected one of {ACTIONS} or 0-3")
-        return idx
-    if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or not 0 <= action < 4:
-        raise ValueError(f"unknown action {action!r}; expected one of {ACTIONS} or 0-3")
-    return int(action)
-
-
-class _Batch:
-    """Maps of one size as arrays: holes, goals and starts per cell, the move table."""
-
-    def __init__(self, grids: Sequence[Grid]) -> None:
-        if not grids:
-            raise ValueError("need at least one map")
-        size = len(grids[0])
-        cells = size * size
-        letters = np.empty((len(grids), cells), dtype="<U1")
-        for b, grid in enumerate(grids):
-            if len(grid) != size or any(len(line) != size for line in grid):
-                raise ValueError(f"map {b} is not a {size}x{size} square: {list(grid)!r}")
-            letters[b] = list("".join(grid))
-        if not np.isin(letters, list("SFHG")).all():
-            raise ValueError("maps may only use the letters S, F, H, G")
-        if not ((letters == "S").sum(1) == 1).all() or not ((letters == "G").sum(1) == 1).all():
-            raise ValueError("every map needs exactly one S and one G")
-        self.grids = [tuple(grid) for grid in grids]
-        self.size, self.cells, self.n = size, cells, len(grids)
-        self.hole = letters == "H"
-        self.goal = letters == "G"
-        self.alive = ~(self.hole | self.goal)
-        self.start = np.argmax(letters == "S", axis=1)
-        # nb[d, s]: the cell reached from s by moving in direction d (off the map: s itself)
-        rows, cols = np.divmod(np.arange(cells), size)
-        nb = np.empty((4, cells), dtype=np.int64)
-        for d, (dr, dc) in enumerate(MOVES):
-            r, c = rows + dr, cols + dc
-            inside = (r >= 0) & (r < size) & (c >= 0) & (c < size)
-            nb[d] = np.where(inside, r * size + c, np.arange(cells))
-        self.nb = nb
-        # move[d] as a 0/1 matrix for pushing a distribution forward: p @ push[d]
-        push = np.zeros((4, cells, cells))
-        push[np.arange(4)[:, None], np.arange(cells)[None, :], nb] = 1.0
-        self.push = push
-
-    def backup(self, value: np.ndarray, slippery: bool) -> np.ndarray:
-        """Q[b, a, s]: success probability of action a at s, then ``value`` (B, N) afterwards."""
-        moved = value[:, self.nb]  # (B, 4 directions, N)
-        if not slippery:
-            return moved
-        return (np.roll(moved, 1, axis=1) + moved + np.roll(moved, -1, axis=1)) / 3.0
-
-    def settle(self, value: np.ndarray) -> np.ndarray:
-        """Terminal cells keep their outcome: 1 at the goal, 0 in a hole."""
-        return np.where(self.alive, value, self.goal.astype(float))
-
-    def forward(self, dist: np.ndarray, slippery: bool) -> np.ndarray:
-        """Next-cell distribution for every action: (..., N) -> (..., 4 actions, N)."""
-        moved = np.stack([dist @ self.push[d] for d in range(4)], axis=-2)
-        if not slippery:
-            return moved
-        return (np.roll(moved, 1, axis=-2) + moved + np.roll(moved, -1, axis=-2)) / 3.0
-
-
 # --------------------------------------------------------------------------- closed-loop values
-def _optimal_tables(batch: _Batch, steps: int, slippery: bool) -> tuple[np.ndarray, np.ndarray]:
+def _optimal_tables(batch: MapBatch, steps: int, slippery: bool) -> tuple[np.ndarray, np.ndarray]:
     """``values[k]`` (B, N): best success with k steps left; ``actions[k]``: the best action then
     (lowest action index among ties; k = 0 has no action and repeats k = 1's)."""
     values = np.empty((steps + 1, batch.n, batch.cells))
@@ -162,22 +85,12 @@ def _optimal_tables(batch: _Batch, steps: int, slippery: bool) -> tuple[np.ndarr
     return values, actions
 
 
-def _policy_values(batch: _Batch, steps: int, probs: np.ndarray, slippery: bool) -> np.ndarray:
+def _policy_values(batch: MapBatch, steps: int, probs: np.ndarray, slippery: bool) -> np.ndarray:
     """Success with ``steps`` left under a stationary stochastic policy ``probs`` (B, 4, N)."""
     value = batch.goal.astype(float)
     for _ in range(steps):
         value = batch.settle((batch.backup(value, slippery) * probs).sum(axis=1))
     return value
-
-
-def _at_start(batch: _Batch, value: np.ndarray) -> np.ndarray:
-    return value[np.arange(batch.n), batch.start]
-
-
-def _check_steps(steps: int) -> int:
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-    return int(steps)
 
 
 def optimal_success(grid: Grid, steps: int, slippery: bool = True) -> float:
@@ -186,17 +99,17 @@ def optimal_success(grid: Grid, steps: int, slippery: bool = True) -> float:
     Finite-horizon value iteration; the optimal policy may depend on the steps left
     (see :func:`optimal_policy`).
     """
-    batch = _Batch([grid])
-    values, _ = _optimal_tables(batch, _check_steps(steps), slippery)
-    return float(_at_start(batch, values[-1])[0])
+    batch = MapBatch([grid])
+    values, _ = _optimal_tables(batch, check_steps(steps), slippery)
+    return float(at_start(batch, values[-1])[0])
 
 
 def action_values(grid: Grid, steps: int, slippery: bool = True) -> np.ndarray:
     """``q[k, a, row * size + col]``: success probability of taking action ``a`` at that cell with
     ``k`` steps left (``k = 1 .. steps``; ``q[0]`` is 0), then playing optimally. A policy's
     action gap at a cell is ``q[k, a] - q[k].max()`` (0 for an optimal action)."""
-    batch = _Batch([grid])
-    steps = _check_steps(steps)
+    batch = MapBatch([grid])
+    steps = check_steps(steps)
     values, _ = _optimal_tables(batch, steps, slippery)
     q = np.zeros((steps + 1, 4, batch.cells))
     for k in range(1, steps + 1):
@@ -206,8 +119,8 @@ def action_values(grid: Grid, steps: int, slippery: bool = True) -> np.ndarray:
 
 def optimal_policy(grid: Grid, steps: int, slippery: bool = True) -> Callable[[int, int, int], int]:
     """The optimal time-dependent policy: ``policy(row, col, steps_left) -> action index``."""
-    batch = _Batch([grid])
-    steps = _check_steps(steps)
+    batch = MapBatch([grid])
+    steps = check_steps(steps)
     _, actions = _optimal_tables(batch, steps, slippery)
     size = batch.size
 
@@ -217,7 +130,7 @@ def optimal_policy(grid: Grid, steps: int, slippery: bool = True) -> Callable[[i
     return policy
 
 
-def _policy_table(batch: _Batch, policies: Sequence[Policy]) -> np.ndarray:
+def _policy_table(batch: MapBatch, policies: Sequence[Policy]) -> np.ndarray:
     """One-hot (B, 4, N) table of stationary policies, queried at every non-terminal cell."""
     probs = np.zeros((batch.n, 4, batch.cells))
     for b, policy in enumerate(policies):
@@ -229,7 +142,7 @@ def _policy_table(batch: _Batch, policies: Sequence[Policy]) -> np.ndarray:
                 if (row, col) not in policy:
                     raise ValueError(f"policy has no action for cell {(row, col)} (a non-terminal cell)")
                 action = policy[(row, col)]
-            probs[b, _action_index(action), s] = 1.0
+            probs[b, action_index(action), s] = 1.0
     return probs
 
 
@@ -239,9 +152,9 @@ def policy_success(grid: Grid, steps: int, policy: Policy, slippery: bool = True
     ``policy`` is a callable ``(row, col) -> action`` or a dict ``{(row, col): action}``
     covering every cell that is not a hole or the goal; an action is an index 0-3 or a name.
     """
-    batch = _Batch([grid])
-    value = _policy_values(batch, _check_steps(steps), _policy_table(batch, [policy]), slippery)
-    return float(_at_start(batch, value)[0])
+    batch = MapBatch([grid])
+    value = _policy_values(batch, check_steps(steps), _policy_table(batch, [policy]), slippery)
+    return float(at_start(batch, value)[0])
 
 
 def expert_policy(grid: Grid) -> dict[tuple[int, int], int]:
@@ -262,19 +175,19 @@ def expert_policy(grid: Grid) -> dict[tuple[int, int], int]:
                 continue
             probe.row, probe.col = row, col
             action = next_action(probe)
-            out[(row, col)] = 0 if action is None else _ACTION_INDEX[action.lower()]
+            out[(row, col)] = 0 if action is None else ACTION_INDEX[action.lower()]
     return out
 
 
 def random_success(grid: Grid, steps: int, slippery: bool = True) -> float:
     """Exact success of the uniformly random policy (each action with probability 1/4)."""
-    batch = _Batch([grid])
+    batch = MapBatch([grid])
     probs = np.full((1, 4, batch.cells), 0.25)
-    return float(_at_start(batch, _policy_values(batch, _check_steps(steps), probs, slippery))[0])
+    return float(at_start(batch, _policy_values(batch, check_steps(steps), probs, slippery))[0])
 
 
 # ---------------------------------------------------------------------------- open-loop values
-def _blind_values(batch: _Batch, plans: np.ndarray, lengths: np.ndarray, slippery: bool) -> np.ndarray:
+def _blind_values(batch: MapBatch, plans: np.ndarray, lengths: np.ndarray, slippery: bool) -> np.ndarray:
     """Success of open-loop plans (B, T) (only the first ``lengths[b]`` moves are played)."""
     dist = np.zeros((batch.n, batch.cells))
     dist[np.arange(batch.n), batch.start] = 1.0
@@ -294,17 +207,17 @@ def blind_success(grid: Grid, steps: int, actions: Sequence[Action], slippery: b
     The episode ends at the goal (or in a hole) even if moves remain; a shorter sequence is
     played as is (no padding).
     """
-    batch = _Batch([grid])
-    plan = [_action_index(a) for a in list(actions)[: _check_steps(steps)]]
+    batch = MapBatch([grid])
+    plan = [action_index(a) for a in list(actions)[: check_steps(steps)]]
     plans = np.array([plan], dtype=np.int64).reshape(1, len(plan))
     return float(_blind_values(batch, plans, np.array([len(plan)]), slippery)[0])
 
 
-def _noslip_plans(batch: _Batch, steps: int) -> tuple[np.ndarray, np.ndarray]:
+def _noslip_plans(batch: MapBatch, steps: int) -> tuple[np.ndarray, np.ndarray]:
     plans = np.zeros((batch.n, steps), dtype=np.int64)
     lengths = np.zeros(batch.n, dtype=np.int64)
     for b, grid in enumerate(batch.grids):
-        plan = [_ACTION_INDEX[a.lower()] for a in (shortest_path(grid) or [])][:steps]
+        plan = [ACTION_INDEX[a.lower()] for a in (shortest_path(grid) or [])][:steps]
         plans[b, : len(plan)] = plan
         lengths[b] = len(plan)
     return plans, lengths
@@ -312,13 +225,13 @@ def _noslip_plans(batch: _Batch, steps: int) -> tuple[np.ndarray, np.ndarray]:
 
 def noslip_plan_blind_success(grid: Grid, steps: int, slippery: bool = True) -> float:
     """The no-slip shortest path (``maps.shortest_path``, truncated to ``steps``) played blindly."""
-    batch = _Batch([grid])
-    plans, lengths = _noslip_plans(batch, _check_steps(steps))
+    batch = MapBatch([grid])
+    plans, lengths = _noslip_plans(batch, check_steps(steps))
     return float(_blind_values(batch, plans, lengths, slippery)[0])
 
 
 def _beam_search(
-    batch: _Batch, steps: int, beam: int, slippery: bool, heuristic: np.ndarray
+    batch: MapBatch, steps: int, beam: int, slippery: bool, heuristic: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Beam search over fixed action sequences of length ``steps``, all maps at once.
 
@@ -365,7 +278,7 @@ def _beam_search(
 
 
 def _best_blind(
-    batch: _Batch, steps: int, beam: int, slippery: bool, heuristic: np.ndarray | None = None
+    batch: MapBatch, steps: int, beam: int, slippery: bool, heuristic: np.ndarray | None = None
 ) -> tuple[np.ndarray, list[list[int]]]:
     if isinstance(beam, bool) or not isinstance(beam, (int, np.integer)) or beam < 1:
         raise ValueError(f"beam must be a positive int, got {beam!r}")
@@ -383,8 +296,8 @@ def _best_blind(
 
 def best_blind_plan(grid: Grid, steps: int, beam: int = DEFAULT_BEAM, slippery: bool = True) -> tuple[float, list[str]]:
     """The best fixed action sequence the beam search finds, and its exact success."""
-    batch = _Batch([grid])
-    best, plans = _best_blind(batch, _check_steps(steps), beam, slippery)
+    batch = MapBatch([grid])
+    best, plans = _best_blind(batch, check_steps(steps), beam, slippery)
     return float(best[0]), [ACTIONS[int(a)] for a in plans[0]]
 
 
@@ -400,7 +313,7 @@ def best_blind_success(grid: Grid, steps: int, beam: int = DEFAULT_BEAM, slipper
 REFERENCE_KEYS = ("optimal", "expert", "best_blind", "noslip_blind", "random")
 
 
-def _expert_table(batch: _Batch) -> np.ndarray:
+def _expert_table(batch: MapBatch) -> np.ndarray:
     return _policy_table(batch, [expert_policy(grid) for grid in batch.grids])
 
 
@@ -425,19 +338,19 @@ def references(
     * ``by_path_len``: ``{length: {"maps": count, <reference>: mean, ...}}``;
     * ``size``, ``p``, ``steps``, ``beam``, ``slippery``.
     """
-    steps = _check_steps(steps)
+    steps = check_steps(steps)
     seeds = [int(s) for s in seeds]
-    batch = _Batch(_maps_for_seeds(seeds, size, p))
+    batch = MapBatch(maps_for_seeds(seeds, size, p))
     values, _ = _optimal_tables(batch, steps, slippery)
     best_blind, _ = _best_blind(batch, steps, beam, slippery, heuristic=values**2)
     ns_plans, ns_lengths = _noslip_plans(batch, steps)
     path_len = np.array([len(shortest_path(g) or []) for g in batch.grids])
     table = {
-        "optimal": _at_start(batch, values[-1]),
-        "expert": _at_start(batch, _policy_values(batch, steps, _expert_table(batch), slippery)),
+        "optimal": at_start(batch, values[-1]),
+        "expert": at_start(batch, _policy_values(batch, steps, _expert_table(batch), slippery)),
         "best_blind": best_blind,
         "noslip_blind": _blind_values(batch, ns_plans, ns_lengths, slippery),
-        "random": _at_start(batch, _policy_values(batch, steps, np.full((batch.n, 4, batch.cells), 0.25), slippery)),
+        "random": at_start(batch, _policy_values(batch, steps, np.full((batch.n, 4, batch.cells), 0.25), slippery)),
     }
     by_len: dict[int, dict[str, float | int]] = {}
     for length in sorted(set(path_len.tolist())):

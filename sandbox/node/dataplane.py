@@ -73,6 +73,72 @@ class _Asgi:
         await self.fn(scope, receive, send)
 
 
+async def _serve(agent: NodeAgent, entry: Any, claims: Any, receive: Any, send: Any) -> None:
+    """Answer the messages of an accepted session socket until it closes, its token expires or is revoked."""
+    task, loop = asyncio.current_task(), asyncio.get_running_loop()
+    flags = {"receiving": False, "revoked": False}
+
+    def revoked_on_loop() -> None:  # interrupts a wait for the next message, never a call under way
+        flags["revoked"] = True
+        if flags["receiving"] and task is not None:
+            task.cancel()
+
+    def revoked() -> None:  # called from any thread by NodeAgent.revoke
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(revoked_on_loop)
+
+    unwatch = agent.watch_socket(claims, revoked)
+    try:
+        while True:
+            if flags["revoked"]:
+                return await _refuse(send, TokenRevoked("the API token behind this session was revoked"))
+            flags["receiving"] = True
+            try:
+                message = await receive()
+            except asyncio.CancelledError:
+                if not flags["revoked"] or task is None:
+                    raise
+                task.uncancel()
+                continue
+            finally:
+                flags["receiving"] = False
+            if message["type"] != "websocket.receive":  # websocket.disconnect
+                return
+            text = message.get("text")
+            if text is None:
+                text = message.get("bytes") or b""
+            try:
+                if time.time() > claims.expires_at:
+                    raise TokenExpired("the session token has expired; ask the control plane for a fresh one")
+                agent.revoke_check(claims)
+                if len(text) > MAX_MESSAGE_CHARS:
+                    raise WireError(413, "too_large", f"a message is limited to {MAX_MESSAGE_CHARS} characters")
+                try:
+                    msg = loads(text)
+                except ValueError as e:
+                    raise WireError(422, "validation_error", f"not JSON: {e}") from e
+                answer = await agent.acall(entry, msg)
+            except Exception as e:  # noqa: BLE001 - every failure is answered on the socket
+                if isinstance(e, TokenRejected):
+                    return await _refuse(send, e)
+                await send({"type": "websocket.send", "text": _dumps(error_answer(e))})
+                if isinstance(e, sb.SandboxLost):
+                    await send({"type": "websocket.close", "code": 4410, "reason": "sandbox_lost"})
+                    return
+                continue
+            await send({"type": "websocket.send", "text": _dumps(answer)})
+    except OSError:  # the client went away while it was being answered (the server's ClientDisconnected)
+        return
+    finally:
+        unwatch()
+
+
+async def _refuse(send: Any, e: TokenRejected) -> None:
+    """Answer the refusal and close with 4401 and its code (token_expired, token_revoked)."""
+    await send({"type": "websocket.send", "text": _dumps(error_answer(e))})
+    await send({"type": "websocket.close", "code": 4401, "reason": e.code})
+
+
 def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]:
     """The data plane's routes on the agent ``find(app)`` returns (see the module docstring).
 
@@ -104,69 +170,6 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
             return
         await websocket.accept()
         await asyncio.ensure_future(_serve(agent, entry, claims, receive, send))  # a cancel reaches it too
-
-    async def _serve(agent: NodeAgent, entry: Any, claims: Any, receive: Any, send: Any) -> None:
-        task, loop = asyncio.current_task(), asyncio.get_running_loop()
-        flags = {"receiving": False, "revoked": False}
-
-        def revoked_on_loop() -> None:  # interrupts a wait for the next message, never a call under way
-            flags["revoked"] = True
-            if flags["receiving"] and task is not None:
-                task.cancel()
-
-        def revoked() -> None:  # called from any thread by NodeAgent.revoke
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(revoked_on_loop)
-
-        unwatch = agent.watch_socket(claims, revoked)
-        try:
-            while True:
-                if flags["revoked"]:
-                    return await _refuse(send, TokenRevoked("the API token behind this session was revoked"))
-                flags["receiving"] = True
-                try:
-                    message = await receive()
-                except asyncio.CancelledError:
-                    if not flags["revoked"] or task is None:
-                        raise
-                    task.uncancel()
-                    continue
-                finally:
-                    flags["receiving"] = False
-                if message["type"] != "websocket.receive":  # websocket.disconnect
-                    return
-                text = message.get("text")
-                if text is None:
-                    text = message.get("bytes") or b""
-                try:
-                    if time.time() > claims.expires_at:
-                        raise TokenExpired("the session token has expired; ask the control plane for a fresh one")
-                    agent.revoke_check(claims)
-                    if len(text) > MAX_MESSAGE_CHARS:
-                        raise WireError(413, "too_large", f"a message is limited to {MAX_MESSAGE_CHARS} characters")
-                    try:
-                        msg = loads(text)
-                    except ValueError as e:
-                        raise WireError(422, "validation_error", f"not JSON: {e}") from e
-                    answer = await agent.acall(entry, msg)
-                except Exception as e:  # noqa: BLE001 - every failure is answered on the socket
-                    if isinstance(e, TokenRejected):
-                        return await _refuse(send, e)
-                    await send({"type": "websocket.send", "text": _dumps(error_answer(e))})
-                    if isinstance(e, sb.SandboxLost):
-                        await send({"type": "websocket.close", "code": 4410, "reason": "sandbox_lost"})
-                        return
-                    continue
-                await send({"type": "websocket.send", "text": _dumps(answer)})
-        except OSError:  # the client went away while it was being answered (the server's ClientDisconnected)
-            return
-        finally:
-            unwatch()
-
-    async def _refuse(send: Any, e: TokenRejected) -> None:
-        """Answer the refusal and close with 4401 and its code (token_expired, token_revoked)."""
-        await send({"type": "websocket.send", "text": _dumps(error_answer(e))})
-        await send({"type": "websocket.close", "code": 4401, "reason": e.code})
 
     async def step_batch(request: Request) -> Response:
         try:
