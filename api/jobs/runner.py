@@ -124,14 +124,21 @@ class JobRunner:
         """Take over the jobs of servers that are gone (this one's previous run included): fail those that
         were running, run the queued ones here. Jobs of live replicas are left alone. Returns the ids queued."""
         active = (JobState.QUEUED, JobState.RUNNING)
+        # the jobs first, then their runners' leases, then only those jobs (each still as it was read): a job
+        # that a live replica created in between is never seen here, so never taken from it
         with self.db.session() as s:
-            runners = {r for r in s.scalars(select(JobRecord.runner).where(JobRecord.state.in_(active)).distinct())}
-        alive = tag_live(self.db.engine, sorted(runners - {"", self.runner})) | {self.runner}
+            seen = s.execute(select(JobRecord.id, JobRecord.runner, JobRecord.state).where(JobRecord.state.in_(active)))
+            seen = [tuple(row) for row in seen]
+        alive = tag_live(self.db.engine, sorted({runner for _, runner, _ in seen} - {"", self.runner})) | {self.runner}
         queued = []
         with self.db.session() as s:
-            for job in s.scalars(select(JobRecord).where(JobRecord.state.in_(active))):
-                if job.runner in alive:
+            for job_id, runner, state in seen:
+                if runner in alive:
                     continue
+                job = s.get(JobRecord, job_id, with_for_update=True)
+                if job is None or job.runner != runner or job.state != state:  # changed since: not ours to judge
+                    continue
+                log.warning("job %s (%s): its runner %r holds no lease; taking it over", job_id, state, runner)
                 if job.state == JobState.RUNNING:
                     job.state, job.error = JobState.FAILED, "the server running it stopped during the job"
                     job.finished_at = time.time()

@@ -27,10 +27,20 @@ def scratch_dir(tag: str) -> Path:
 
 
 def create_token(db_url: str, name: str, admin: bool = False) -> str:
-    """``rockroll token create`` through the real CLI."""
-    cmd = ROCKROLL + ["token", "create", "--name", name, "--db", db_url] + (["--admin"] if admin else [])
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT, timeout=60)
-    return out.stdout.strip().splitlines()[-1]
+    """What ``rockroll token create`` does (the database migrated, a token recorded), in this process.
+
+    Not through the CLI: a fixture makes several tokens, and each CLI start imports every command, over a
+    minute on a loaded machine (the CLI's own tests run it).
+    """
+    from rockroll.api.db import Database
+    from rockroll.api.server.auth import create_token as record_token
+
+    db = Database(db_url)
+    try:
+        db.migrate()
+        return record_token(db, name, admin=admin)
+    finally:
+        db.close()
 
 
 def _interrupt(proc: subprocess.Popen[str] | None) -> None:
