@@ -41,7 +41,6 @@ import asyncio
 import concurrent.futures as cf
 import contextlib
 import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -56,6 +55,7 @@ from rockroll.agentrl.deadlines import Deadlines
 from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 from rockroll.agentrl.engines.choices import AnswerTrie
 from rockroll.agentrl.env_calls import EnvCalls
+from rockroll.agentrl.env_handles import EnvHandling
 from rockroll.agentrl.env_source import EnvSource
 from rockroll.agentrl.errors import InfraFailure, boundary
 from rockroll.agentrl.gate import GenerationGate
@@ -64,7 +64,7 @@ from rockroll.agentrl.memo_tokenizer import MemoTokenizer
 from rockroll.agentrl.reward_pool import RewardFn, RewardPool
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
 from rockroll.envs.core import TextEnvProtocol
-from rockroll.sandbox.retry import Backoff, await_until
+from rockroll.sandbox.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -93,20 +93,6 @@ class EpisodeSpec:
         return (self.episode_id, self.hedge)
 
 
-class _OpenTicket:
-    """Hands an env whose open was abandoned (timeout, cancellation) back exactly once."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.abandoned = False
-        self.released = False
-
-    def release_once(self, fut: cf.Future[Any], release: Callable[[Any], None]) -> None:
-        if not self.released and not fut.cancelled() and fut.exception() is None:
-            self.released = True
-            release(fut.result())
-
-
 async def _call(fn: Callable[[], Any]) -> Any:
     """Run a cheap, non-blocking call inside a boundary."""
     return fn()
@@ -117,7 +103,7 @@ def default_reward(traj: Trajectory) -> float:
     return traj.total_reward
 
 
-class EnvManager:
+class EnvManager(EnvHandling):
     """Plays episodes (see the module docstring).
 
     Args:
@@ -172,22 +158,7 @@ class EnvManager:
         self._tokenizer: MemoTokenizer | None = None
         self._tries: dict[str, AnswerTrie | None] = {}  # env id -> its allowed answers (agentrl/answers.py)
 
-    # ------------------------------------------------------------ threads
-    def _release(self, env: TextEnvProtocol, reusable: bool = False) -> None:
-        """Give ``env`` back in the background (never blocks the event loop, survives
-        cancellation); ``reusable``: the attempt ended cleanly (see :meth:`EnvSource.give_back`)."""
-        try:
-            fut = self.executor.submit(self.source.give_back, env, reusable=reusable)
-        except RuntimeError:  # the pool is shut down: give it back right here
-            self.source.give_back(env, reusable=reusable)
-            return
-        self.pending_closes.add(fut)
-        fut.add_done_callback(self.pending_closes.discard)
-
-    async def drain(self, timeout_s: float = 30.0) -> bool:
-        """Wait until every env given back is closed; False when some did not close in time."""
-        return await await_until(lambda: not (self.pending_opens or self.pending_closes), timeout_s)
-
+    # ------------------------------------------------------------ rewards
     def reward_counts(self) -> Counter[str]:
         """Counters of the reward path so far, the pool's and the adaptive timeouts' (a batch's are the
         difference of two; :func:`~rockroll.agentrl.reward_pool.reward_metrics` turns them into metrics)."""
@@ -236,9 +207,6 @@ class EnvManager:
         traj.wall_time_s = time.monotonic() - start
         return traj
 
-    def _left(self, deadline: float, stage_timeout: float) -> float:
-        return min(stage_timeout, deadline - time.monotonic())
-
     async def _bounded(self, stage: str, awaitable: Awaitable[T], timeout_s: float) -> T:
         """:func:`~rockroll.agentrl.errors.boundary` with its timeout kept by :attr:`deadlines`."""
         if timeout_s <= 0:
@@ -256,30 +224,6 @@ class EnvManager:
         if self._tokenizer is None or self._tokenizer._tok is not tok:
             self._tokenizer = MemoTokenizer(tok)
         return self._tokenizer
-
-    async def _open(self, ep: EpisodeSpec, deadline: float) -> TextEnvProtocol:
-        # a hedged copy goes away from the stalled one's place (avoid); a group's envs spread over places
-        fut = self.open_executor.submit(self.source.open, ep.env_id, ep.env_kwargs, avoid=ep.avoid, group=ep.group_id)
-        self.pending_opens.add(fut)
-        ticket = _OpenTicket()
-
-        def opened(f: cf.Future[Any]) -> None:
-            with ticket.lock:
-                if ticket.abandoned:
-                    ticket.release_once(f, self._release)
-            self.pending_opens.discard(f)
-
-        fut.add_done_callback(opened)
-        try:
-            timeout = self._left(deadline, self.config.start_timeout_s)
-            return await boundary("sandbox_start", asyncio.wrap_future(fut), timeout)
-        except BaseException:
-            # the open may still succeed later in its thread: that env is given back when it does
-            with ticket.lock:
-                ticket.abandoned = True
-                if fut.done():
-                    ticket.release_once(fut, self._release)
-            raise
 
     async def _attempt(self, ep: EpisodeSpec, traj: Trajectory, deadline: float) -> None:
         cfg = self.config

@@ -78,7 +78,7 @@ def reset_kwargs(arg: Any) -> dict[str, Any]:
     return {"seed": seed, "options": options}
 
 
-def _call_one(env: TextEnvProtocol, op: str, arg: Any) -> Any:
+def _call_one(env: TextEnvProtocol, op: str, arg: Any) -> object:
     if op == "step":
         return env.step(arg)
     if op == "reset":
@@ -99,11 +99,11 @@ class EnvSource:
         self.open_count = 0
         self.opened = 0
 
-    def _open(self, env_id: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
+    def _open(self, env_id: str, kwargs: dict[str, object]) -> TextEnvProtocol:
         raise NotImplementedError
 
     def open(
-        self, env_id: str, kwargs: dict[str, Any] | None = None, *, avoid: Collection[str] = (), group: str = ""
+        self, env_id: str, kwargs: dict[str, object] | None = None, *, avoid: Collection[str] = (), group: str = ""
     ) -> TextEnvProtocol:
         """A fresh env for one episode attempt (blocking); a source that places envs (:meth:`location`)
         puts it on none of the places in ``avoid``, and may spread the envs of one ``group`` (a rollout
@@ -118,12 +118,12 @@ class EnvSource:
             self.opened += 1
         return env
 
-    def _open_avoiding(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str]) -> TextEnvProtocol:
+    def _open_avoiding(self, env_id: str, kwargs: dict[str, object], avoid: Collection[str]) -> TextEnvProtocol:
         """:meth:`_open` away from ``avoid`` (sources without places: ignored)."""
         return self._open(env_id, kwargs)
 
     def _open_in_group(
-        self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str], group: str
+        self, env_id: str, kwargs: dict[str, object], avoid: Collection[str], group: str
     ) -> TextEnvProtocol:
         """:meth:`open` for an env of rollout group ``group`` (sources that do not spread groups: as without)."""
         return self._open_avoiding(env_id, kwargs, avoid) if avoid else self._open(env_id, kwargs)
@@ -161,10 +161,10 @@ class EnvSource:
         default, for envs whose calls may be slow, e.g. over HTTP): one call per worker thread."""
         return None
 
-    def call_batch(self, calls: list[EnvCall]) -> list[Any]:
+    def call_batch(self, calls: list[EnvCall]) -> list[object]:
         """Run ``calls`` (blocking); each one's answer (a step's 5-tuple, a reset's pair) or the
         exception it raised, in order: one failure never spoils the others."""
-        out: list[Any] = []
+        out: list[object] = []
         for env, op, arg in calls:
             try:
                 out.append(_call_one(env, op, arg))
@@ -179,7 +179,7 @@ class LocalSource(EnvSource):
 
     name = "local"
 
-    def _open(self, env_id: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
+    def _open(self, env_id: str, kwargs: dict[str, object]) -> TextEnvProtocol:
         return envhub.make(env_id, **kwargs)
 
     def batch_key(self, env: TextEnvProtocol) -> Hashable | None:
@@ -226,10 +226,10 @@ class SandboxSource(EnvSource):
         self._opened: dict[int, tuple[str, int]] = {}  # id(session) -> (its key, its sandbox's generation at open)
 
     @staticmethod
-    def _key(env_id: str, kwargs: dict[str, Any]) -> str:
+    def _key(env_id: str, kwargs: dict[str, object]) -> str:
         return json.dumps([env_id, kwargs], sort_keys=True, default=repr)
 
-    def _open(self, env_id: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
+    def _open(self, env_id: str, kwargs: dict[str, object]) -> TextEnvProtocol:
         """A kept session of this env, else a new one; while every sandbox is full and none may
         start, make room by closing kept sessions, else wait (backpressure)."""
         key = self._key(env_id, kwargs)
@@ -245,7 +245,7 @@ class SandboxSource(EnvSource):
             self._discard(session)
         return self._new_session(env_id, kwargs)
 
-    def _new_session(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str] = ()) -> RemoteSession:
+    def _new_session(self, env_id: str, kwargs: dict[str, object], avoid: Collection[str] = ()) -> RemoteSession:
         """A new session on a sandbox not in ``avoid``; at capacity, kept sessions are closed to make room,
         else it waits (backpressure)."""
 
@@ -263,12 +263,12 @@ class SandboxSource(EnvSource):
         self._opened[id(session)] = (self._key(env_id, kwargs), session.sandbox.generation)
         return session
 
-    def _open_avoiding(self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str]) -> TextEnvProtocol:
+    def _open_avoiding(self, env_id: str, kwargs: dict[str, object], avoid: Collection[str]) -> TextEnvProtocol:
         """A new session on a sandbox not in ``avoid`` (kept sessions are not reused: they may sit there)."""
         return self._new_session(env_id, kwargs, avoid)
 
     def _open_in_group(
-        self, env_id: str, kwargs: dict[str, Any], avoid: Collection[str], group: str
+        self, env_id: str, kwargs: dict[str, object], avoid: Collection[str], group: str
     ) -> TextEnvProtocol:
         """:meth:`open` for an env of rollout group ``group`` (sources that do not spread groups: as without)."""
         return self._open_avoiding(env_id, kwargs, avoid) if avoid else self._open(env_id, kwargs)
@@ -321,7 +321,7 @@ class SandboxSource(EnvSource):
         """Sessions of one sandbox batch together: one round trip for all of them."""
         return ("sandbox", env.sandbox_id) if isinstance(env, RemoteSession) else None
 
-    def call_batch(self, calls: list[EnvCall]) -> list[Any]:
+    def call_batch(self, calls: list[EnvCall]) -> list[object]:
         """The sessions' calls in one ``env.batch`` round trip per sandbox (other envs one by one)."""
         sessions = [env for env, _op, _arg in calls if isinstance(env, RemoteSession)]
         if len(sessions) < len(calls):
@@ -353,7 +353,7 @@ class CallableSource(EnvSource):
         if self.check is not None:
             self.check(env_id)
 
-    def _open(self, env_id: str, kwargs: dict[str, Any]) -> TextEnvProtocol:
+    def _open(self, env_id: str, kwargs: dict[str, object]) -> TextEnvProtocol:
         return self.open_fn(env_id, kwargs)
 
 

@@ -132,45 +132,18 @@ def eval_cmd(
         rockroll eval --model runs/demo/export/final --env FrozenLake-v0 --seeds 5000:5100 --json report.json
         rockroll eval eval.yaml concurrency=4 episode.temperature=0.7 --out eval-out
     """
-    from rockroll.agentrl.eval_config import load_eval_config, model_eval_config, parse_env_kwargs, parse_seeds
-
     overrides = list(overrides or [])
     if config is not None and "=" in config and not Path(config).is_file():  # `rockroll eval --model D k=v`
         config, overrides = None, [config, *overrides]
     direct = model is not None or env is not None or seeds is not None
-    if config is not None and direct:
-        raise _fail("give either CONFIG or --model/--env/--seeds, not both")
-    set_flags = {
-        "--env-kwargs": bool(env_kwargs), "--temperature": temperature != 0.0, "--max-turns": max_turns is not None,
-        "--max-tokens-per-turn": max_tokens_per_turn is not None, "--history-k": history_k is not None,
-        "--device": device != "cpu", "--threads": threads is not None, "--concurrency": concurrency != 16,
-        "--url": url is not None,
+    opts = {
+        "env_kwargs": env_kwargs, "temperature": temperature, "max_turns": max_turns,
+        "max_tokens_per_turn": max_tokens_per_turn, "history_k": history_k, "device": device, "threads": threads,
+        "concurrency": concurrency,
     }  # fmt: skip
-    if not direct and any(set_flags.values()):
-        flags = ", ".join(f for f, on in set_flags.items() if on)
-        raise _fail(
-            f"{flags} belong to the direct form (--model DIR --env ID --seeds A:B); with a CONFIG use key=value"
-        )
+    _check_form(config, direct, opts, url)
     with _server_env(env if direct else None, url, token) as (source, view):
-        try:
-            if config is not None:
-                cfg = load_eval_config(config, overrides)
-            elif direct:
-                missing = [flag for flag, v in (("--model", model), ("--env", env), ("--seeds", seeds)) if v is None]
-                if missing:
-                    raise ValueError(f"the direct form needs {', '.join(missing)} (e.g. --seeds 5000:5100)")
-                cfg = model_eval_config(
-                    model, env, parse_seeds(seeds), env_kwargs=parse_env_kwargs(env_kwargs or []),
-                    temperature=temperature, max_turns=max_turns, max_tokens_per_turn=max_tokens_per_turn,
-                    history_k=history_k, device=device, threads=threads, concurrency=concurrency,
-                    overrides=overrides, env_view=view,
-                )  # fmt: skip
-            else:
-                raise ValueError("give a CONFIG file, or --model DIR --env ID --seeds A:B (see rockroll eval --help)")
-        except (ValueError, TypeError, LookupError, OSError) as e:
-            where = f"invalid eval config {config}: " if config is not None else ""
-            hint = "" if source is not None or not isinstance(e, LookupError) else _SERVER_HINT
-            raise _fail(where + str(e).replace("\n", " ") + hint) from e
+        cfg = _load_config(config, overrides, (model, env, seeds) if direct else None, opts, source, view)
         if out is not None:
             cfg.output_dir = str(out)
         if episodes is not None:
@@ -179,6 +152,56 @@ def eval_cmd(
         if source is not None:  # the report says where the envs ran
             cfg.source = cfg.source.model_copy(update={"kind": "remote", "url": source.client.url})
         _play(cfg, source, progress, json_path)
+
+
+def _check_form(config: str | None, direct: bool, opts: dict[str, Any], url: str | None) -> None:
+    """Refuse a CONFIG together with the direct form, or direct-form options (``opts``, ``--url``) without it."""
+    if config is not None and direct:
+        raise _fail("give either CONFIG or --model/--env/--seeds, not both")
+    set_flags = {
+        "--env-kwargs": bool(opts["env_kwargs"]), "--temperature": opts["temperature"] != 0.0,
+        "--max-turns": opts["max_turns"] is not None, "--max-tokens-per-turn": opts["max_tokens_per_turn"] is not None,
+        "--history-k": opts["history_k"] is not None, "--device": opts["device"] != "cpu",
+        "--threads": opts["threads"] is not None, "--concurrency": opts["concurrency"] != 16, "--url": url is not None,
+    }  # fmt: skip
+    if not direct and any(set_flags.values()):
+        flags = ", ".join(f for f, on in set_flags.items() if on)
+        raise _fail(
+            f"{flags} belong to the direct form (--model DIR --env ID --seeds A:B); with a CONFIG use key=value"
+        )
+
+
+def _load_config(
+    config: str | None,
+    overrides: list[str],
+    direct: tuple[Path | None, str | None, str | None] | None,
+    opts: dict[str, Any],
+    source: Any,
+    view: Any,
+) -> Any:
+    """The eval config: CONFIG with ``overrides``, or the direct form's (``direct``: ``(model, env, seeds)``,
+    ``opts``: its other options); bad input exits 2 with one line."""
+    from rockroll.agentrl.eval_config import load_eval_config, model_eval_config, parse_env_kwargs, parse_seeds
+
+    try:
+        if config is not None:
+            return load_eval_config(config, overrides)
+        if direct is not None:
+            model, env, seeds = direct
+            missing = [flag for flag, v in (("--model", model), ("--env", env), ("--seeds", seeds)) if v is None]
+            if missing:
+                raise ValueError(f"the direct form needs {', '.join(missing)} (e.g. --seeds 5000:5100)")
+            return model_eval_config(
+                model, env, parse_seeds(seeds), env_kwargs=parse_env_kwargs(opts["env_kwargs"] or []),
+                temperature=opts["temperature"], max_turns=opts["max_turns"],
+                max_tokens_per_turn=opts["max_tokens_per_turn"], history_k=opts["history_k"], device=opts["device"],
+                threads=opts["threads"], concurrency=opts["concurrency"], overrides=overrides, env_view=view,
+            )  # fmt: skip
+        raise ValueError("give a CONFIG file, or --model DIR --env ID --seeds A:B (see rockroll eval --help)")
+    except (ValueError, TypeError, LookupError, OSError) as e:
+        where = f"invalid eval config {config}: " if config is not None else ""
+        hint = "" if source is not None or not isinstance(e, LookupError) else _SERVER_HINT
+        raise _fail(where + str(e).replace("\n", " ") + hint) from e
 
 
 def _play(cfg: Any, source: Any, progress: bool, json_path: Path | None) -> None:

@@ -117,9 +117,9 @@ def job_eval(
 
     The job's worker plays the env in your sandboxes on the server; --model names a folder there.
 
-    Examples:
+    Example: rockroll job submit-eval FrozenLake-v0 --episodes 20 --policy expert --follow
 
-        rockroll job submit-eval FrozenLake-v0 --episodes 20 --policy expert --follow
+    With a model:
 
         rockroll job submit-eval alice/Nim-v0 --model runs/nim/export/final --episodes 20 --follow
     """

@@ -82,33 +82,25 @@ def serve(
     Example: rockroll serve-api --ray 10.0.0.1:6379 --cluster-secret-file secret.txt
     Example: rockroll serve-api --db postgresql+psycopg://... --replica a --cluster-secret-file secret.txt
     """
-    import uvicorn
+    settings = _checked_settings(
+        ray, cluster_secret_file,
+        host=host, port=port, backend=backend, database_url=database_url, dev_mode=dev, pool_size=pool_size,
+        max_sandboxes=max_sandboxes, sandbox_state_dir=sandbox_state_dir,
+        max_sessions_per_sandbox=max_sessions_per_sandbox, train_jobs=train_jobs, max_cpus=max_cpus,
+        max_memory_mb=max_memory_mb, max_pids=max_pids, max_workspace_mb=max_workspace_mb,
+        max_exec_timeout_s=max_exec_timeout_s, max_sandbox_ttl_s=max_sandbox_ttl_s,
+        network_owners=network_owner or None,
+        embedded_node=embedded_node if embedded_node is not None or (ray is None and not replica) else False,
+        replica=replica, public_url=public_url, session_token_ttl_s=session_token_ttl_s,
+    )  # fmt: skip
+    _run_api(settings, ray)
 
+
+def _checked_settings(ray: str | None, cluster_secret_file: str | None, **fields: object) -> Settings:
+    """The server's settings from the command's options (``fields``) and the secret file, checked; bad
+    ones exit 2 with one line. With ``--ray`` and no cluster secret, a random one."""
     try:
-        settings = _settings(
-            host=host,
-            port=port,
-            backend=backend,
-            database_url=database_url,
-            dev_mode=dev,
-            pool_size=pool_size,
-            max_sandboxes=max_sandboxes,
-            sandbox_state_dir=sandbox_state_dir,
-            max_sessions_per_sandbox=max_sessions_per_sandbox,
-            train_jobs=train_jobs,
-            max_cpus=max_cpus,
-            max_memory_mb=max_memory_mb,
-            max_pids=max_pids,
-            max_workspace_mb=max_workspace_mb,
-            max_exec_timeout_s=max_exec_timeout_s,
-            max_sandbox_ttl_s=max_sandbox_ttl_s,
-            network_owners=network_owner or None,
-            cluster_secret=_read_secret(cluster_secret_file),
-            embedded_node=embedded_node if embedded_node is not None or (ray is None and not replica) else False,
-            replica=replica,
-            public_url=public_url,
-            session_token_ttl_s=session_token_ttl_s,
-        )
+        settings = _settings(**fields, cluster_secret=_read_secret(cluster_secret_file))
         if ray is not None and not settings.cluster_secret:  # the agents on Ray nodes register with it
             settings = settings.model_copy(update={"cluster_secret": secrets.token_urlsafe(32)})
         settings.check()
@@ -116,6 +108,13 @@ def serve(
             ray_init_args(ray)  # a malformed address fails here
     except ValueError as e:
         fail(str(e), 2, e)
+    return settings
+
+
+def _run_api(settings: Settings, ray: str | None) -> None:
+    """Bind, then serve the app with uvicorn until stopped (with ``ray``: and the agents on the Ray nodes)."""
+    import uvicorn
+
     sock = _bind(settings.host, settings.port)  # a port in use fails here, before the app starts anything
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.dev_mode:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -61,9 +62,9 @@ def _decode(resp: httpx.Response) -> Any:
 
 
 def _env_body(
-    env_id: str, kind: str, entry_point: str, source: str | Path | bytes | None, source_name: str, **fields: Any
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"id": env_id, "kind": kind, "entry_point": entry_point, **fields}
+    env_id: str, kind: str, entry_point: str, source: str | Path | bytes | None, source_name: str, **fields: object
+) -> dict[str, object]:
+    body: dict[str, object] = {"id": env_id, "kind": kind, "entry_point": entry_point, **fields}
     if source is not None:
         if isinstance(source, (str, Path)):
             path = Path(source)
@@ -88,11 +89,11 @@ def _new_text(seen: str, text: str) -> str:
     return text[at + len(tail) :] if at >= 0 else text
 
 
-def _key(name: str) -> Any:
+def _key(name: str) -> Callable[[Mapping[str, object]], object]:
     return lambda answer: answer[name]
 
 
-def _text(answer: Any) -> str:
+def _text(answer: object) -> str:
     return answer.decode() if isinstance(answer, bytes) else str(answer or "")
 
 
@@ -169,7 +170,7 @@ class _Routes:
         source: str | Path | bytes | None = None,
         source_name: str = "",
         visibility: str = "private",
-        **fields: Any,
+        **fields: object,
     ) -> EnvInfo:
         """Register a custom env; ``source`` is a path to a ``.py``/``.whl`` or the bytes of one.
 
@@ -184,7 +185,7 @@ class _Routes:
         return self._call("DELETE", f"/v1/envs/{_env_path(name)}")
 
     # --------------------------------------------------------- sandboxes
-    def create_sandbox(self, **spec: Any) -> SandboxInfo:
+    def create_sandbox(self, **spec: object) -> SandboxInfo:
         """Start a sandbox (fields of ``SandboxCreate``)."""
         return self._call("POST", "/v1/sandboxes", json=spec)
 
@@ -204,7 +205,7 @@ class _Routes:
         """Replace a sandbox under the same id."""
         return self._call("POST", f"/v1/sandboxes/{sandbox_id}/restart")
 
-    def exec(self, sandbox_id: str, cmd: str | list[str], **kwargs: Any) -> ExecOutput:
+    def exec(self, sandbox_id: str, cmd: str | list[str], **kwargs: object) -> ExecOutput:
         """Run a command; returns ``{exit_code, stdout, stderr, timed_out, ...}``."""
         return self._call("POST", f"/v1/sandboxes/{sandbox_id}/exec", json={"cmd": cmd, **kwargs})
 
@@ -219,12 +220,17 @@ class _Routes:
 
     # ---------------------------------------------------------- sessions
     def create_session(
-        self, env: str, kwargs: dict[str, Any] | None = None, *, group: str = "", avoid_nodes: list[str] | None = None
+        self,
+        env: str,
+        kwargs: Mapping[str, object] | None = None,
+        *,
+        group: str = "",
+        avoid_nodes: list[str] | None = None,
     ) -> SessionOpened:
         """Open a session; returns ``{id, sandbox_id, env, system_prompt}`` (and ``data_plane`` where a node
         agent serves it). ``group``: its rollout group, spread over node agents; ``avoid_nodes``: agents to
         stay off when another has room."""
-        body: dict[str, Any] = {"env": env, "kwargs": kwargs or {}}
+        body: dict[str, object] = {"env": env, "kwargs": kwargs or {}}
         if group:
             body["group"] = group
         if avoid_nodes:
@@ -240,7 +246,9 @@ class _Routes:
         """One session."""
         return self._call("GET", f"/v1/sessions/{session_id}")
 
-    def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
+    def reset(
+        self, session_id: str, seed: int | None = None, options: Mapping[str, object] | None = None
+    ) -> ResetResult:
         """Returns ``{observation, info}``."""
         return self._call("POST", f"/v1/sessions/{session_id}/reset", json={"seed": seed, "options": options})
 
@@ -253,7 +261,7 @@ class _Routes:
 
         Sessions in ``resets`` (``{session_id: seed}``) are reset instead, after the steps.
         """
-        steps: list[dict[str, Any]] = [{"id": k, "action": v} for k, v in actions.items()]
+        steps: list[dict[str, object]] = [{"id": k, "action": v} for k, v in actions.items()]
         steps += [{"id": k, "op": "reset", "seed": seed} for k, seed in (resets or {}).items()]
         return self._call("POST", "/v1/sessions/step", post=_key("results"), json={"steps": steps})
 
@@ -273,7 +281,7 @@ class _Routes:
         """The session env's snapshot."""
         return self._call("GET", f"/v1/sessions/{session_id}/state", post=_key("state"))
 
-    def set_state(self, session_id: str, state: dict[str, Any]) -> None:
+    def set_state(self, session_id: str, state: Mapping[str, object]) -> None:
         """Restore a snapshot."""
         return self._call("PUT", f"/v1/sessions/{session_id}/state", json={"state": state})
 
@@ -283,13 +291,13 @@ class _Routes:
         return self._call("DELETE", f"/v1/sessions/{session_id}", idempotent=True)
 
     # -------------------------------------------------------------- jobs
-    def create_job(self, kind: str, config: dict[str, Any]) -> JobInfo:
+    def create_job(self, kind: str, config: Mapping[str, object]) -> JobInfo:
         """Queue a job (``train`` or ``eval``)."""
         return self._call("POST", "/v1/jobs", json={"kind": kind, "config": config})
 
     def train(
         self,
-        config: dict[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,
         *,
         overrides: list[str] | None = None,
         config_path: str | None = None,
@@ -297,7 +305,7 @@ class _Routes:
         """Queue a ``train`` job: ``config`` (a ``TrainConfig`` mapping, the YAML's content), then ``overrides``
         (``["key=value", ...]``); ``config_path`` names a YAML on the server the mapping merges over.
         A bad key answers 400 ``invalid_job`` naming it."""
-        body: dict[str, Any] = dict(config or {})
+        body: dict[str, object] = dict(config or {})
         if overrides:
             body["overrides"] = list(overrides)
         if config_path is not None:

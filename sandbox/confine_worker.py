@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rockroll.sandbox.confine import _HIDDEN, _mount_back
-from rockroll.sandbox.process import _server_paths
+from rockroll.sandbox.isolation import server_paths
 
 __all__ = ["can_confine_workers", "worker_argv"]
 
@@ -90,7 +90,7 @@ def worker_argv(
     bwrap += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for hidden in _HIDDEN:  # /tmp stays writable for all (sticky), private to the worker
         bwrap += (["--perms", "1777"] if hidden == "/tmp" else []) + ["--tmpfs", hidden]
-    wanted = set(readable) | _server_paths(cmd[0], {})
+    wanted = set(readable) | server_paths(cmd[0], {})
     wanted.add(_RESOLV)  # mounted back only where it links into a hidden tree (/run: systemd-resolved)
     bwrap += _mount_back(wanted)
     if cover is not None:

@@ -79,6 +79,18 @@ def live_leases(
     Only ``names`` when given, else those starting with ``prefix``. Control-plane replicas use it to
     tell whether the server that opened a session or runs a job still runs (:attr:`Lease.tag`).
     """
+    return {r.name: r.pid for r in _live_rows(engine, names, prefix, ttl_s)}
+
+
+def tag_live(engine: Engine, tags: list[str]) -> set[str]:
+    """Which of the holdings ``tags`` (:attr:`Lease.tag`, ``name@holder``) still hold their lease."""
+    names = sorted({t.rpartition("@")[0] for t in tags})
+    held = {r.name: r.holder for r in _live_rows(engine, names, "", LEASE_TTL_S)} if names else {}
+    return {t for t in tags if held.get(t.rpartition("@")[0]) == t.rpartition("@")[2]}
+
+
+def _live_rows(engine: Engine, names: list[str] | None, prefix: str, ttl_s: float) -> list[ManagerLease]:
+    """The lease rows held now (see :func:`live_leases`)."""
     now, host = time.time(), socket.gethostname()
     with Session(engine) as s:
         query = select(ManagerLease)
@@ -87,16 +99,7 @@ def live_leases(
         elif prefix:
             query = query.where(ManagerLease.name.startswith(prefix, autoescape=True))
         rows = list(s.scalars(query))
-    return {
-        r.name: r.pid for r in rows if now - r.heartbeat_at <= ttl_s and not (r.host == host and not _pid_alive(r.pid))
-    }
-
-
-def tag_live(engine: Engine, tags: list[str]) -> set[str]:
-    """Which of the holdings ``tags`` (:attr:`Lease.tag`) still hold their lease."""
-    names = sorted({t.rpartition("@")[0] for t in tags})
-    held = live_leases(engine, names) if names else {}
-    return {t for t in tags if held.get(t.rpartition("@")[0]) == t.rpartition("@")[2]}
+    return [r for r in rows if now - r.heartbeat_at <= ttl_s and not (r.host == host and not _pid_alive(r.pid))]
 
 
 class Lease:

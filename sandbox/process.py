@@ -68,77 +68,26 @@ from rockroll.sandbox.confine import (
     AGENT_UID_BASE,
     SANDBOX_DIR,
     SANDBOX_USER,
-    agent_pids,
-    agent_uid_base,
     cgroup_dirs,
-    confined_argv,
-    make_cgroups,
-    memory_cgroup,
     private_dir,
     remove_cgroups,
     sandbox_user,
 )
 from rockroll.sandbox.errors import SandboxStartError
+from rockroll.sandbox.isolation import detect_isolation, wrapper
 from rockroll.sandbox.retry import Backoff
-from rockroll.sandbox.seccomp_filter import open_program, status
+from rockroll.sandbox.seccomp_filter import status
 
 #: bytes of a Unix socket path (``sun_path`` is 108 bytes with its trailing NUL on Linux)
 MAX_SOCKET_PATH = 107
 
-__all__ = ["ProcessBackend", "ProcessConfig", "detect_isolation", "DEFAULT_STATE_DIR"]
+__all__ = ["ProcessBackend", "ProcessConfig", "DEFAULT_STATE_DIR"]
 
 DEFAULT_STATE_DIR = f"/tmp/rockroll-sb-{os.getuid()}"
 _PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 #: pid of a sandbox started here -> the write end of its lifeline (see ProcessBackend.release)
 _LIFELINES: dict[int, int] = {}
-_ISOLATION: str | None = None
-
-
-def _works(argv: list[str]) -> bool:
-    try:
-        return subprocess.run(argv + ["true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-def _bwrap_base() -> list[str]:
-    return ["bwrap", "--unshare-all", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-
-
-def _server_paths(python: str, env: dict[str, str]) -> set[str]:
-    """What the server reads from the host: the interpreter's prefixes, rockroll's sources and the
-    PYTHONPATH entries (the spec's and the one passed on from this process)."""
-    wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.abspath(python)))}
-    wanted.add(str(Path(__file__).resolve().parent.parent))
-    for paths in (env.get("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")):
-        wanted.update(p for p in paths.split(os.pathsep) if p)
-    return wanted
-
-
-def _reexpose(python: str, env: dict[str, str]) -> list[str]:
-    """Read-only binds for the server's paths (:func:`_server_paths`) that the /tmp and /run tmpfs
-    would hide (a checkout under /tmp)."""
-    out: list[str] = []
-    for path in sorted(os.path.realpath(p) for p in _server_paths(python, env)):
-        if path.startswith(("/tmp/", "/run/")) and os.path.exists(path):
-            out += ["--ro-bind", path, path]
-    return out
-
-
-def detect_isolation() -> str:
-    """``bwrap``, ``unshare`` or ``none``: the strongest isolation that works here (cached)."""
-    global _ISOLATION
-    if _ISOLATION is None:
-        if shutil.which("bwrap") and _works(_bwrap_base() + ["--"]):
-            _ISOLATION = "bwrap"
-        elif shutil.which("unshare") and _works(
-            ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
-        ):
-            _ISOLATION = "unshare"
-        else:
-            _ISOLATION = "none"
-    return _ISOLATION
 
 
 class ProcessBackend(SandboxBackend):
@@ -207,38 +156,9 @@ class ProcessBackend(SandboxBackend):
         cgroup = f"{manager}.{d.name}"
         extra = {"isolation": self.isolation, "dir": str(d), "user": os.geteuid(), "agent_isolation": "none"}
         extra["seccomp"] = status() if self.isolation == "bwrap" else "off: no bwrap to load it"
-        seccomp_fd: int | None = None  # the program bwrap loads (an inherited descriptor), where libseccomp is here
-        own_env: dict[str, str] = {}  # the server's own variables (its commands do not inherit ROCKROLL_*)
-        if self.run_as:
-            uid, gid = self.run_as
-            os.chown(d, uid, gid)
-            os.chmod(d, 0o711)  # agents pass through to their workspaces; the socket and log are 0600
-            agent_uid = agent_uid_base(self.agent_uid, spec.max_sessions)  # RLIMIT_NPROC counts host-wide
-            os.chown(d / "ws", agent_uid, agent_uid)  # the exec calls' agent uid owns it
-            own_env.update(ROCKROLL_AGENT_UID=str(agent_uid), ROCKROLL_SERVER_DIR=f"{SANDBOX_DIR}/srv")
-            own_env["ROCKROLL_AGENT_PIDS"] = str(agent_pids(spec.pids_limit))  # the rest is the server's
-            extra.update(agent_isolation="uid", agent_uid=agent_uid)
-            procs = make_cgroups(cgroup, memory_mb=spec.memory_mb, pids=spec.pids_limit, cpus=spec.cpus)
-            seccomp_fd = open_program()
-            argv = confined_argv(
-                [], sandbox_dir=str(d), user=self.run_as, workspace_mb=spec.workspace_mb,
-                cgroup_procs=procs, readable=_server_paths(self.python, dict(spec.env)), seccomp_fd=seccomp_fd,
-            )  # fmt: skip
-            extra.update(user=uid, cgroup=cgroup)
-            memory = memory_cgroup(cgroup) if procs else None
-            if memory is not None:  # the server reads its OOM kill counter there (execs.oom_kill_count)
-                own_env["ROCKROLL_MEMORY_CGROUP"] = str(memory)
-        elif self.isolation == "bwrap":
-            # /run holds host daemons' sockets (Docker's among them): hide it behind an empty tmpfs
-            hide = ["--tmpfs", "/tmp", "--tmpfs", "/run"]
-            seccomp_fd = open_program()
-            argv = _bwrap_base() + hide + _reexpose(self.python, dict(spec.env))
-            argv += ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
-            argv += ["--bind", str(d), str(d), "--chdir", str(d / "ws"), "--"]
-        elif self.isolation == "unshare":
-            argv = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
-        else:
-            argv = []
+        w = wrapper(self.isolation, self.run_as, self.python, self.agent_uid, d, spec, cgroup)
+        argv, seccomp_fd, own_env = w.argv, w.seccomp_fd, w.env
+        extra.update(w.extra)
         # a minimal environment: the host's variables (tokens, keys...) do not enter the sandbox
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
         env.update({"HOME": f"{inner}/ws", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env), **own_env})

@@ -210,15 +210,12 @@ class PolicyTrainer:
     def _minibatch(self, batch: Batch, rows: list[int], record: torch.Tensor | None = None) -> dict[str, float] | None:
         import torch
 
-        from rockroll.trainer.algos import aggregate_loss, kl_estimate, policy_loss, tis_weights, value_loss
         from rockroll.trainer.algos.aggregate import agg_denominator
-        from rockroll.trainer.batch import module_device, token_logprobs, token_values
+        from rockroll.trainer.batch import module_device
 
-        a = self.algo
         device = module_device(self.model)
-        mini = batch.select(rows)
-        mask_all = mini.extras["loss_mask"]
-        denom = agg_denominator(mask_all, a.loss_agg_mode)
+        mask_all = batch.select(rows).extras["loss_mask"]
+        denom = agg_denominator(mask_all, self.algo.loss_agg_mode)
         if denom == 0:
             return None
         tok_denom = float(mask_all.sum())
@@ -231,57 +228,83 @@ class PolicyTrainer:
             last = i == len(micro) - 1
             mb = batch.select(idx or rows[:1]).to(device)  # empty: a zero-weight pad so every rank runs the same passes
             mask = mb.extras["loss_mask"] if idx else mb.extras["loss_mask"] * 0
-            ntok = float(mask.sum())
-            lp, ent = token_logprobs(
-                self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=True, need=mb.response_mask,
-                share_prefix=self.share_prefix, allowed=mb.extras.get("allowed"),
-            )  # fmt: skip
-            old = None if record is not None else mb.extras.get("old_logprobs")
-            if old is None:  # the first pass over the whole batch (see single_pass): the policy before it is lp itself
-                old = lp.detach()
-                if idx and record is not None:
-                    record[torch.as_tensor(idx)] = old.to(record.device)
-            behav = behaviour_logprobs(mb.rollout_logprobs, old)  # the engine's: the policy that sampled
-            loss_tok, st = policy_loss(
-                a.pg_variant, lp, old, mb.extras["advantages"], mask,
-                clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip or None,
-                behavior_logprobs=behav, behav_cap=a.behav_cap,
-            )  # fmt: skip
-            if a.tis_cap:
-                loss_tok = loss_tok * tis_weights(old, behav, a.tis_cap)
-            pg = aggregate_loss(loss_tok, mask, a.loss_agg_mode, denom)
-            loss = pg
-            if a.kl_coef and a.use_kl_loss:
-                kl = aggregate_loss(
-                    kl_estimate(lp, mb.extras["ref_logprobs"], a.kl_estimator), mask, a.loss_agg_mode, denom
-                )
-                loss = loss + a.kl_coef * kl
-                acc[1] += kl.item()
-            if ent is not None:  # always logged (entropy collapse is the failure to watch); a loss term when asked
-                e = aggregate_loss(ent if a.entropy_coef > 0 else ent.detach(), mask, a.loss_agg_mode, denom)
-                if a.entropy_coef > 0:
-                    loss = loss - a.entropy_coef * e
-                acc[2] += e.item()
-            self._backward(loss, "actor", last)
-            acc[0] += pg.item()
-            acc[3] += st["clipfrac"] * ntok
-            acc[4] += st["approx_kl"] * ntok
-            acc[6] += st["ratio_mean"] * ntok
-            acc[7] += ntok
+            self._actor_micro(mb, idx, mask, denom, record, acc, last)
             if self.critic_opt is not None:
-                v = token_values(
-                    self._module("critic"), mb.input_ids, mb.attention_mask, need=mb.response_mask,
-                    share_prefix=self.share_prefix,
-                )  # fmt: skip
-                clip = a.value_clip or None
-                vl = value_loss(v, mb.extras["values"], mb.extras["returns"], clip=clip)
-                vl = aggregate_loss(vl, mask, "token-mean", tok_denom)
-                self._backward(a.critic_coef * vl, "critic", last)
-                acc[5] += vl.item()
+                self._critic_micro(mb, mask, tok_denom, acc, last)
         grad_norm = self._step(self.model, self.opt, self.sched)
         out = {"actor/grad_norm": grad_norm}
         if self.critic_opt is not None:
             out["critic/grad_norm"] = self._step(self.critic, self.critic_opt, self.critic_sched)
+        out.update(self._minibatch_stats(acc, device))
+        return out
+
+    def _actor_micro(
+        self, mb: Batch, idx: list[int], mask: torch.Tensor, denom: float, record: torch.Tensor | None,
+        acc: torch.Tensor, last: bool,
+    ) -> None:  # fmt: skip
+        """Policy loss (+ KL, entropy) of one micro-batch: backward, and its stats added into ``acc``."""
+        import torch
+
+        from rockroll.trainer.algos import aggregate_loss, kl_estimate, policy_loss, tis_weights
+        from rockroll.trainer.batch import token_logprobs
+
+        a = self.algo
+        ntok = float(mask.sum())
+        lp, ent = token_logprobs(
+            self._module("actor"), mb.input_ids, mb.attention_mask, with_entropy=True, need=mb.response_mask,
+            share_prefix=self.share_prefix, allowed=mb.extras.get("allowed"),
+        )  # fmt: skip
+        old = None if record is not None else mb.extras.get("old_logprobs")
+        if old is None:  # the first pass over the whole batch (see single_pass): the policy before it is lp itself
+            old = lp.detach()
+            if idx and record is not None:
+                record[torch.as_tensor(idx)] = old.to(record.device)
+        behav = behaviour_logprobs(mb.rollout_logprobs, old)  # the engine's: the policy that sampled
+        loss_tok, st = policy_loss(
+            a.pg_variant, lp, old, mb.extras["advantages"], mask,
+            clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip or None,
+            behavior_logprobs=behav, behav_cap=a.behav_cap,
+        )  # fmt: skip
+        if a.tis_cap:
+            loss_tok = loss_tok * tis_weights(old, behav, a.tis_cap)
+        pg = aggregate_loss(loss_tok, mask, a.loss_agg_mode, denom)
+        loss = pg
+        if a.kl_coef and a.use_kl_loss:
+            kl = aggregate_loss(
+                kl_estimate(lp, mb.extras["ref_logprobs"], a.kl_estimator), mask, a.loss_agg_mode, denom
+            )
+            loss = loss + a.kl_coef * kl
+            acc[1] += kl.item()
+        if ent is not None:  # always logged (entropy collapse is the failure to watch); a loss term when asked
+            e = aggregate_loss(ent if a.entropy_coef > 0 else ent.detach(), mask, a.loss_agg_mode, denom)
+            if a.entropy_coef > 0:
+                loss = loss - a.entropy_coef * e
+            acc[2] += e.item()
+        self._backward(loss, "actor", last)
+        acc[0] += pg.item()
+        acc[3] += st["clipfrac"] * ntok
+        acc[4] += st["approx_kl"] * ntok
+        acc[6] += st["ratio_mean"] * ntok
+        acc[7] += ntok
+
+    def _critic_micro(self, mb: Batch, mask: torch.Tensor, tok_denom: float, acc: torch.Tensor, last: bool) -> None:
+        """Value loss of one micro-batch: backward, and its value added into ``acc``."""
+        from rockroll.trainer.algos import aggregate_loss, value_loss
+        from rockroll.trainer.batch import token_values
+
+        a = self.algo
+        v = token_values(
+            self._module("critic"), mb.input_ids, mb.attention_mask, need=mb.response_mask,
+            share_prefix=self.share_prefix,
+        )  # fmt: skip
+        clip = a.value_clip or None
+        vl = value_loss(v, mb.extras["values"], mb.extras["returns"], clip=clip)
+        vl = aggregate_loss(vl, mask, "token-mean", tok_denom)
+        self._backward(a.critic_coef * vl, "critic", last)
+        acc[5] += vl.item()
+
+    def _minibatch_stats(self, acc: torch.Tensor, device: Any) -> dict[str, float]:
+        """The minibatch's loss metrics from the accumulated sums ``acc`` (summed over ranks)."""
         if self.world > 1:
             import torch.distributed as dist
 
@@ -289,14 +312,14 @@ class PolicyTrainer:
             dist.all_reduce(acc)
             acc = acc.cpu()
         tokens = max(float(acc[7]), 1.0)
-        out.update({
+        out = {
             "actor/pg_loss": float(acc[0]),
             "actor/kl_loss": float(acc[1]),
             "actor/entropy": float(acc[2]),
             "actor/clipfrac": float(acc[3]) / tokens,
             "actor/approx_kl": float(acc[4]) / tokens,
             "actor/ratio_mean": float(acc[6]) / tokens,
-        })  # fmt: skip
+        }
         if self.critic_opt is not None:
             out["critic/value_loss"] = float(acc[5])
         return out

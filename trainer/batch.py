@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rockroll.agentrl.engines.choices import mask_logits
 from rockroll.agentrl.trajectory import TrainSample
 from rockroll.trainer.shared_prefix import shared_hidden
 
@@ -177,7 +178,6 @@ def token_logprobs(
     """
     import torch
 
-    from rockroll.agentrl.engines.choices import mask_logits
     from rockroll.trainer.algos.kl import entropy_from_logits
 
     n, full = input_ids.shape

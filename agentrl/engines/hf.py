@@ -59,19 +59,61 @@ from typing import Any
 
 import numpy as np
 
-from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
 from rockroll.agentrl.engines.fast_decoder import FastDecoder
 from rockroll.agentrl.engines.fast_decoder import plan as plan_fast_decoder
 from rockroll.agentrl.engines.hf_batch import decode_batch
 from rockroll.agentrl.engines.hf_rows import Pending, Row, deliver_error, deliver_many, post
+from rockroll.agentrl.engines.hf_sampling import TokenSampling
 from rockroll.agentrl.engines.hf_slots import SlotDecoding
 from rockroll.agentrl.engines.hf_waves import WaveDecoding
 from rockroll.agentrl.engines.kv import PrefixCache, SlotBatch
 
 __all__ = ["HFEngine"]
 
+#: :attr:`HFEngine.stats` keys: forward passes, waves, requests, generated tokens; prompt tokens asked for,
+#: prompt tokens computed (the rest came from the prefix cache or a duplicate in the same admission);
+#: prefix-cache drops; decoding steps (slots path) and the rows they computed; requests dropped because
+#: their caller stopped waiting (cancelled); rows decoding after the last step
+_STATS = (
+    "forward_calls",
+    "waves",
+    "requests",
+    "tokens",
+    "prompt_tokens",
+    "prefill_tokens",
+    "cache_drops",
+    "steps",
+    "step_rows",
+    "cancelled",
+    "running",
+)
 
-class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
+
+def _check_options(max_batch_size: int, batch_wait_s: float, prefix_cache_mb: float) -> None:
+    """Reject :class:`HFEngine` batching options out of range."""
+    if max_batch_size < 1:
+        raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+    if batch_wait_s < 0:
+        raise ValueError(f"batch_wait_s must be >= 0, got {batch_wait_s}")
+    if prefix_cache_mb < 0:
+        raise ValueError(f"prefix_cache_mb must be >= 0 (0: off), got {prefix_cache_mb}")
+
+
+def _load(model_path: str | Path | None, model: Any, tokenizer: Any, device: str, dtype: str | None) -> tuple[Any, Any]:
+    """The engine's model and tokenizer: those given, or loaded from ``model_path``."""
+    if model is None:
+        if model_path is None:
+            raise ValueError("HFEngine needs model_path, or model and tokenizer")
+        from rockroll.agentrl.tiny import load_model_and_tokenizer
+
+        return load_model_and_tokenizer(model_path, device=device, dtype=dtype)
+    if tokenizer is None:
+        raise ValueError("HFEngine(model=...) also needs tokenizer=...")
+    return model, tokenizer
+
+
+class HFEngine(SlotDecoding, WaveDecoding, TokenSampling, LLMEngine):
     """Batched transformers engine (see the module docstring).
 
     Give either ``model_path`` (loaded with :func:`rockroll.agentrl.tiny.load_model_and_tokenizer`) or a
@@ -103,22 +145,10 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
     ) -> None:
         import torch
 
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
-        if batch_wait_s < 0:
-            raise ValueError(f"batch_wait_s must be >= 0, got {batch_wait_s}")
-        if prefix_cache_mb < 0:
-            raise ValueError(f"prefix_cache_mb must be >= 0 (0: off), got {prefix_cache_mb}")
+        _check_options(max_batch_size, batch_wait_s, prefix_cache_mb)
         if num_threads is not None:
             torch.set_num_threads(num_threads)
-        if model is None:
-            if model_path is None:
-                raise ValueError("HFEngine needs model_path, or model and tokenizer")
-            from rockroll.agentrl.tiny import load_model_and_tokenizer
-
-            model, tokenizer = load_model_and_tokenizer(model_path, device=device, dtype=dtype)
-        elif tokenizer is None:
-            raise ValueError("HFEngine(model=...) also needs tokenizer=...")
+        model, tokenizer = _load(model_path, model, tokenizer, device, dtype)
         self._torch = torch
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -131,26 +161,8 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
         self.pad_token_id = int(pad if pad is not None else 0)
         self.eos_token_ids = self._eos_ids()
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
-        #: forward passes, waves, requests, generated tokens; prompt tokens asked for, prompt tokens
-        #: computed (the rest came from the prefix cache or a duplicate in the same admission);
-        #: prefix-cache drops; decoding steps (slots path) and the rows they computed; requests
-        #: dropped because their caller stopped waiting (cancelled); rows decoding after the last step
-        self.stats: dict[str, int] = dict.fromkeys(
-            (
-                "forward_calls",
-                "waves",
-                "requests",
-                "tokens",
-                "prompt_tokens",
-                "prefill_tokens",
-                "cache_drops",
-                "steps",
-                "step_rows",
-                "cancelled",
-                "running",
-            ),
-            0,
-        )
+        #: counters (see ``_STATS``)
+        self.stats: dict[str, int] = dict.fromkeys(_STATS, 0)
         self.prefix_cache: PrefixCache | None = None
         self.fast_decoder = fast_decoder
         self.batch_path = batch_path
@@ -370,29 +382,6 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
         stops = self.eos_token_ids | set(params.stop_token_ids)
         return Row(p, self._torch.Generator().manual_seed(p.seed), stops, params.max_new_tokens)
 
-    def _advance(self, rows: list[Row], logits: Any, version: int) -> tuple[list[int], Any]:
-        """Sample one token per row, queue finished requests' results; return the rows that go on
-        (indices) and the sampled tokens (a tensor)."""
-        torch = self._torch
-        logits = self._restrict(logits, rows)
-        chosen = self._sample(logits, [r.params for r in rows], rows)
-        logp = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None])[:, 0]
-        keep: list[int] = []
-        for j, (r, tok, lp) in enumerate(zip(rows, chosen.tolist(), logp.tolist(), strict=True)):
-            r.toks.append(tok)
-            r.lps.append(lp)
-            if r.pending.future is not None and r.pending.future.cancelled():  # nobody waits (a client left)
-                self.stats["cancelled"] += 1
-            elif tok in r.stops or len(r.toks) >= r.max_new:
-                reason = "stop" if tok in r.stops else "length"
-                res = GenerationResult(token_ids=r.toks, logprobs=r.lps, finish_reason=reason, weight_version=version)
-                self._outbox.append((r.pending.loop, r.pending.future, res))
-            else:
-                keep.append(j)
-        self.stats["tokens"] += len(rows)
-        self.stats["running"] = len(keep)
-        return keep, chosen
-
     def _flush_outbox(self) -> None:
         """Hand the queued results to their event loops: one wake-up per loop, not per result."""
         if not self._outbox:
@@ -403,45 +392,3 @@ class HFEngine(SlotDecoding, WaveDecoding, LLMEngine):
         self._outbox = []
         for loop, items in by_loop.items():
             post(loop, deliver_many, items)
-
-    # ------------------------------------------------------------ sampling
-    def _restrict(self, logits: Any, rows: list[Row]) -> Any:
-        """``logits`` with each restricted row (``SamplingParams.allowed``) masked to its trie's next tokens
-        (:func:`rockroll.agentrl.engines.choices.mask_logits`); sampling and logprobs then use the
-        renormalised distribution."""
-        if all(r.params.allowed is None for r in rows):
-            return logits
-        from rockroll.agentrl.engines.choices import allowed_tensor, mask_logits
-
-        sets = [() if r.params.allowed is None else r.params.allowed.next_ids(r.toks) for r in rows]
-        return mask_logits(logits, allowed_tensor(sets, logits.device))
-
-    def _sample(self, logits: Any, params: list[SamplingParams], rows: list[Row]) -> Any:
-        """One token per row: argmax where temperature is 0, else inverse-CDF sampling from the
-        temperature/top-k/top-p distribution with the next uniform of the row's generator."""
-        torch = self._torch
-        dev = logits.device
-        greedy_tok = logits.argmax(dim=-1)
-        temps = torch.tensor([sp.temperature for sp in params], device=dev, dtype=logits.dtype)
-        if bool((temps == 0).all()):
-            return greedy_tok
-        scaled = logits / temps.clamp(min=1e-6)[:, None]
-        top_k = [sp.top_k for sp in params]
-        if any(k > 0 for k in top_k):
-            vocab = scaled.shape[-1]
-            ks = torch.tensor([min(k, vocab) if k > 0 else vocab for k in top_k], device=dev)
-            kth = scaled.sort(dim=-1, descending=True).values.gather(1, (ks - 1)[:, None])
-            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-        probs = torch.softmax(scaled, dim=-1)
-        top_p = [sp.top_p for sp in params]
-        if any(p < 1 for p in top_p):
-            sp_, order = probs.sort(dim=-1, descending=True)
-            cum = sp_.cumsum(-1)
-            tp = torch.tensor(top_p, device=dev, dtype=probs.dtype)[:, None]
-            sp_ = sp_.masked_fill(cum - sp_ >= tp, 0.0)  # keep the smallest prefix with mass >= top_p
-            probs = torch.zeros_like(probs).scatter(1, order, sp_)
-        cdf = probs.cumsum(-1)
-        u = torch.tensor([r.uniform() for r in rows], dtype=torch.float64).to(dev, cdf.dtype)
-        sampled = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
-        sampled = sampled.clamp(max=logits.shape[-1] - 1)
-        return torch.where(temps == 0, greedy_tok, sampled)

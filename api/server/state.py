@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,27 +95,12 @@ def check_deployment(settings: Settings, db: Database) -> None:
 
 def build_state(settings: Settings) -> AppState:
     """Open the database (migrating it), the catalog and the sandbox manager."""
-    from rockroll.api.nodes.placement import Placement
-
     settings.check()
     db = Database(settings.resolved_database_url())
     db.migrate()
     check_deployment(settings, db)
     catalog = Catalog(db)
-    state_dir = settings.sandbox_state_dir or f"/tmp/rockroll-sb-{os.getuid()}"
-    placement = Placement(
-        backend=settings.backend,
-        db_url=settings.resolved_database_url(),
-        state_dir=state_dir,
-        max_sandboxes=settings.max_sandboxes,
-        max_sessions_per_sandbox=settings.max_sessions_per_sandbox,
-        pool_size=settings.pool_size,
-        warm_pool_size=settings.warm_pool_size,
-        db=db,
-        max_sandboxes_per_owner=settings.max_sandboxes_per_owner,
-        idle_ttl_s=settings.sandbox_idle_ttl_s,
-        manager_name=settings.manager_name(),
-    )
+    placement = _placement(settings, db)
     placement.start_reaper()
     expiry = ExpiryReaper(db, placement)
     expiry.start()
@@ -139,33 +125,7 @@ def build_state(settings: Settings) -> AppState:
     nodes = NodeTable(secret, agent, NodeStore(db))
     nodes.sync()  # the agents registered before this start (their sessions outlive a control-plane restart)
 
-    def place(
-        session_id: str,
-        env: str,
-        kwargs: dict[str, Any],
-        owner: str,
-        *,
-        spread: Any = None,
-        avoid: Any = (),
-        before_open: Any = None,
-    ) -> tuple[Any, str]:
-        """Open a session on a node agent (:meth:`NodeTable.pick`; custom envs: on this server's sandboxes).
-
-        ``before_open(node_id)`` runs once the agent is chosen, before it is asked (the session's row is
-        written first, so no session on an agent is ever without one)."""
-        env_id = catalog.resolve(env, owner)
-        custom = catalog.custom(env_id, owner)
-        for _attempt in range(3):
-            node = None if custom is not None else nodes.pick(spread, avoid)
-            if node is None or node.local is not None:  # the embedded agent serves it (SessionRegistry attaches it)
-                return placement.open_session(env_id, kwargs, custom=custom, owner=owner), ""
-            if before_open is not None:
-                before_open(node.id)
-            try:
-                return node.admin.open(session_id, env_id, kwargs, owner), node.id
-            except SandboxLost:  # the agent did not answer: out of placement until it registers again
-                nodes.mark_down(node.id)
-        raise SandboxLost("", "no node agent answered; try again")
+    place = _node_placer(catalog, placement, nodes)
 
     metrics = Metrics(snapshot)
     server = placement.manager.lease.tag
@@ -196,3 +156,57 @@ def build_state(settings: Settings) -> AppState:
     holder["s"] = state
     jobs.recover()
     return state
+
+
+def _placement(settings: Settings, db: Database) -> Any:
+    """The server's sandbox placement (its manager, pool and limits) from ``settings``."""
+    from rockroll.api.nodes.placement import Placement
+
+    state_dir = settings.sandbox_state_dir or f"/tmp/rockroll-sb-{os.getuid()}"
+    return Placement(
+        backend=settings.backend,
+        db_url=settings.resolved_database_url(),
+        state_dir=state_dir,
+        max_sandboxes=settings.max_sandboxes,
+        max_sessions_per_sandbox=settings.max_sessions_per_sandbox,
+        pool_size=settings.pool_size,
+        warm_pool_size=settings.warm_pool_size,
+        db=db,
+        max_sandboxes_per_owner=settings.max_sandboxes_per_owner,
+        idle_ttl_s=settings.sandbox_idle_ttl_s,
+        manager_name=settings.manager_name(),
+    )
+
+
+def _node_placer(catalog: Catalog, placement: Any, nodes: NodeTable) -> Callable[..., tuple[Any, str]]:
+    """The :class:`SessionRegistry`'s ``place``: a new session on a node agent, or on this server's sandboxes."""
+
+    def place(
+        session_id: str,
+        env: str,
+        kwargs: dict[str, Any],
+        owner: str,
+        *,
+        spread: Any = None,
+        avoid: Any = (),
+        before_open: Any = None,
+    ) -> tuple[Any, str]:
+        """Open a session on a node agent (:meth:`NodeTable.pick`; custom envs: on this server's sandboxes).
+
+        ``before_open(node_id)`` runs once the agent is chosen, before it is asked (the session's row is
+        written first, so no session on an agent is ever without one)."""
+        env_id = catalog.resolve(env, owner)
+        custom = catalog.custom(env_id, owner)
+        for _attempt in range(3):
+            node = None if custom is not None else nodes.pick(spread, avoid)
+            if node is None or node.local is not None:  # the embedded agent serves it (SessionRegistry attaches it)
+                return placement.open_session(env_id, kwargs, custom=custom, owner=owner), ""
+            if before_open is not None:
+                before_open(node.id)
+            try:
+                return node.admin.open(session_id, env_id, kwargs, owner), node.id
+            except SandboxLost:  # the agent did not answer: out of placement until it registers again
+                nodes.mark_down(node.id)
+        raise SandboxLost("", "no node agent answered; try again")
+
+    return place

@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -35,7 +34,7 @@ from rockroll.api.server.auth import Principal
 from rockroll.api.server.errors import ApiError
 from rockroll.api.server.metrics import Metrics
 from rockroll.api.sessions.live_batch import lost_guard, node_lost, run_items, server_gone
-from rockroll.api.sessions.reaper import SessionReaping
+from rockroll.api.sessions.reaper import LiveSession, SessionReaping
 from rockroll.api.sessions.records import (
     body_hash,
     drop_key,
@@ -59,37 +58,6 @@ log = logging.getLogger("rockroll.api")
 
 #: seconds a resent open waits for the first one (still under way) before giving it up
 OPEN_WAIT_S = 30.0
-
-
-@dataclass
-class LiveSession:
-    """One open session."""
-
-    id: str
-    owner: str
-    env_id: str
-    kwargs: dict[str, Any]
-    remote: Any
-    created_at: float = field(default_factory=time.time)
-    steps: int = 0
-    last_used: float = field(default_factory=time.monotonic)
-    node: str = ""  # the node agent serving it ("" when none: stepped through the control plane only)
-    entry: Any = None  # its AgentSession on the embedded node agent (steps numbered there)
-
-    @property
-    def sandbox_id(self) -> str:
-        return self.remote.sandbox_id
-
-    def view(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "owner": self.owner,
-            "env": self.env_id,
-            "sandbox_id": self.sandbox_id,
-            "steps": self.steps,
-            "created_at": self.created_at,
-            "system_prompt": self.remote.system_prompt(),
-        }
 
 
 class SessionRegistry(SessionReaping):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rockroll.api.db import Database
@@ -17,10 +18,38 @@ from rockroll.api.sessions.records import open_on_nodes, record_close
 from rockroll.sandbox.lease import tag_live
 from rockroll.sandbox.node.remote import NodeSession
 
-if TYPE_CHECKING:
-    from rockroll.api.sessions.live import LiveSession
+__all__ = ["LiveSession", "SessionReaping"]
 
-__all__ = ["SessionReaping"]
+
+@dataclass
+class LiveSession:
+    """One open session."""
+
+    id: str
+    owner: str
+    env_id: str
+    kwargs: dict[str, Any]
+    remote: Any
+    created_at: float = field(default_factory=time.time)
+    steps: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    node: str = ""  # the node agent serving it ("" when none: stepped through the control plane only)
+    entry: Any = None  # its AgentSession on the embedded node agent (steps numbered there)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self.remote.sandbox_id
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "owner": self.owner,
+            "env": self.env_id,
+            "sandbox_id": self.sandbox_id,
+            "steps": self.steps,
+            "created_at": self.created_at,
+            "system_prompt": self.remote.system_prompt(),
+        }
 
 
 class SessionReaping:

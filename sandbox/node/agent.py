@@ -25,12 +25,12 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from rockroll.sandbox.node.agent_batch import (
     CALL_TIMEOUT_S,
     MAX_ACTION_CHARS,
+    AgentSession,
     BatchCalls,
     _check_action,
     _check_reset,
@@ -46,19 +46,6 @@ from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, step_answ
 from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["AgentSession", "NodeAgent", "MAX_ACTION_CHARS"]
-
-
-@dataclass
-class AgentSession:
-    """One session on this agent."""
-
-    id: str
-    owner: str
-    remote: RemoteSession  # the session's handle in its sandbox (an EnvSession whose channel the agent finds)
-    log: StepLog
-    steps: int = 0
-    last_used: float = field(default_factory=time.monotonic)
-    channel: Any = None  # its sandbox's SandboxChannel on the agent's event loop (None: not looked up yet; False: none)
 
 
 class NodeAgent(BatchCalls):

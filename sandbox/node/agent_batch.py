@@ -11,14 +11,33 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout
 from rockroll.sandbox.node.channel import CallTimeout, ChannelClosed, answer_of
+from rockroll.sandbox.node.sequence import StepLog
 from rockroll.sandbox.node.wire import WireError, error_answer, step_answer
 from rockroll.sandbox.session import RemoteSession, run_batch
 
-__all__ = ["BatchCalls", "MAX_ACTION_CHARS", "CALL_TIMEOUT_S"]
+if TYPE_CHECKING:
+    from rockroll.sandbox.node.channel import SandboxChannel
+
+
+@dataclass
+class AgentSession:
+    """One session on this agent."""
+
+    id: str
+    owner: str
+    remote: RemoteSession  # the session's handle in its sandbox (an EnvSession whose channel the agent finds)
+    log: StepLog
+    steps: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    channel: Any = None  # its sandbox's SandboxChannel on the agent's event loop (None: not looked up yet; False: none)
+
+
+__all__ = ["AgentSession", "BatchCalls", "MAX_ACTION_CHARS", "CALL_TIMEOUT_S"]
 
 MAX_ACTION_CHARS = 100_000
 CALL_TIMEOUT_S = 60.0
@@ -28,13 +47,13 @@ CALL_TIMEOUT_S = 60.0
 class BatchCalls:
     """The batch calls of a :class:`~rockroll.sandbox.node.agent.NodeAgent` (see the module docstring)."""
 
-    async def abatch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def abatch(self, items: list[dict[str, object]]) -> list[dict[str, object]]:
         """:meth:`batch` from the event loop: the items of each sandbox go over its channel (one frame,
         as they are queued together); on a thread where a session is busy or a sandbox has no channel."""
         results, todo = self._prepare(items)
         if not todo:
             return results
-        held: list[Any] = []
+        held: list[AgentSession] = []
         try:
             for _i, entry, _item in todo:
                 if not entry.log.lock.acquire(blocking=False):
@@ -51,7 +70,10 @@ class BatchCalls:
         return await asyncio.get_running_loop().run_in_executor(None, self._batch_prepared, todo, results)
 
     async def _arun_locked(
-        self, todo: list[tuple[int, Any, dict[str, Any]]], channels: list[Any], results: list[dict[str, Any]]
+        self,
+        todo: list[tuple[int, AgentSession, dict[str, object]]],
+        channels: list[SandboxChannel | None],
+        results: list[dict[str, object]],
     ) -> None:
         """Run checked batch items whose sessions' logs are held, over their sandboxes' channels."""
         calls = []  # (result index, entry, step number or 0 for a reset, future of the answer)
@@ -76,7 +98,7 @@ class BatchCalls:
                 if n:
                     entry.log.record(n, e)
                 results[i] = error_answer(e)
-        answers: list[Any] = []
+        answers: list[object] = []
         cancelled: BaseException | None = None
         for _i, _entry, _n, future in calls:
             try:
@@ -117,7 +139,7 @@ class BatchCalls:
         if cancelled is not None:
             raise cancelled
 
-    def batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def batch(self, items: list[dict[str, object]]) -> list[dict[str, object]]:
         """Steps (or resets) of several sessions, one round trip per sandbox; each item answered or errored.
 
         Each item is ``{"token", "op": "step" | "reset", "seq", "action", "seed"}``; a session may
@@ -127,13 +149,13 @@ class BatchCalls:
         return self._batch_prepared(todo, results)
 
     def _prepare(
-        self, items: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], list[tuple[int, Any, dict[str, Any]]]]:
+        self, items: list[dict[str, object]]
+    ) -> tuple[list[dict[str, object]], list[tuple[int, AgentSession, dict[str, object]]]]:
         """Authorise and check the items of a batch: ``(results, todo)``, refused items answered in
         ``results``, the others in ``todo`` in session order (locks are taken in one order: no two
         batches deadlock)."""
-        results: list[dict[str, Any]] = [{} for _ in items]
-        todo: list[tuple[int, Any, dict[str, Any]]] = []
+        results: list[dict[str, object]] = [{} for _ in items]
+        todo: list[tuple[int, AgentSession, dict[str, object]]] = []
         seen: set[str] = set()
         for i, item in enumerate(items):
             try:
@@ -152,8 +174,8 @@ class BatchCalls:
         return results, todo
 
     def _batch_prepared(
-        self, todo: list[tuple[int, Any, dict[str, Any]]], results: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
+        self, todo: list[tuple[int, AgentSession, dict[str, object]]], results: list[dict[str, object]]
+    ) -> list[dict[str, object]]:
         held = []
         try:
             for _i, entry, _item in todo:
@@ -165,7 +187,9 @@ class BatchCalls:
                 entry.log.lock.release()
         return results
 
-    def _run_locked(self, todo: list[tuple[int, Any, dict[str, Any]]], results: list[dict[str, Any]]) -> None:
+    def _run_locked(
+        self, todo: list[tuple[int, AgentSession, dict[str, object]]], results: list[dict[str, object]]
+    ) -> None:
         """Run checked batch items whose sessions' logs are held (see :meth:`batch`)."""
         wire, slots = [], []
         for i, entry, item in todo:
@@ -203,7 +227,7 @@ class BatchCalls:
                 entry.steps += 1
 
 
-def _step_number(entry: Any, item: dict[str, Any], results: list[dict[str, Any]], i: int) -> int | None:
+def _step_number(entry: AgentSession, item: dict[str, object], results: list[dict[str, object]], i: int) -> int | None:
     """The step number of batch item ``i`` (its action checked); None when that number was applied before
     (``results[i]`` is then its recorded answer)."""
     action = item.get("action")
@@ -216,26 +240,26 @@ def _step_number(entry: Any, item: dict[str, Any], results: list[dict[str, Any]]
     return None
 
 
-def _interrupted(entry: Any) -> SandboxTimeout:
+def _interrupted(entry: AgentSession) -> SandboxTimeout:
     return SandboxTimeout(
         f"the call on session {entry.id!r} was interrupted before its answer came; its outcome is unknown",
         sandbox_id=entry.remote.sandbox_id,
     )
 
 
-def _check_action(action: Any) -> None:
+def _check_action(action: object) -> None:
     if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
         raise WireError(422, "validation_error", f"'action' must be a string of at most {MAX_ACTION_CHARS} characters")
 
 
-def _check_reset(seed: Any, options: Any) -> None:
+def _check_reset(seed: object, options: object) -> None:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
         raise WireError(422, "validation_error", "'seed' must be null or an int in [0, 2**32)")
     if options is not None and not isinstance(options, dict):
         raise WireError(422, "validation_error", "'options' must be null or an object")
 
 
-def _one(remote: RemoteSession, op: str, args: dict[str, Any]) -> Any:
+def _one(remote: RemoteSession, op: str, args: dict[str, object]) -> object:
     try:
         return remote.step(args["action"]) if op == "step" else remote.reset(seed=args.get("seed"))
     except Exception as e:  # noqa: BLE001 - an answer like run_batch's

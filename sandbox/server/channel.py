@@ -47,7 +47,26 @@ import socket
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from typing import Protocol as Interface
+
+if TYPE_CHECKING:
+    from websockets.http11 import Request
+    from websockets.protocol import Protocol
+
+    from rockroll.sandbox.server.agents import Agents
+    from rockroll.sandbox.server.sessions import SessionStore
+
+
+class SandboxServer(Interface):
+    """What the channel needs of the in-sandbox server (:class:`rockroll.sandbox.server.app.SandboxServer`)."""
+
+    boot_id: str
+    agents: Agents
+    sessions: SessionStore
+
+    def dispatch(self, op: str, args: dict[str, Any]) -> tuple[int, dict[str, Any]]: ...
+
 
 try:
     from websockets.frames import Frame, Opcode
@@ -83,7 +102,7 @@ except ImportError:  # pragma: no cover - an image without orjson
     orjson = None
 
 
-def dumps(payload: Any) -> bytes:
+def dumps(payload: object) -> bytes:
     """Compact JSON (UTF-8 bytes), written by orjson where it can (it writes NaN as null), else by ``json``."""
     if orjson is not None:
         try:
@@ -112,11 +131,11 @@ def channel_path(socket_path: str) -> str:
     return socket_path[: -len(".sock")] + ".ws.sock" if socket_path.endswith(".sock") else socket_path + ".ws"
 
 
-def _bad(message: str) -> dict[str, Any]:
+def _bad(message: str) -> dict[str, object]:
     return {"error": {"type": "BadRequest", "message": message, "attrs": {}}}
 
 
-def send_pending(proto: Any, transport: Any) -> None:
+def send_pending(proto: Protocol, transport: asyncio.WriteTransport) -> None:
     """Write what a sans-I/O WebSocket protocol object has to send; its end of stream half-closes."""
     for data in proto.data_to_send():
         if data:
@@ -148,20 +167,22 @@ class _Link(asyncio.Protocol):
     Used on the channel's event loop only (the pool hands its answers back with ``call_soon_threadsafe``).
     """
 
-    def __init__(self, state: Any, pool: ThreadPoolExecutor, handle: ChannelServer) -> None:
+    def __init__(self, state: SandboxServer, pool: ThreadPoolExecutor, handle: ChannelServer) -> None:
         self.state, self.pool, self.handle, self.loop = state, pool, handle, handle.loop
         self.proto = ServerProtocol(max_size=MAX_MESSAGE_BYTES)
         self.quick = state.sessions.quick
-        self.transport: Any = None
+        self.transport: asyncio.Transport | None = None
         self.parts: list[bytes] = []  # the fragments of a message not complete yet
-        self.out: list[list[Any]] = []  # answers not sent yet
-        self.busy: dict[Any, deque[tuple[Any, str, Any]]] = {}  # session -> calls waiting for its running one
+        self.out: list[list[object]] = []  # answers not sent yet
+        self.busy: dict[
+            object, deque[tuple[object, str, dict[str, object]]]
+        ] = {}  # session -> calls waiting for its running one
         self.flush_soon = False
         self.closing = False  # the closing handshake began
         self.closed = False
 
     # ------------------------------------------------------------ asyncio.Protocol
-    def connection_made(self, transport: Any) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
         self.handle.links.add(self)
 
@@ -189,7 +210,7 @@ class _Link(asyncio.Protocol):
         self.handle.links.discard(self)
 
     # ------------------------------------------------------------ the protocol
-    def _accept(self, request: Any) -> None:
+    def _accept(self, request: Request) -> None:
         response = self.proto.accept(request)
         if response.status_code == 101:
             response.headers[BOOT_HEADER] = self.state.boot_id
@@ -204,7 +225,7 @@ class _Link(asyncio.Protocol):
             self.closing = True
             self.loop.call_later(1.0, transport.close)  # if the agent has not closed it by then
 
-    def _take_out(self) -> list[list[Any]]:
+    def _take_out(self) -> list[list[object]]:
         out, self.out = self.out, []
         return out
 
@@ -238,11 +259,11 @@ class _Link(asyncio.Protocol):
         else:
             self._run(_ONE, None, op, args)
 
-    def _send_one(self, payload: dict[str, Any]) -> None:
+    def _send_one(self, payload: dict[str, object]) -> None:
         self.proto.send_text(dumps(payload))
         self._write()
 
-    def take(self, frame: list[Any]) -> None:
+    def take(self, frame: list[object]) -> None:
         """Run or queue the calls of ``frame``; their answers go to :attr:`out` (or later, from the pool)."""
         dispatch, out, busy, quick = self.state.dispatch, self.out, self.busy, self.quick
         for item in frame:
@@ -264,12 +285,12 @@ class _Link(asyncio.Protocol):
             else:
                 self._run(sid, cid, op, args)
 
-    def _run(self, sid: Any, cid: Any, op: str, args: dict[str, Any]) -> None:
+    def _run(self, sid: object, cid: object, op: str, args: dict[str, object]) -> None:
         """Run a call on the pool; the session's next calls wait for it."""
         self.busy[sid] = deque()
         self._submit(sid, cid, op, args)
 
-    def _submit(self, sid: Any, cid: Any, op: str, args: dict[str, Any]) -> None:
+    def _submit(self, sid: object, cid: object, op: str, args: dict[str, object]) -> None:
         try:
             self.pool.submit(self._work, sid, cid, op, args)
         except RuntimeError:  # the pool is shut down: the server is closing
@@ -277,7 +298,7 @@ class _Link(asyncio.Protocol):
             self.closed = True
             self.transport.abort()
 
-    def _work(self, sid: Any, cid: Any, op: str, args: dict[str, Any]) -> None:
+    def _work(self, sid: object, cid: object, op: str, args: dict[str, object]) -> None:
         """On a pool thread: run one call and hand its answer to the loop."""
         try:
             payload = self.state.dispatch(op, args)[1]
@@ -288,7 +309,7 @@ class _Link(asyncio.Protocol):
         except RuntimeError:  # the loop is closed: the server is going away
             pass
 
-    def _done(self, sid: Any, cid: Any, payload: dict[str, Any]) -> None:
+    def _done(self, sid: object, cid: object, payload: dict[str, object]) -> None:
         if self.closed:
             return
         waiting = self.busy.get(sid)
@@ -309,7 +330,7 @@ _ONE = object()
 """The queue of the calls sent one per message (an agent of an earlier release)."""
 
 
-def _encode_answers(answers: list[list[Any]]) -> bytes:
+def _encode_answers(answers: list[list[object]]) -> bytes:
     """The frame's text; an answer that is not JSON becomes an error answer of its call alone."""
     try:
         return dumps(answers)
@@ -333,7 +354,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def serve_channel(socket_path: str, state: Any) -> Any:
+def serve_channel(socket_path: str, state: SandboxServer) -> ChannelServer | None:
     """Start the channel for ``state`` (a ``SandboxServer``) on a daemon thread; None when it cannot run."""
     if ServerProtocol is None:
         log.info("no websockets library: the channel is off, the HTTP socket serves every call")
@@ -389,7 +410,7 @@ class ChannelServer:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
         self.loop, self.pool = loop, pool
-        self.server: Any = None
+        self.server: asyncio.Server | None = None
         self.links: set[_Link] = set()  # the open connections
         self.started = threading.Event()
 

@@ -35,7 +35,7 @@ def skip_or_fail(problem: str) -> None:
 def confinement_problem() -> str | None:
     """Why confined process sandboxes (root, bubblewrap, the sandbox user) cannot run here, or None."""
     from rockroll.sandbox.confine import SANDBOX_USER, sandbox_user
-    from rockroll.sandbox.process import detect_isolation
+    from rockroll.sandbox.isolation import detect_isolation
 
     if os.geteuid() != 0:
         return "not root"

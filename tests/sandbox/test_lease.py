@@ -155,3 +155,19 @@ def test_after_sigkill_the_next_start_takes_over_at_once(tmp_path: Path, state_d
     finally:
         m.close()
     assert _running(name, state_dir) == []
+
+
+def test_tag_live_names_the_holdings_that_still_hold_their_lease(tmp_path: Path) -> None:
+    """A replica asks whether the server of a job or a session still runs by its tag (name@holder): the
+    holding itself, not another holding of the same name, and not once it is released."""
+    from rockroll.sandbox.lease import tag_live
+
+    store = SandboxStore(f"sqlite:///{tmp_path}/l.db", "x")  # migrates the tables
+    lease = Lease(store.engine, "rep-a")
+    lease.acquire()
+    try:
+        assert tag_live(store.engine, [lease.tag, "rep-a@another-holder", "rep-b@h"]) == {lease.tag}
+    finally:
+        lease.release()
+    assert tag_live(store.engine, [lease.tag]) == set()
+    assert tag_live(store.engine, []) == set()

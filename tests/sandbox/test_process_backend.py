@@ -10,9 +10,10 @@ import pytest
 
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.errors import BackendUnavailable
+from rockroll.sandbox.isolation import detect_isolation
 from rockroll.sandbox.manager import ManagerConfig, SandboxManager, make_backend
 from rockroll.sandbox.pool import PoolConfig
-from rockroll.sandbox.process import ProcessBackend, detect_isolation
+from rockroll.sandbox.process import ProcessBackend
 
 LABELS = {"rockroll.manager": "ptest", "rockroll.sandbox": "sb-p1"}
 

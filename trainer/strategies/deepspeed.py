@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ from rockroll.trainer.strategies.common import free_port, require_deepspeed
 
 if TYPE_CHECKING:
     import torch
+    from deepspeed import DeepSpeedEngine
+    from torch.optim.lr_scheduler import LRScheduler
 
     from rockroll.trainer.config import AlgoConfig, OptimConfig, WorkersConfig
 
@@ -97,14 +100,14 @@ class DeepSpeedTrainer(PolicyTrainer):
 
     def __init__(
         self,
-        model: Any,
+        model: torch.nn.Module,
         algo: AlgoConfig,
         optim: OptimConfig,
         *,
         workers: WorkersConfig,
         dtype: str = "float32",
         total_updates: int,
-        critic: Any = None,
+        critic: torch.nn.Module | None = None,
         rank: int = 0,
         world: int = 1,
         seed: int = 0,
@@ -121,11 +124,11 @@ class DeepSpeedTrainer(PolicyTrainer):
         per_rank = -(-optim.mini_batch_size // world)
         self.gas = max(1, -(-per_rank // optim.micro_batch_size))
 
-        def build(module: Any, lr: float) -> tuple[Any, Any, Any]:
-            def make_opt(params: Any) -> Any:
+        def build(module: torch.nn.Module, lr: float) -> tuple[DeepSpeedEngine, torch.optim.Optimizer, LRScheduler]:
+            def make_opt(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
                 return torch.optim.AdamW(params, lr=lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay)
 
-            def make_sched(opt: Any) -> Any:
+            def make_sched(opt: torch.optim.Optimizer) -> LRScheduler:
                 return make_scheduler(opt, optim.schedule, optim.warmup_steps, total_updates)
 
             engine, opt, _, sched = deepspeed.initialize(
@@ -182,7 +185,7 @@ class DeepSpeedTrainer(PolicyTrainer):
         return float(norm)
 
     # ------------------------------------------------------------------ weights and state
-    def _gathered(self, module: Any) -> Any:
+    def _gathered(self, module: torch.nn.Module) -> contextlib.AbstractContextManager[object]:
         """Context in which ``module``'s full parameters are present (ZeRO-3 gathers them, read-only)."""
         if self.zero_stage != 3:
             return contextlib.nullcontext()
@@ -195,11 +198,11 @@ class DeepSpeedTrainer(PolicyTrainer):
         with self._gathered(self.model):
             return super().policy_weights(cpu=cpu)
 
-    def _full_state(self, module: Any) -> dict[str, Any]:
+    def _full_state(self, module: torch.nn.Module) -> dict[str, torch.Tensor]:
         with self._gathered(module):
             return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
 
-    def _load_full(self, module: Any, weights: dict[str, Any]) -> None:
+    def _load_full(self, module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
         if self.zero_stage == 3:
             import deepspeed
 
