@@ -71,7 +71,7 @@ class NodeAgent(BatchCalls):
     # ------------------------------------------------------------ table
     def attach(self, session_id: str, owner: str, remote: RemoteSession) -> AgentSession:
         """Serve ``remote`` as ``session_id`` of ``owner`` from now on."""
-        entry = AgentSession(session_id, owner, remote, StepLog(session_id))
+        entry = AgentSession(session_id, owner, remote, StepLog(session_id, owner=owner))
         with self._lock:
             self._sessions[session_id] = entry
         return entry

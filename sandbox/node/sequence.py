@@ -92,22 +92,23 @@ class _NotKept:
         self.size = size
 
 
-def _give_back(budget: ReplayBudget, held: list[int]) -> None:
-    budget.give(held[0])
+def _give_back(budget: ReplayBudget, held: list[int], owner: str) -> None:
+    budget.give(held[0], owner)
     held[0] = 0
 
 
 class StepLog:
     """The numbering and the recent answers of one session (thread-safe; one step at a time)."""
 
-    def __init__(self, session_id: str, budget: ReplayBudget | None = None) -> None:
+    def __init__(self, session_id: str, budget: ReplayBudget | None = None, owner: str = "") -> None:
         self.session_id = session_id
+        self.owner = owner  # whose bytes the kept answers count against (ReplayBudget.owner_bytes)
         self.last = 0
         self.budget = budget if budget is not None else replay_budget()
         self._answers: OrderedDict[int, Any] = OrderedDict()
         self._sizes: dict[int, int] = {}  # bytes of each kept answer
         self._held = [0]  # bytes this log holds, given back to the budget when the log goes
-        weakref.finalize(self, _give_back, self.budget, self._held)
+        weakref.finalize(self, _give_back, self.budget, self._held, owner)
         self.lock = threading.Lock()  # held while a step runs: a replay waits for the answer it replays
 
     @property
@@ -144,9 +145,9 @@ class StepLog:
         if kept:
             while self._held[0] + size > budget.session_bytes:
                 self._drop_oldest()
-            if not budget.take(size):
-                self._drop_oldest(everything=True)  # the process's bytes are spent: keep at most this one
-                kept = budget.take(size, force=size <= FLOOR_BYTES)
+            if not budget.take(size, owner=self.owner):
+                self._drop_oldest(everything=True)  # the owner's or process's bytes are spent: keep at most this one
+                kept = budget.take(size, owner=self.owner, force=size <= FLOOR_BYTES)
         if kept:
             self._answers[seq] = answer
             self._sizes[seq] = size
@@ -169,7 +170,7 @@ class StepLog:
         size = self._sizes.pop(seq, 0)
         if size:
             self._held[0] -= size
-            self.budget.give(size)
+            self.budget.give(size, self.owner)
         return size
 
     def run(self, seq: int | None, step: Callable[[], Any]) -> tuple[Any, bool]:

@@ -104,3 +104,20 @@ def test_the_bounds_come_from_the_environment_with_server_side_caps(monkeypatch:
         ReplayBudget.from_env()
     d = ReplayBudget()
     assert (d.session_bytes, d.total_bytes) == (1024 * KIB, 64 * 1024 * KIB)
+
+
+def test_one_owner_cannot_take_the_bytes_of_another() -> None:
+    budget = ReplayBudget(session_bytes=100 * KIB, total_bytes=400 * KIB, owner_bytes=200 * KIB)
+    mallory = [StepLog(f"m-{i}", budget, owner="mallory") for i in range(6)]
+    for log in mallory:
+        log.run(1, lambda: answer(80 * KIB))
+    assert budget.by_owner["mallory"] <= budget.owner_bytes  # 2 of mallory's 6 sessions kept theirs
+    assert sum(1 for log in mallory if log.held_bytes) == 2
+    alice = StepLog("a-1", budget, owner="alice")
+    alice.run(1, lambda: answer(80 * KIB))
+    assert alice.held_bytes > 0 and alice.run(1, lambda: None)[1] is True  # alice's answer was kept
+    with pytest.raises(ValueError, match="per owner"):
+        ReplayBudget(session_bytes=100 * KIB, total_bytes=400 * KIB, owner_bytes=500 * KIB)
+    del mallory, alice, log
+    gc.collect()
+    assert budget.used == 0 and budget.by_owner == {}
