@@ -13,18 +13,26 @@ import concurrent.futures as cf
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rockroll.agentrl.errors import boundary
 from rockroll.sandbox.retry import await_until
 
 if TYPE_CHECKING:
     from rockroll.agentrl.config import EpisodeConfig
-    from rockroll.agentrl.env_manager import EpisodeSpec
     from rockroll.agentrl.env_source import EnvSource
     from rockroll.envs.core import TextEnvProtocol
 
 __all__ = ["EnvHandling"]
+
+
+class _Opening(Protocol):
+    """What :meth:`EnvHandling._open` reads of an episode (an :class:`~rockroll.agentrl.env_manager.EpisodeSpec`)."""
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    group_id: str
+    avoid: tuple[str, ...]
 
 
 class _OpenTicket:
@@ -70,7 +78,7 @@ class EnvHandling:
         """Wait until every env given back is closed; False when some did not close in time."""
         return await await_until(lambda: not (self.pending_opens or self.pending_closes), timeout_s)
 
-    async def _open(self, ep: EpisodeSpec, deadline: float) -> TextEnvProtocol:
+    async def _open(self, ep: _Opening, deadline: float) -> TextEnvProtocol:
         """Open ``ep``'s env in :attr:`open_executor` within the start timeout; an open abandoned
         (timeout, cancellation) that succeeds later gives its env back."""
         # a hedged copy goes away from the stalled one's place (avoid); a group's envs spread over places
