@@ -49,10 +49,6 @@ class Prefix:
         self.pieces = pieces
         self.node = node
 
-    @property
-    def kv(self) -> Any:
-        return self.store.data[:, :, :, self.off : self.off + len(self.tokens)]
-
 
 def _common(edge: tuple[int, ...], ids: tuple[int, ...], start: int, n: int) -> int:
     """Length of the common prefix of ``edge[:n]`` and ``ids[start:start + n]`` (slices compared in C)."""

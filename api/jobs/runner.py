@@ -127,8 +127,8 @@ class JobRunner:
         # the jobs first, then their runners' leases, then only those jobs (each still as it was read): a job
         # that a live replica created in between is never seen here, so never taken from it
         with self.db.session() as s:
-            seen = s.execute(select(JobRecord.id, JobRecord.runner, JobRecord.state).where(JobRecord.state.in_(active)))
-            seen = [tuple(row) for row in seen]
+            rows = s.execute(select(JobRecord.id, JobRecord.runner, JobRecord.state).where(JobRecord.state.in_(active)))
+            seen = [tuple(row) for row in rows]
         alive = tag_live(self.db.engine, sorted({runner for _, runner, _ in seen} - {"", self.runner})) | {self.runner}
         queued = []
         with self.db.session() as s:
