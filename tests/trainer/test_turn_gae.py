@@ -88,7 +88,9 @@ def test_multiturn_ppo_with_a_critic_trains_the_critic(tiny_model_dir: Path, tmp
     cfg = config_from_dict({
         "name": "gae", "seed": 0, "total_steps": 8, "model": {"path": str(tiny_model_dir)},
         "rollout": {"mode": "multiturn", "env_kwargs": SLIPPERY, "eval_episodes": 4, "eval_every": 0,
-                    "episode": {"max_turns": 3, "max_tokens_per_turn": 6},
+                    # unrestricted answers: the untrained model's invalid ones are penalised, so every step's
+                    # returns differ from the critic's zero start (restricted, a step may have no signal at all)
+                    "episode": {"max_turns": 3, "max_tokens_per_turn": 6, "restrict_answers": False},
                     "scheduler": {"group_size": 4, "num_env_groups": 2}},
         "algo": {"turn_credit": "gae", "dynamic_sampling": False},
         "optim": {"lr": 1e-4, "critic_lr": 3e-3, "micro_batch_size": 64},
