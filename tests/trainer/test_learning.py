@@ -54,22 +54,16 @@ def test_grpo_raises_success(small_model_dir, tmp_path) -> None:
     assert summary["success_end"] >= summary["success_start"]
 
 
-@pytest.mark.slow
-def test_multiturn_grpo_raises_sampled_success_over_the_warm_start(small_model_dir, tmp_path) -> None:
-    """Multi-turn (one action per turn, the env answering): a short warm start on the expert's turns of
-    *other* maps, then GRPO with per-turn (GiGPO) credit on 16 fixed maps. The sampled success of the
-    last training steps is clearly above that of the first ones (same maps, same temperature)."""
+def multiturn_learning_config(model_dir, run_dir, name: str = "learn_mt", **rollout_extra):
+    """The multi-turn learning run's config (also run with the vLLM engine by test_vllm_training.py)."""
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.metrics import read_metrics
-    from rockroll.trainer.pipeline import run_training
 
-    torch.set_num_threads(1)
-    cfg = config_from_dict(
+    return config_from_dict(
         {
-            "name": "learn_mt",
+            "name": name,
             "seed": 0,
             "total_steps": 50,
-            "model": {"path": str(small_model_dir)},
+            "model": {"path": str(model_dir)},
             "rollout": {
                 "mode": "multiturn",
                 "env_kwargs": {"is_slippery": False},
@@ -87,13 +81,26 @@ def test_multiturn_grpo_raises_sampled_success_over_the_warm_start(small_model_d
                     "temperature": 1.5,
                 },
                 "scheduler": {"group_size": 8, "num_env_groups": 8},
+                **rollout_extra,
             },
             "algo": {"turn_credit": "gigpo"},
             "optim": {"lr": 5e-4, "mini_batch_size": 64, "micro_batch_size": 128},
             "sft": {"steps": 100, "lr": 1e-3, "batch_size": 32, "num_demos": 400},
-            "logging": {"run_dir": str(tmp_path), "progress": False, "tensorboard": False},
+            "logging": {"run_dir": str(run_dir), "progress": False, "tensorboard": False},
         }
     )
+
+
+@pytest.mark.slow
+def test_multiturn_grpo_raises_sampled_success_over_the_warm_start(small_model_dir, tmp_path) -> None:
+    """Multi-turn (one action per turn, the env answering): a short warm start on the expert's turns of
+    *other* maps, then GRPO with per-turn (GiGPO) credit on 16 fixed maps. The sampled success of the
+    last training steps is clearly above that of the first ones (same maps, same temperature)."""
+    from rockroll.trainer.metrics import read_metrics
+    from rockroll.trainer.pipeline import run_training
+
+    torch.set_num_threads(1)
+    cfg = multiturn_learning_config(small_model_dir, tmp_path)
     run_training(cfg)
     train = [r["env/FrozenLake/success"] for r in read_metrics(tmp_path / "learn_mt") if r["step"] >= 0]
     first, last = sum(train[:10]) / 10, sum(train[-10:]) / 10

@@ -12,49 +12,22 @@ from __future__ import annotations
 import pytest
 
 from tests.agentrl.vllm_venv import vllm_python
+from tests.trainer.test_learning import multiturn_learning_config
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
 
 def test_multiturn_grpo_with_the_vllm_engine_raises_sampled_success(small_model_dir, tmp_path) -> None:
-    from rockroll.trainer.config_io import config_from_dict
     from rockroll.trainer.metrics import read_metrics
     from rockroll.trainer.pipeline import run_training
 
     python = vllm_python()  # skip before any work where the venv was not built
     torch.set_num_threads(1)
-    cfg = config_from_dict(
-        {
-            "name": "learn_mt_vllm",
-            "seed": 0,
-            "total_steps": 50,
-            "model": {"path": str(small_model_dir)},
-            "rollout": {
-                "mode": "multiturn",
-                "env_kwargs": {"is_slippery": False},
-                "train_seeds": 16,
-                "eval_seed_offset": 100,
-                "eval_episodes": 16,
-                "eval_every": 0,
-                "episode": {
-                    "history": "last_k",
-                    "history_k": 0,
-                    "system_prompt": "none",
-                    "observation_format": "cells",
-                    "max_turns": 10,
-                    "max_tokens_per_turn": 6,
-                    "temperature": 1.5,
-                },
-                "scheduler": {"group_size": 8, "num_env_groups": 8},
-                "engine": {"kind": "vllm", "python_executable": python, "dtype": "float32", "max_model_len": 512},
-            },
-            "algo": {"turn_credit": "gigpo"},
-            "optim": {"lr": 5e-4, "mini_batch_size": 64, "micro_batch_size": 128},
-            "sft": {"steps": 100, "lr": 1e-3, "batch_size": 32, "num_demos": 400},
-            "logging": {"run_dir": str(tmp_path), "progress": False, "tensorboard": False},
-        }
-    )
+    cfg = multiturn_learning_config(
+        small_model_dir, tmp_path, "learn_mt_vllm",
+        engine={"kind": "vllm", "python_executable": python, "dtype": "float32", "max_model_len": 512},
+    )  # fmt: skip
     run_training(cfg)
     records = [r for r in read_metrics(tmp_path / "learn_mt_vllm") if r["step"] >= 0]
     train = [r["env/FrozenLake/success"] for r in records]
