@@ -5,7 +5,7 @@
 #   .venv/bin/python bench/cpu_load.py --procs 2 --seconds 3600 & bash scripts/test.sh tests/cluster
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS="${EXTRAS:-dev,train}" bash scripts/setup.sh
+EXTRAS="${EXTRAS:-dev,train,rlvr}" bash scripts/setup.sh
 # DeepSpeed (the gpu extra's ZeRO strategy) runs on CPU too: install it without building its CUDA ops so the
 # tests of the deepspeed strategy run instead of skipping (--no-build-isolation: its setup imports our torch)
 if ! .venv/bin/python -c "import deepspeed" >/dev/null 2>&1; then
