@@ -37,8 +37,8 @@ from rockroll.envs.frozenlake.exact import action_values  # noqa: E402
 from rockroll.envs.frozenlake.maps import ACTIONS  # noqa: E402
 from rockroll.trainer.algos.turn_credit import episode_from_trajectory, turn_advantages  # noqa: E402
 from rockroll.trainer.config_io import load_config  # noqa: E402
-from rockroll.trainer.models import frozen_copy, load_policy  # noqa: E402
-from rockroll.trainer.multiturn import MultiTurnDriver  # noqa: E402
+from rockroll.trainer.learner.models import frozen_copy, load_policy  # noqa: E402
+from rockroll.trainer.rollout.multiturn import MultiTurnDriver  # noqa: E402
 
 _INDEX = {a.lower(): i for i, a in enumerate(ACTIONS)}
 

@@ -58,8 +58,8 @@ def warm_start(run_dir: Path) -> Path:
 
 
 def train(engine: str, warm: Path, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
-    from rockroll.trainer.metrics import read_metrics
     from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.run.metrics import read_metrics
 
     over = [
         f"name=engine_{engine}", f"total_steps={args.steps}", "time_budget_s=0", "rollout.select_episodes=0",
@@ -88,9 +88,9 @@ def train(engine: str, warm: Path, args: argparse.Namespace, run_dir: Path) -> d
 
 
 def throughput(engine: str, model_dir: Path, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
-    from rockroll.trainer.models import load_policy
+    from rockroll.trainer.learner.models import load_policy
     from rockroll.trainer.pipeline import _env_source
-    from rockroll.trainer.rollout_setup import make_rollout
+    from rockroll.trainer.rollout.setup import make_rollout
 
     over = [
         f"name=tp_{engine}", "rollout.sandbox=process", f"model.path={model_dir}", "model.build_tiny=false",

@@ -55,7 +55,7 @@ def table_success(maps: list, where: list, actions: list[int], steps: int) -> fl
 
 
 def greedy_actions(model, tok, prompts: list[list[int]], max_new: int) -> list[int | None]:  # noqa: ANN001
-    from rockroll.trainer.models import frozen_copy
+    from rockroll.trainer.learner.models import frozen_copy
 
     engine = HFEngine(model=frozen_copy(model), tokenizer=tok, max_batch_size=256, seed=0)
     answers = asyncio.run(_greedy(engine, prompts, max_new))

@@ -6,7 +6,7 @@
 
 Plays slippery FrozenLake-v0 4x4 with agentrl's :class:`~rockroll.agentrl.scheduler.RolloutScheduler`
 and :class:`~rockroll.agentrl.env_manager.EnvManager` exactly as the trainer's multi-turn rollout
-does (``trainer.multiturn``): one :class:`~rockroll.agentrl.engines.hf.HFEngine` (``max_batch_size=256``,
+does (``trainer.rollout.multiturn``): one :class:`~rockroll.agentrl.engines.hf.HFEngine` (``max_batch_size=256``,
 as the trainer builds it), batches of ``N / 8`` groups of 8 episodes (all ``N`` episodes of a batch
 run at once), and the episode settings of ``configs/frozenlake_slippery.yaml`` mirrored from
 its ``rollout.episode`` section: no system prompt, ``cells`` observations, 20 turns,
@@ -379,7 +379,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="mtbench-"))
     model, tok, note = load_model(args, tmp)
-    model.requires_grad_(False)  # the trainer hands its engine a frozen copy (trainer.models.frozen_copy)
+    model.requires_grad_(False)  # the trainer hands its engine a frozen copy (trainer.learner.models.frozen_copy)
     print(note)
     manager: SandboxManager | None = None
     rows: list[tuple[str, int, str, dict[str, Any]]] = []

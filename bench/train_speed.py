@@ -133,7 +133,7 @@ def play(model_dir: Path, seeds: list[int], threads: int) -> float:
 
 def checkpoints(run_dir: Path) -> list[tuple[int, float]]:
     """The run's kept checkpoints: (step, training seconds at it, ``time/run_s``), in order."""
-    from rockroll.trainer import checkpoint as ckpt
+    from rockroll.trainer.run import checkpoint as ckpt
 
     clock = {}
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
@@ -146,8 +146,8 @@ def checkpoints(run_dir: Path) -> list[tuple[int, float]]:
 def success_at(run_dir: Path, step: int, seeds: list[int], threads: int) -> float:
     """Held-out success of the run's checkpoint ``step`` (exported, then played in-process)."""
     from rockroll.trainer.config_io import load_config
-    from rockroll.trainer.export import export_run
-    from rockroll.trainer.multiturn import write_episode
+    from rockroll.trainer.rollout.multiturn import write_episode
+    from rockroll.trainer.run.export import export_run
 
     if (run_dir, step) in _SUCCESS:
         return _SUCCESS[run_dir, step]

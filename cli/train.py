@@ -44,7 +44,7 @@ def _fail(message: str, hint: str = "", code: int = 2, cause: BaseException | No
 
 def _claim_run_dir(run_dir: Path, name: str, *, resume: bool, overwrite: bool) -> int:
     """Check the run directory against --resume / --overwrite (clearing it for --overwrite); return the first step."""
-    from rockroll.trainer import checkpoint as ckpt
+    from rockroll.trainer.run import checkpoint as ckpt
 
     if resume and overwrite:
         _fail("--resume and --overwrite exclude each other", "--resume continues the run, --overwrite starts it over")
@@ -69,7 +69,7 @@ def _claim_run_dir(run_dir: Path, name: str, *, resume: bool, overwrite: bool) -
 def _server_url(cfg: Any, url: str | None) -> str | None:
     """The control plane whose sessions play the run's envs: ``--url``; else ``$ROCKROLL_URL`` when an env of
     the run is not registered here (an env registered on that server); else None (envs in this process)."""
-    from rockroll.trainer.env_check import registered_here
+    from rockroll.trainer.rollout.env_check import registered_here
 
     if url:
         return url
@@ -82,7 +82,7 @@ def _server_url(cfg: Any, url: str | None) -> str | None:
 def _env_source(cfg: Any, url: str | None, token: str | None) -> Iterator[Any]:
     """The run's env source (None: the one ``rollout.sandbox`` names), checked against the run's envs before
     anything is built: an unknown id, or a setting that needs a local copy of a server's env, ends here."""
-    from rockroll.trainer.env_check import check_train_envs
+    from rockroll.trainer.rollout.env_check import check_train_envs
 
     source = None
     with contextlib.ExitStack() as stack:
@@ -108,7 +108,7 @@ def _env_source(cfg: Any, url: str | None, token: str | None) -> Iterator[Any]:
 
 def _unstarted_run_removed(run_dir: Path) -> None:
     """Remove the folder of a run that failed before its first RL step (no checkpoint): the retry may reuse the name."""
-    from rockroll.trainer import checkpoint as ckpt
+    from rockroll.trainer.run import checkpoint as ckpt
 
     if run_dir.is_dir() and ckpt.latest_step(run_dir) is None:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -168,7 +168,7 @@ def _run(cfg: Any, source: Any, url: str | None, start: int, *, resume: bool) ->
     from rich.console import Console
 
     from rockroll.trainer.pipeline import run_training
-    from rockroll.trainer.progress import TrainProgress
+    from rockroll.trainer.run.progress import TrainProgress
 
     console = Console()
     envs = " + ".join(f"{e.env_id}" + (f" x{e.ratio:g}" if cfg.rollout.mixed else "") for e in cfg.rollout.env_mix())
@@ -238,7 +238,7 @@ def plot(
         rockroll plot runs/frozenlake_tiny --out /tmp/plots
     """
     from rockroll.cli.spinner import working
-    from rockroll.trainer.plot import plot_run
+    from rockroll.trainer.run.plot import plot_run
 
     with working(f"plotting {run} (loading matplotlib)") as update:
         paths = plot_run(run, out, on_file=lambda p: update(f"plotting {run}: wrote {p.name}"))
@@ -261,7 +261,7 @@ def export(
         rockroll export runs/frozenlake_tiny --step 50 --out /tmp/policy-step50
     """
     from rockroll.cli.spinner import working
-    from rockroll.trainer.export import export_run
+    from rockroll.trainer.run.export import export_run
 
     try:
         with working(f"exporting {run} ({step})"):

@@ -1,17 +1,17 @@
 """Training: the GRPO/PPO family on TrainSample batches, in-process or on Ray workers with torch.
 
-Layout (one concept per module; torch, ray and transformers are imported lazily):
+Layout: packages by role (torch, ray and transformers are imported lazily):
 
-* :mod:`rockroll.trainer.algos`: algorithm math (advantages, policy losses, KL, aggregation, shaping).
 * :mod:`rockroll.trainer.config` / :mod:`rockroll.trainer.config_io`: typed config, YAML, ``key=value`` overrides.
-* :mod:`rockroll.trainer.batch`: collate ``TrainSample`` rows, token-aligned logprobs and values.
-* :mod:`rockroll.trainer.actor`: the update (PPO epochs, minibatches, grad clipping, optimizer, schedule).
-* :mod:`rockroll.trainer.prepare`: rewards -> masks -> advantages for a batch.
-* :mod:`rockroll.trainer.strategies`: torch (default) or DeepSpeed (optional extra, ZeRO 0-3) update engine.
-* :mod:`rockroll.trainer.workers` / :mod:`rockroll.trainer.ray_workers`: actor/reference/critic/engine roles.
-* :mod:`rockroll.trainer.plan_rollout`, :mod:`rockroll.trainer.sft`, :mod:`rockroll.trainer.evaluate`: rollout, warm start, eval.
 * :mod:`rockroll.trainer.pipeline`: the controller loop and :func:`run_training` (CLI and jobs API).
-* :mod:`rockroll.trainer.checkpoint`, :mod:`rockroll.trainer.metrics`, :mod:`rockroll.trainer.plot`: state and observability.
+* :mod:`rockroll.trainer.rollout`: the rollout boundary (``base.Rollout``), multi-turn and plan rollouts,
+  the rollout config, the engine and its weight sync, where the envs live.
+* :mod:`rockroll.trainer.learner`: batches, advantages, the actor/critic/reference update, workers (local
+  or Ray), the supervised warm start.
+* :mod:`rockroll.trainer.algos`: algorithm math (advantages, policy losses, KL, aggregation, shaping).
+* :mod:`rockroll.trainer.strategies`: torch (default) or DeepSpeed (optional extra, ZeRO 0-3) update engine.
+* :mod:`rockroll.trainer.evaluation`: held-out evaluation, exact validation, checkpoint selection, report.
+* :mod:`rockroll.trainer.run`: checkpoints, export, metrics, plots, progress, the jobs API's train entry.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The dialect of every rockroll config (:mod:`rockroll.envs.config`): pydantic mod
 losses, sandbox backends), a description on every field (``rockroll train --help-config`` prints
 them) and a default; checks spanning fields raise ``ValueError`` saying what to set instead.
 Load with :func:`rockroll.trainer.config_io.load_config` (YAML plus ``key=value`` overrides). The rollout
-section lives in :mod:`rockroll.trainer.rollout_config`; its names are re-exported here.
+section lives in :mod:`rockroll.trainer.rollout.config`; its names are re-exported here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rockroll.envs.config import ConfigModel, OneOf
 from rockroll.trainer.algos import KL_ESTIMATORS, LOSS_AGG_MODES, REWARD_NORMS
 from rockroll.trainer.algos.estimators import advantage_estimator_names, get_advantage_estimator
 from rockroll.trainer.algos.losses import policy_loss_names
-from rockroll.trainer.rollout_config import (
+from rockroll.trainer.rollout.config import (
     EnvShareConfig,
     RolloutConfig,
     TrainEpisodeConfig,

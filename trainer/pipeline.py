@@ -1,12 +1,12 @@
 """The training controller: one loop that reads top to bottom.
 
-    1. rollout.next_batch(step)            (trainer/rollouts.py: plan mode, or agentrl's scheduler)
-    2-4. learn(...)                        (trainer/learn.py: logprobs, advantages, PPO epochs)
-    5. rollout.update_weights(weights, v)  (trainer/engine_sync.py: sleep/wake, restarts)
+    1. rollout.next_batch(step)            (trainer/rollout/base.py: plan mode, or agentrl's scheduler)
+    2-4. learn(...)                        (trainer/learner/learn.py: logprobs, advantages, PPO epochs)
+    5. rollout.update_weights(weights, v)  (trainer/rollout/engine_sync.py: sleep/wake, restarts)
     6. metrics (metrics.jsonl, TensorBoard, W&B) -> evaluation -> checkpoint
 
 The rollout and its engine (``rollout.engine``: hf, vllm, sglang, openai, built through the engine
-registry) sit behind :class:`rockroll.trainer.rollouts.Rollout`; the loop never reaches inside.
+registry) sit behind :class:`rockroll.trainer.rollout.base.Rollout`; the loop never reaches inside.
 
 :func:`run_training` is the one entry point: the CLI (``rockroll train``) and the jobs API
 (``POST /v1/jobs`` with kind ``train``) both call it.
@@ -27,19 +27,21 @@ from typing import Any
 from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.trainer.config import TrainConfig
-from rockroll.trainer.env_check import check_train_envs
-from rockroll.trainer.exact_validation import exact_validator
-from rockroll.trainer.learn import cap_hit_share, learn, truncated
-from rockroll.trainer.multiturn import check_context, mean_success, write_episode
-from rockroll.trainer.report import env_references, run_report
-from rockroll.trainer.rollout_setup import make_rollout
-from rockroll.trainer.rollouts import Rollout
-from rockroll.trainer.selection import BestCheckpoint, run_notes, select_seeds, selection_summary
+from rockroll.trainer.evaluation.exact import exact_validator
+from rockroll.trainer.evaluation.report import env_references, run_report
+from rockroll.trainer.evaluation.selection import BestCheckpoint, run_notes, select_seeds, selection_summary
+from rockroll.trainer.learner.learn import cap_hit_share, learn, truncated
+from rockroll.trainer.rollout.base import Rollout
+from rockroll.trainer.rollout.env_check import check_train_envs
+from rockroll.trainer.rollout.multiturn import check_context, mean_success, write_episode
+from rockroll.trainer.rollout.setup import make_rollout
 
 __all__ = ["run_training", "sandbox_manager", "sandbox_manager_name", "ProgressCallback", "EventCallback"]
 
 ProgressCallback = Callable[[int, int, dict[str, float]], None]
-EventCallback = Callable[[str, dict[str, Any]], None]  # progress: sft_step, eval_start, eval_end (trainer/progress.py)
+EventCallback = Callable[
+    [str, dict[str, Any]], None
+]  # progress: sft_step, eval_start, eval_end (trainer/run/progress.py)
 
 
 def _seed_everything(seed: int) -> None:
@@ -154,11 +156,11 @@ def run_training(
     """
     import torch
 
-    from rockroll.trainer import checkpoint as ckpt
     from rockroll.trainer.config_io import config_to_dict, save_config
-    from rockroll.trainer.metrics import MetricsLogger
-    from rockroll.trainer.models import load_policy
-    from rockroll.trainer.workers import make_workers
+    from rockroll.trainer.learner.models import load_policy
+    from rockroll.trainer.learner.workers import make_workers
+    from rockroll.trainer.run import checkpoint as ckpt
+    from rockroll.trainer.run.metrics import MetricsLogger
 
     torch.set_num_threads(cfg.torch_threads)
     _seed_everything(cfg.seed)
@@ -198,8 +200,8 @@ def run_training(
 
 def _warm_start(run: _Run, model: Any) -> None:
     """Greedy success before, then SFT on expert demonstrations (each env's expert, by ratio), synced to the engine."""
-    from rockroll.trainer.export import export_model
-    from rockroll.trainer.sft import build_demos, build_mixed_turn_demos, build_turn_demos, sft_train
+    from rockroll.trainer.learner.sft import build_demos, build_mixed_turn_demos, build_turn_demos, sft_train
+    from rockroll.trainer.run.export import export_model
 
     cfg, r = run.cfg, run.cfg.rollout
     envs = r.env_mix()
@@ -231,7 +233,7 @@ def _warm_start(run: _Run, model: Any) -> None:
 def _begin(run: _Run, state: dict[str, Any] | None) -> tuple[int, int]:
     """``(first step, weight version)``: a fresh run evaluates the start; a resumed one restores its checkpoint
     (workers, RNG, the rollout's seed stream and prefetched batch) and syncs its weights to the engine."""
-    from rockroll.trainer import checkpoint as ckpt
+    from rockroll.trainer.run import checkpoint as ckpt
 
     if state is None:
         m0 = run.evaluate()
@@ -298,7 +300,7 @@ def _loop(run: _Run, start: int, version: int, progress: ProgressCallback | None
 
 
 def _save(run: _Run, step: int, version: int) -> None:
-    from rockroll.trainer import checkpoint as ckpt
+    from rockroll.trainer.run import checkpoint as ckpt
 
     save = {
         "workers": run.workers.state_dict(),
@@ -311,7 +313,7 @@ def _save(run: _Run, step: int, version: int) -> None:
 
 def _finish(run: _Run, step: int, version: int, best: BestCheckpoint) -> None:
     """The final evaluation (of the best checkpoint when validation chose one), the export and the report."""
-    from rockroll.trainer.export import export_weights
+    from rockroll.trainer.run.export import export_weights
 
     cfg, summary = run.cfg, run.summary
     if best.weights is not None and best.step != step:

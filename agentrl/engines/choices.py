@@ -8,7 +8,7 @@ generated so far (:func:`mask_logits`: every other token's logit is -inf), sampl
 renormalised distribution (greedy: the argmax among them) and records the logprob under it. A response
 then always ends on the trie's stop token, so it cannot run into the token cap.
 
-The trainer computes its logprobs under the same restriction (:func:`rockroll.trainer.batch.token_logprobs`
+The trainer computes its logprobs under the same restriction (:func:`rockroll.trainer.learner.batch.token_logprobs`
 with the turn's :meth:`AnswerTrie.positions`), so rollout and update agree: the same logprob for the
 same tokens, and -inf for a token outside the set in both.
 """
@@ -42,7 +42,7 @@ class AnswerTrie:
     @classmethod
     def from_answers(cls, tokenizer: Any, answers: Sequence[str]) -> AnswerTrie:
         """The trie of ``<answer>A</answer>`` + the tokenizer's EOS for each answer ``A`` (the format the
-        multi-turn warm start teaches, :func:`rockroll.trainer.sft.expert_trajectory`)."""
+        multi-turn warm start teaches, :func:`rockroll.trainer.learner.sft.expert_trajectory`)."""
         eos = tokenizer.eos_token_id
         if eos is None:
             raise ValueError("restricted answers need a tokenizer with an EOS token (the end of a turn)")

@@ -10,7 +10,7 @@ directory (:mod:`rockroll.api.jobs.paths`) and every URL checked against the all
   by their full id ``OWNER/NAME-vN``; another owner's private env is 404 ``env_not_found``, as for
   sessions). A custom env plays only in the owner's sandboxes (the worker's sessions), so settings
   that need a local copy of it (a warm start's expert, plan mode) are refused here
-  (:func:`rockroll.trainer.env_check.check_train_envs`). ``rollout.sandbox`` is moot: a job's envs
+  (:func:`rockroll.trainer.rollout.env_check.check_train_envs`). ``rollout.sandbox`` is moot: a job's envs
   always run in this server's sandboxes.
 * ``eval`` with a model: the :class:`~rockroll.agentrl.eval_config.EvalConfig` mapping with ``output_dir``
   and the engine's ``model_path``/``tokenizer`` absolute, its URLs allowed, and no ``source`` (a job's
@@ -44,8 +44,8 @@ from rockroll.api.server.errors import ApiError
 from rockroll.api.server.schemas import EvalJobConfig, is_model_eval
 from rockroll.envs.config import ConfigError, parse_config
 from rockroll.envs.config_loader import config_to_dict
-from rockroll.trainer.env_check import check_train_envs
-from rockroll.trainer.jobs import config_for_job
+from rockroll.trainer.rollout.env_check import check_train_envs
+from rockroll.trainer.run.jobs import config_for_job
 
 __all__ = ["effective_config", "check_expert", "MODEL_EPISODE"]
 

@@ -9,7 +9,7 @@
   :func:`rockroll.envs.play.play_episode` on one sandboxed session (the expert reads a replica of the
   session's env kept here in step through ``get_state``, see :class:`_Replica`: the sandboxed env's
   state is out of its reach; experts exist for built-in envs only, so no custom code runs here);
-* ``train``: :func:`rockroll.trainer.jobs.run_job`, the pipeline of ``rockroll train``, its rollouts on
+* ``train``: :func:`rockroll.trainer.run.jobs.run_job`, the pipeline of ``rockroll train``, its rollouts on
   sessions of the server's sandboxes (``ctx.env_source()``).
 
 ``ctx`` is a :class:`rockroll.api.jobs.worker.WorkerContext`; configs are the effective configs of
@@ -30,7 +30,7 @@ from rockroll.api.server.schemas import PolicyEvalConfig, is_model_eval
 from rockroll.envs.config import parse_config
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.envs.play import play_episode
-from rockroll.trainer.jobs import run_job
+from rockroll.trainer.run.jobs import run_job
 
 __all__ = ["KINDS", "run_eval", "run_train"]
 
@@ -126,7 +126,7 @@ def run_eval(ctx: Any) -> dict[str, Any]:
 
 
 def run_train(ctx: Any) -> dict[str, Any]:
-    """Hand the job to :func:`rockroll.trainer.jobs.run_job` (the same pipeline as ``rockroll train``)."""
+    """Hand the job to :func:`rockroll.trainer.run.jobs.run_job` (the same pipeline as ``rockroll train``)."""
     return run_job(ctx.config, ctx) or {}
 
 

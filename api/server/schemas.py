@@ -10,7 +10,7 @@ from rockroll.agentrl.eval_config import EvalConfig
 from rockroll.envs.config import ConfigModel, OneOf
 from rockroll.envs.play import POLICIES
 from rockroll.sandbox.base import SandboxSpec
-from rockroll.trainer.jobs import TrainJobConfig
+from rockroll.trainer.run.jobs import TrainJobConfig
 
 __all__ = [
     "EnvCreate",

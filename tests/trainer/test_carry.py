@@ -141,12 +141,12 @@ def test_a_registry_pickles_by_reference() -> None:
 def test_plugin_loss_and_estimator_reach_ray_workers(plugins, tiny_model_dir) -> None:
     torch = pytest.importorskip("torch")
     ray = pytest.importorskip("ray")
-    from rockroll.trainer.batch import collate
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.models import load_policy
-    from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.ray_workers import RayWorkers
-    from rockroll.trainer.workers import LocalWorkers
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.models import load_policy
+    from rockroll.trainer.learner.prepare import compute_advantages
+    from rockroll.trainer.learner.ray_workers import RayWorkers
+    from rockroll.trainer.learner.workers import LocalWorkers
     from tests.trainer.conftest import random_samples
 
     torch.set_num_threads(1)

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from rockroll.trainer import checkpoint as ckpt  # noqa: E402
+from rockroll.trainer.run import checkpoint as ckpt  # noqa: E402
 
 
 def _workers(seed: int = 0) -> dict:

@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rockroll.trainer import checkpoint as ckpt  # noqa: E402
+from rockroll.trainer.run import checkpoint as ckpt  # noqa: E402
 
 ROCKROLL = str(Path(sys.executable).with_name("rockroll"))
 CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "frozenlake_tiny.yaml")

@@ -125,7 +125,7 @@ def test_examples_exist() -> None:
 def test_deepspeed_strategy_is_an_optional_extra() -> None:
     import importlib.util
 
-    from rockroll.trainer.workers import make_workers
+    from rockroll.trainer.learner.workers import make_workers
 
     if importlib.util.find_spec("deepspeed") is not None:
         pytest.skip("deepspeed is installed")

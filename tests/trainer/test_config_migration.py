@@ -12,7 +12,7 @@ from rockroll.envs.config import ConfigError
 from rockroll.envs.config_loader import describe_config
 from rockroll.trainer.config import RolloutConfig, TrainConfig, TrainEpisodeConfig
 from rockroll.trainer.config_io import config_help, load_config
-from rockroll.trainer.plan_rollout import PlanConfig
+from rockroll.trainer.rollout.plan import PlanConfig
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 MOVED = dict(RolloutConfig.moved_keys)

@@ -20,12 +20,12 @@ def test_apart_needs_ray() -> None:
 
 @pytest.mark.slow
 def test_separate_critic_matches_colocated(tiny_model_dir) -> None:
-    from rockroll.trainer.batch import collate
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.models import load_policy
-    from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.ray_workers import RayWorkers
-    from rockroll.trainer.workers import LocalWorkers
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.models import load_policy
+    from rockroll.trainer.learner.prepare import compute_advantages
+    from rockroll.trainer.learner.ray_workers import RayWorkers
+    from rockroll.trainer.learner.workers import LocalWorkers
 
     torch.set_num_threads(1)
     base = {

@@ -50,8 +50,8 @@ def test_zero_stage_is_validated(tiny_model_dir) -> None:
 
 
 def test_missing_deepspeed_names_the_install(tiny_model_dir, monkeypatch) -> None:
-    from rockroll.trainer.models import load_policy
-    from rockroll.trainer.workers import make_workers
+    from rockroll.trainer.learner.models import load_policy
+    from rockroll.trainer.learner.workers import make_workers
 
     monkeypatch.setitem(sys.modules, "deepspeed", None)  # import deepspeed -> ImportError
     cfg = _cfg(tiny_model_dir, strategy="deepspeed")
@@ -62,9 +62,9 @@ def test_missing_deepspeed_names_the_install(tiny_model_dir, monkeypatch) -> Non
 
 def _one_update(cfg, weights0, batch, steps: int = 1):
     """Weights and metrics after ``steps`` updates of fresh workers started from ``weights0``."""
-    from rockroll.trainer.models import load_policy
-    from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.workers import LocalWorkers
+    from rockroll.trainer.learner.models import load_policy
+    from rockroll.trainer.learner.prepare import compute_advantages
+    from rockroll.trainer.learner.workers import LocalWorkers
 
     model, _ = load_policy(cfg.model)
     model.load_state_dict(weights0)
@@ -83,8 +83,8 @@ def _one_update(cfg, weights0, batch, steps: int = 1):
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_deepspeed_update_matches_torch(tiny_model_dir, stage: int) -> None:
     pytest.importorskip("deepspeed")
-    from rockroll.trainer.batch import collate
-    from rockroll.trainer.models import load_policy
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.models import load_policy
 
     algo = {"adv_estimator": "gae", "dynamic_sampling": False, "gamma": 1.0, "lam": 1.0}
     cfg_t = _cfg(tiny_model_dir, algo)
@@ -111,8 +111,8 @@ def test_deepspeed_update_matches_torch(tiny_model_dir, stage: int) -> None:
 @pytest.mark.slow
 def test_deepspeed_engine_checkpoint_round_trip(tiny_model_dir, tmp_path) -> None:
     pytest.importorskip("deepspeed")
-    from rockroll.trainer.batch import collate
-    from rockroll.trainer.models import load_policy
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.models import load_policy
 
     cfg = _cfg(tiny_model_dir, strategy="deepspeed", zero_stage=2, backend="gloo")
     model, tok = load_policy(cfg.model)
@@ -133,9 +133,9 @@ def test_deepspeed_engine_checkpoint_round_trip(tiny_model_dir, tmp_path) -> Non
 def test_two_ray_deepspeed_workers_match_torch(tiny_model_dir, stage: int) -> None:
     pytest.importorskip("deepspeed")
     ray = pytest.importorskip("ray")
-    from rockroll.trainer.batch import collate
-    from rockroll.trainer.models import load_policy
-    from rockroll.trainer.ray_workers import RayWorkers
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.models import load_policy
+    from rockroll.trainer.learner.ray_workers import RayWorkers
 
     algo = {"adv_estimator": "gae", "dynamic_sampling": False, "gamma": 1.0, "lam": 1.0}
     cfg_t = _cfg(tiny_model_dir, algo)
@@ -145,7 +145,7 @@ def test_two_ray_deepspeed_workers_match_torch(tiny_model_dir, stage: int) -> No
     torch.manual_seed(0)
     _, w_t, m_t = _one_update(cfg_t, weights0, batch)
 
-    from rockroll.trainer.prepare import compute_advantages
+    from rockroll.trainer.learner.prepare import compute_advantages
 
     cfg_d = _cfg(
         tiny_model_dir, algo, strategy="deepspeed", zero_stage=stage, use_ray=True, num_workers=2, backend="gloo"

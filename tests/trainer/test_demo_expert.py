@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.tiny import load_tokenizer
-from rockroll.trainer.sft import build_turn_demos, expert_trajectory
+from rockroll.trainer.learner.sft import build_turn_demos, expert_trajectory
 
 SEARCHER = "rockroll.envs.alfworld.searcher:expert"
 

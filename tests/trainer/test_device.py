@@ -28,7 +28,7 @@ def _model(tiny_model_dir):
 
 
 def _batch(vocab: int):
-    from rockroll.trainer.batch import collate
+    from rockroll.trainer.learner.batch import collate
 
     batch = collate(random_samples(12, vocab, seed=7), 0)
     batch.extras["advantages"] = torch.linspace(-1, 1, len(batch)).unsqueeze(1).expand_as(batch.input_ids).clone()
@@ -52,8 +52,8 @@ def test_batch_to_moves_every_tensor_and_keeps_the_rest() -> None:
 @needs_cuda
 def test_update_on_cuda_takes_the_cpu_step(tiny_model_dir) -> None:
     """Logprobs and one PPO update with the model on the GPU match the same on the CPU."""
-    from rockroll.trainer.actor import PolicyTrainer
     from rockroll.trainer.config import TrainConfig
+    from rockroll.trainer.learner.actor import PolicyTrainer
 
     cfg = TrainConfig.model_validate({"optim": {"ppo_epochs": 2, "mini_batch_size": 0, "micro_batch_size": 5}})
     base = _model(tiny_model_dir)
@@ -78,7 +78,7 @@ def test_update_on_cuda_takes_the_cpu_step(tiny_model_dir) -> None:
 @needs_cuda
 def test_warm_start_trains_on_cuda(tiny_model_dir) -> None:
     """SFT with the model on the GPU lowers the loss on its demos."""
-    from rockroll.trainer.sft import sft_train
+    from rockroll.trainer.learner.sft import sft_train
 
     model = _model(tiny_model_dir).to("cuda")
     demos = random_samples(8, model.config.vocab_size, seed=3)

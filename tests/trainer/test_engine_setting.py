@@ -49,7 +49,7 @@ def test_engine_defaults_to_hf_and_round_trips_through_a_saved_config(tmp_path: 
 
 
 def test_vllm_missing_is_one_line_saying_how_to_install_it() -> None:
-    from rockroll.trainer.rollout_setup import build_engine
+    from rockroll.trainer.rollout.setup import build_engine
 
     cfg = config_from_dict({"rollout": {"engine": {"kind": "vllm", "python_executable": "/nonexistent/python"}}})
     with pytest.raises(ConfigError) as err:
@@ -59,7 +59,7 @@ def test_vllm_missing_is_one_line_saying_how_to_install_it() -> None:
 
 
 def test_an_engine_without_weight_updates_cannot_follow_training() -> None:
-    from rockroll.trainer.engine_sync import engine_for
+    from rockroll.trainer.rollout.engine_sync import engine_for
 
     cfg = config_from_dict({"rollout": {"engine": {"kind": "openai"}}, "total_steps": 5})
     with pytest.raises(ConfigError, match="openai takes no weight updates"):
@@ -67,8 +67,8 @@ def test_an_engine_without_weight_updates_cannot_follow_training() -> None:
 
 
 def test_the_engine_is_built_through_the_registry_with_the_configs_options(monkeypatch, tiny_model_dir) -> None:
-    import rockroll.trainer.engine_sync as es
-    from rockroll.trainer.models import load_policy
+    import rockroll.trainer.rollout.engine_sync as es
+    from rockroll.trainer.learner.models import load_policy
 
     calls: list[tuple[str, dict[str, Any]]] = []
     real = es.make_engine
@@ -149,7 +149,7 @@ class _DyingEngine:
 
 
 def test_a_sync_that_kills_the_engine_restarts_it_and_syncs_again() -> None:
-    from rockroll.trainer.engine_sync import EngineSync
+    from rockroll.trainer.rollout.engine_sync import EngineSync
 
     engine = _DyingEngine(die_at={2})
     sync = EngineSync(engine, may_sleep=True)
@@ -167,7 +167,7 @@ def test_a_sync_that_kills_the_engine_restarts_it_and_syncs_again() -> None:
 
 
 def test_an_engine_that_cannot_sleep_is_left_awake() -> None:
-    from rockroll.trainer.engine_sync import EngineSync
+    from rockroll.trainer.rollout.engine_sync import EngineSync
 
     engine = _DyingEngine(die_at=set())
     engine.sleep = lambda level=1: False  # type: ignore[method-assign] - a CPU vLLM host: no sleep mode

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
-from rockroll.trainer.multiturn import success_metrics
-from rockroll.trainer.report import success_table
+from rockroll.trainer.evaluation.report import success_table
+from rockroll.trainer.rollout.multiturn import success_metrics
 
 
 def _traj(seed: int, success: bool, turns: int, reward: float, masked: bool = False) -> Trajectory:

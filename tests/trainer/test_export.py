@@ -16,10 +16,10 @@ pytest.importorskip("transformers")
 from rockroll.agentrl.engines import GenerationRequest, SamplingParams  # noqa: E402
 from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
 from rockroll.agentrl.tiny import TINY_MARKER, load_model_and_tokenizer  # noqa: E402
-from rockroll.trainer import checkpoint as ckpt  # noqa: E402
 from rockroll.trainer.config_io import load_config, save_config  # noqa: E402
-from rockroll.trainer.export import EXPORT_MARKER, ExportError, export_model, export_run, export_weights  # noqa: E402
-from rockroll.trainer.workers import LocalWorkers  # noqa: E402
+from rockroll.trainer.learner.workers import LocalWorkers  # noqa: E402
+from rockroll.trainer.run import checkpoint as ckpt  # noqa: E402
+from rockroll.trainer.run.export import EXPORT_MARKER, ExportError, export_model, export_run, export_weights  # noqa: E402
 from tests.agentrl.model_server import model_server  # noqa: E402
 
 MAX_NEW = 10

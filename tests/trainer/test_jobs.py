@@ -1,4 +1,4 @@
-"""The jobs API's train kind runs the same pipeline (trainer.jobs:run_job) with progress and cancellation."""
+"""The jobs API's train kind runs the same pipeline (trainer.run.jobs:run_job) with progress and cancellation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from rockroll.trainer.jobs import config_for_job, run_job  # noqa: E402
+from rockroll.trainer.run.jobs import config_for_job, run_job  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

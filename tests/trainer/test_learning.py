@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 @pytest.mark.slow
 def test_grpo_raises_success(small_model_dir, tmp_path) -> None:
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.metrics import read_metrics
     from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.run.metrics import read_metrics
 
     torch.set_num_threads(1)
     cfg = config_from_dict(
@@ -96,8 +96,8 @@ def test_multiturn_grpo_raises_sampled_success_over_the_warm_start(small_model_d
     """Multi-turn (one action per turn, the env answering): a short warm start on the expert's turns of
     *other* maps, then GRPO with per-turn (GiGPO) credit on 16 fixed maps. The sampled success of the
     last training steps is clearly above that of the first ones (same maps, same temperature)."""
-    from rockroll.trainer.metrics import read_metrics
     from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.run.metrics import read_metrics
 
     torch.set_num_threads(1)
     cfg = multiturn_learning_config(small_model_dir, tmp_path)

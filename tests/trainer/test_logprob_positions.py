@@ -19,7 +19,7 @@ def _model(tiny_model_dir):
 
 
 def test_need_mask_matches_full_logits(tiny_model_dir) -> None:
-    from rockroll.trainer.batch import collate, token_logprobs
+    from rockroll.trainer.learner.batch import collate, token_logprobs
 
     model = _model(tiny_model_dir)
     batch = collate(random_samples(12, model.config.vocab_size, seed=3), 0)
@@ -38,9 +38,9 @@ def test_need_mask_matches_full_logits(tiny_model_dir) -> None:
 @pytest.mark.parametrize("epochs", [1, 3])
 def test_single_pass_update_equals_two_pass(tiny_model_dir, epochs) -> None:
     """Old logprobs recorded in the first epoch's pass give the same steps as a separate pass before it."""
-    from rockroll.trainer.actor import PolicyTrainer, single_pass
-    from rockroll.trainer.batch import collate
     from rockroll.trainer.config import TrainConfig
+    from rockroll.trainer.learner.actor import PolicyTrainer, single_pass
+    from rockroll.trainer.learner.batch import collate
 
     cfg = TrainConfig.model_validate({"optim": {"ppo_epochs": epochs, "mini_batch_size": 0, "micro_batch_size": 5}})
     samples = random_samples(16, 200, seed=5)
@@ -66,9 +66,9 @@ def test_single_pass_update_equals_two_pass(tiny_model_dir, epochs) -> None:
 
 
 def test_update_without_old_logprobs_needs_whole_batch_minibatches(tiny_model_dir) -> None:
-    from rockroll.trainer.actor import PolicyTrainer
-    from rockroll.trainer.batch import collate
     from rockroll.trainer.config import TrainConfig
+    from rockroll.trainer.learner.actor import PolicyTrainer
+    from rockroll.trainer.learner.batch import collate
 
     cfg = TrainConfig.model_validate({"optim": {"ppo_epochs": 2, "mini_batch_size": 8}})
     trainer = PolicyTrainer(_model(tiny_model_dir), cfg.algo, cfg.optim, total_updates=1)
@@ -84,8 +84,8 @@ def test_shared_prefixes_give_the_plain_logprobs_and_gradients(tiny_model_dir) -
     distinct prefix gives the plain pass's logprobs, entropies and gradients."""
     import random
 
-    from rockroll.trainer.batch import token_logprobs
-    from rockroll.trainer.shared_prefix import shared_hidden
+    from rockroll.trainer.learner.batch import token_logprobs
+    from rockroll.trainer.learner.shared_prefix import shared_hidden
 
     model = _model(tiny_model_dir)
     rng = random.Random(0)
@@ -126,8 +126,8 @@ def test_critic_values_at_needed_tokens_match_the_full_pass(tiny_model_dir, shar
     """``token_values(need=...)`` computes the critic only where asked (a shared prefix once) and gives
     the full pass's values and gradients there, 0 elsewhere; without ``share_prefix`` (ZeRO-3) it is
     the full pass."""
-    from rockroll.trainer.batch import collate, token_values
-    from rockroll.trainer.models import Critic
+    from rockroll.trainer.learner.batch import collate, token_values
+    from rockroll.trainer.learner.models import Critic
 
     critic = Critic(_model(tiny_model_dir))
     torch.nn.init.normal_(critic.head.weight, std=0.5)  # a zero head would make every value 0

@@ -30,8 +30,8 @@ def tok(tiny_model_dir: Path):
 
 @pytest.mark.parametrize("history", ["full", "last_k"])
 def test_demo_masks_cover_exactly_the_assistant_tokens(tok, history: str) -> None:
-    from rockroll.trainer.sft import expert_trajectory
-    from rockroll.trainer.turns import turn_rows
+    from rockroll.trainer.learner.sft import expert_trajectory
+    from rockroll.trainer.learner.turns import turn_rows
 
     episode = EpisodeConfig(history=history, history_k=0, max_turns=20, max_tokens_per_turn=8)
     traj = next(
@@ -67,8 +67,8 @@ def test_demo_masks_cover_exactly_the_assistant_tokens(tok, history: str) -> Non
 def test_merged_identical_turns_keep_loss_and_gradient(tiny_model_dir: Path) -> None:
     from rockroll.agentrl.trajectory import TrainSample
     from rockroll.trainer.algos import aggregate_loss, policy_loss
-    from rockroll.trainer.batch import collate, token_logprobs
-    from rockroll.trainer.turns import TurnRows, merge_identical
+    from rockroll.trainer.learner.batch import collate, token_logprobs
+    from rockroll.trainer.learner.turns import TurnRows, merge_identical
 
     model, tok = load_model_and_tokenizer(tiny_model_dir)
     prompt = tok.encode("<|im_start|>user\nP _ _\n_ O G<|im_end|>\n<|im_start|>assistant\n")
@@ -139,7 +139,7 @@ def test_warm_start_without_an_expert_fails_at_config_time(tiny_model_dir: Path)
 
 def test_history_beyond_the_context_fails_before_rollout(tok) -> None:
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.multiturn import check_context
+    from rockroll.trainer.rollout.multiturn import check_context
 
     base = {
         "rollout": {
@@ -174,8 +174,8 @@ def test_reseeded_snapshots_keep_the_state_and_draw_their_own_slips() -> None:
 def test_fork_values_estimate_state_values_from_continuations(tok) -> None:
     from rockroll.agentrl.engines.random_engine import RandomEngine
     from rockroll.agentrl.env_source import LocalSource
-    from rockroll.trainer.forks import ForkEstimator
-    from rockroll.trainer.sft import expert_trajectory
+    from rockroll.trainer.learner.sft import expert_trajectory
+    from rockroll.trainer.rollout.forks import ForkEstimator
 
     episode = EpisodeConfig(history="last_k", history_k=0, max_turns=20, max_tokens_per_turn=8)
     trajs = [expert_trajectory("FrozenLake-v0", SLIPPERY, tok, episode, s) for s in range(6)]
@@ -197,7 +197,7 @@ def test_fork_values_estimate_state_values_from_continuations(tok) -> None:
 def test_exploring_demos_mix_random_candidate_actions_into_the_experts_play(tok) -> None:
     """``sft.explore``: with chance p a demo turn takes a random candidate action (seeded), else the expert's."""
     from rockroll.trainer.config import TrainConfig
-    from rockroll.trainer.sft import expert_trajectory
+    from rockroll.trainer.learner.sft import expert_trajectory
 
     episode = EpisodeConfig(history="last_k", history_k=0, max_turns=20, max_tokens_per_turn=8)
     plain = {"is_slippery": False, "size": 4}  # no slips: every deviation from the expert is a drawn action

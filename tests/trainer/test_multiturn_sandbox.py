@@ -23,7 +23,7 @@ def test_multiturn_batch_survives_a_killed_process_sandbox(
     from rockroll.agentrl.env_source import SandboxSource
     from rockroll.sandbox.manager import SandboxManager
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.multiturn import MultiTurnDriver
+    from rockroll.trainer.rollout.multiturn import MultiTurnDriver
 
     cfg = config_from_dict({
         "model": {"path": str(tiny_model_dir)},

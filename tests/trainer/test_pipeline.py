@@ -42,11 +42,11 @@ def _stable(records: list[dict]) -> list[dict]:
 
 @pytest.mark.slow
 def test_pipeline_smoke_metrics_checkpoint_plot(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from rockroll.trainer.checkpoint import load_latest
-    from rockroll.trainer.metrics import read_metrics
-    from rockroll.trainer.models import load_policy
+    from rockroll.trainer.learner.models import load_policy
     from rockroll.trainer.pipeline import run_training
-    from rockroll.trainer.plot import plot_run
+    from rockroll.trainer.run.checkpoint import load_latest
+    from rockroll.trainer.run.metrics import read_metrics
+    from rockroll.trainer.run.plot import plot_run
 
     cfg = _cfg(tiny_model_dir, tmp_path, "smoke")
     seen = []
@@ -79,8 +79,8 @@ def test_pipeline_smoke_metrics_checkpoint_plot(tiny_model_dir: Path, tmp_path: 
 
 @pytest.mark.slow
 def test_killed_and_resumed_run_matches_uninterrupted(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from rockroll.trainer.metrics import read_metrics
     from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.run.metrics import read_metrics
 
     full = run_training(_cfg(tiny_model_dir, tmp_path, "full"))
 
@@ -132,8 +132,8 @@ def test_cli_train_and_plot(tiny_model_dir: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_multiturn_mode_through_agentrl_scheduler(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from rockroll.trainer.metrics import read_metrics
     from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.run.metrics import read_metrics
 
     cfg = _cfg(
         tiny_model_dir, tmp_path, "mt", total_steps=2,
@@ -148,7 +148,7 @@ def test_multiturn_mode_through_agentrl_scheduler(tiny_model_dir: Path, tmp_path
 
 
 def test_step_time_split_divides_the_rollout_by_the_generation_share() -> None:
-    from rockroll.trainer.plot import step_time_split
+    from rockroll.trainer.run.plot import step_time_split
 
     rec = {"time/rollout": 10.0, "time/generation_share": 0.25, "time/logprobs": 1.0, "time/train": 2.0,
            "time/sync": 0.5}  # fmt: skip

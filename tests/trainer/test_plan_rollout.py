@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 import rockroll.envhub as envhub
-from rockroll.trainer.plan_rollout import PlanRollout, PlanTask, expert_plan, score_plan
+from rockroll.trainer.rollout.plan import PlanRollout, PlanTask, expert_plan, score_plan
 
 FL = ("FrozenLake-v0", {"is_slippery": False})
 

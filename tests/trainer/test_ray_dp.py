@@ -12,12 +12,12 @@ from tests.trainer.conftest import random_samples  # noqa: E402
 
 @pytest.mark.slow
 def test_two_gloo_workers_match_one(tiny_model_dir, tmp_path) -> None:
-    from rockroll.trainer.batch import collate
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.models import load_policy
-    from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.ray_workers import RayWorkers
-    from rockroll.trainer.workers import LocalWorkers
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.models import load_policy
+    from rockroll.trainer.learner.prepare import compute_advantages
+    from rockroll.trainer.learner.ray_workers import RayWorkers
+    from rockroll.trainer.learner.workers import LocalWorkers
 
     torch.set_num_threads(1)
     base = {

@@ -15,8 +15,8 @@ ray = pytest.importorskip("ray")
 def test_requests_of_one_tick_share_a_ray_call(tiny_model_dir) -> None:
     from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.models import load_policy
-    from rockroll.trainer.ray_workers import RayEngine
+    from rockroll.trainer.learner.models import load_policy
+    from rockroll.trainer.learner.ray_workers import RayEngine
 
     cfg = config_from_dict({"model": {"path": str(tiny_model_dir)}, "workers": {"use_ray": True}})
     model, tok = load_policy(cfg.model)

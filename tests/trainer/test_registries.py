@@ -7,9 +7,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rockroll.trainer import algos  # noqa: E402
-from rockroll.trainer.batch import Batch  # noqa: E402
 from rockroll.trainer.config import AlgoConfig, RolloutConfig, TrainConfig  # noqa: E402
-from rockroll.trainer.prepare import compute_advantages  # noqa: E402
+from rockroll.trainer.learner.batch import Batch  # noqa: E402
+from rockroll.trainer.learner.prepare import compute_advantages  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -52,7 +52,7 @@ def test_engine_and_trainer_logprobs_agree(tiny_model_dir, batch_path: bool) -> 
     from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
     from rockroll.agentrl.engines.choices import AnswerTrie
     from rockroll.agentrl.trajectory import TrainSample
-    from rockroll.trainer.batch import collate, token_logprobs
+    from rockroll.trainer.learner.batch import collate, token_logprobs
 
     engine, model, tok = _engine(tiny_model_dir)
     engine.batch_path = batch_path

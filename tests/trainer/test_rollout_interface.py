@@ -1,4 +1,4 @@
-"""The trainer sees the rollout through one interface (``rockroll.trainer.rollouts.Rollout``): a fake rollout
+"""The trainer sees the rollout through one interface (``rockroll.trainer.rollout.base.Rollout``): a fake rollout
 driven by ``run_training``'s loop, the logprob-gap metrics, and a run whose engine dies in rollout and in a
 weight sync and goes on."""
 
@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from rockroll.agentrl.engines import EngineDeadError  # noqa: E402
 from rockroll.agentrl.trajectory import Trajectory, Turn  # noqa: E402
-from rockroll.trainer.rollouts import Rollout  # noqa: E402
+from rockroll.trainer.rollout.base import Rollout  # noqa: E402
 
 
 def _cfg(tiny_model_dir: Path, run_dir: Path, name: str, **over: Any) -> Any:
@@ -75,7 +75,7 @@ class FakeRollout(Rollout):
 
 def test_run_training_drives_any_rollout_through_the_interface(tiny_model_dir, tmp_path, monkeypatch) -> None:
     import rockroll.trainer.pipeline as pipeline
-    from rockroll.trainer.metrics import read_metrics
+    from rockroll.trainer.run.metrics import read_metrics
 
     made: list[FakeRollout] = []
 
@@ -104,7 +104,7 @@ def test_run_training_drives_any_rollout_through_the_interface(tiny_model_dir, t
 
 
 def test_logprob_gap_and_behaviour_logprobs_by_hand() -> None:
-    from rockroll.trainer.actor import behaviour_logprobs, logprob_gap
+    from rockroll.trainer.learner.actor import behaviour_logprobs, logprob_gap
 
     trainer = torch.tensor([[0.0, -1.0, -2.0, -0.5]])
     engine = torch.tensor([[0.0, -1.5, float("nan"), -0.25]])
@@ -153,9 +153,9 @@ class _FlakyEngine:
 
 
 def test_a_dying_engine_is_restarted_and_the_run_goes_on(tiny_model_dir, tmp_path, monkeypatch) -> None:
-    import rockroll.trainer.engine_sync as es
-    from rockroll.trainer.metrics import read_metrics
+    import rockroll.trainer.rollout.engine_sync as es
     from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.run.metrics import read_metrics
 
     engines: list[_FlakyEngine] = []
     real = es.make_engine

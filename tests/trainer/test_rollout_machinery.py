@@ -24,7 +24,7 @@ from rockroll.agentrl.faults import register_fault_env
 from rockroll.agentrl.scheduler import RolloutScheduler, ratio_slots
 from rockroll.envs.experts import expert_for
 from rockroll.trainer.config_io import config_from_dict, config_to_dict
-from rockroll.trainer.multiturn import scheduler_config
+from rockroll.trainer.rollout.multiturn import scheduler_config
 
 MIX = [
     {"env_id": "FrozenLake-v0", "env_kwargs": {"is_slippery": False}, "ratio": 2, "tag": "frozenlake"},
@@ -183,7 +183,7 @@ def test_a_failing_env_is_replaced_by_the_same_env_so_the_mix_holds() -> None:
 
 
 def test_mixed_warm_start_draws_demos_in_proportion(tiny_model_dir: Path) -> None:
-    from rockroll.trainer.sft import build_mixed_turn_demos
+    from rockroll.trainer.learner.sft import build_mixed_turn_demos
 
     cfg = _mixed(mode="multiturn", episode={"history": "last_k", "history_k": 0, "max_turns": 8})
     tok = RandomEngine(str(tiny_model_dir)).tokenizer
@@ -196,7 +196,7 @@ def test_mixed_warm_start_draws_demos_in_proportion(tiny_model_dir: Path) -> Non
 # ------------------------------------------------------------------ plan mode error model
 def _plan_rollout(tiny_model_dir: Path, env_id: str, source: Any = None, **limits: Any) -> tuple[Any, Any]:
     from rockroll.agentrl.config import EpisodeConfig
-    from rockroll.trainer.plan_rollout import PlanRollout
+    from rockroll.trainer.rollout.plan import PlanRollout
 
     engine = RandomEngine(str(tiny_model_dir), seed=3)
     rollout = PlanRollout(env_id, {}, engine.tokenizer, source=source, limits=EpisodeConfig(**limits))
@@ -204,7 +204,7 @@ def _plan_rollout(tiny_model_dir: Path, env_id: str, source: Any = None, **limit
 
 
 def test_plan_mode_retries_then_masks_envs_that_raise_or_hang(tiny_model_dir: Path) -> None:
-    from rockroll.trainer.plan_rollout import PlanTask, plan_batch
+    from rockroll.trainer.rollout.plan import PlanTask, plan_batch
 
     register_fault_env("TestPlanRaise-v0", mode="raise", fault_seeds=[7], fault_at_step=1)  # always: masked
     register_fault_env("TestPlanHang-v0", mode="hang", fault_every=2, fault_at_step=0, hang_s=0.6)  # retried
@@ -238,7 +238,7 @@ def test_plan_mode_survives_sandboxes_that_die(tiny_model_dir: Path) -> None:
     from rockroll.agentrl.env_source import SandboxSource
     from rockroll.sandbox.base import SandboxSpec
     from rockroll.sandbox.manager import SandboxManager
-    from rockroll.trainer.plan_rollout import PlanTask
+    from rockroll.trainer.rollout.plan import PlanTask
 
     faults = {"TestPlanExit-v0": {"mode": "exit", "fault_every": 3, "fault_at_step": 1}}
     env = (("ROCKROLL_ENV_MODULES", "rockroll.agentrl.fault_envs"), ("ROCKROLL_FAULT_ENVS", json.dumps(faults)))
@@ -292,7 +292,7 @@ def test_plan_mode_run_completes_with_faults_injected(
     from rockroll.agentrl.env_source import CallableSource
     from rockroll.agentrl.faults import FaultyEnv
     from rockroll.trainer import pipeline
-    from rockroll.trainer.metrics import read_metrics
+    from rockroll.trainer.run.metrics import read_metrics
 
     # the envs the rollout opens break (the prompts' local copy does not): seeds 0 and 1000 (an eval
     # seed) fault on every reset, so their episodes are masked; every 4th reset faults too (retried)
@@ -317,8 +317,8 @@ def test_plan_mode_run_completes_with_faults_injected(
 
 @pytest.mark.slow
 def test_mixed_multiturn_run_with_faults_reports_per_env(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from rockroll.trainer.metrics import read_metrics
     from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.run.metrics import read_metrics
 
     register_fault_env("TestRunMtRaise-v0", mode="raise", fault_every=4, fault_at_step=1)
     envs = [{"env_id": "TestRunMtRaise-v0", "ratio": 2, "tag": "flaky"}, {**MIX[1], "ratio": 1}]

@@ -30,7 +30,7 @@ def _weights(v: float):
 
 
 def test_ties_go_to_the_later_step() -> None:
-    from rockroll.trainer.selection import BestCheckpoint
+    from rockroll.trainer.evaluation.selection import BestCheckpoint
 
     best = BestCheckpoint([1, 2, 3])
     rollout = _FakeRollout([0.40, 0.44, 0.44, 0.43])
@@ -42,7 +42,7 @@ def test_ties_go_to_the_later_step() -> None:
 
 
 def test_exact_validation_is_used_when_present() -> None:
-    from rockroll.trainer.selection import BestCheckpoint
+    from rockroll.trainer.evaluation.selection import BestCheckpoint
 
     calls = []
 
@@ -59,7 +59,7 @@ def test_exact_validation_is_used_when_present() -> None:
 
 def test_frozenlake_main_job_gets_an_exact_validator() -> None:
     from rockroll.trainer.config_io import load_config
-    from rockroll.trainer.exact_validation import FrozenLakeExact, exact_validator
+    from rockroll.trainer.evaluation.exact import FrozenLakeExact, exact_validator
 
     cfg = load_config(ROOT / "configs/frozenlake_slippery.yaml")
 
@@ -80,7 +80,7 @@ def _traj(reasons: list[str]) -> Trajectory:
 
 
 def test_cap_hit_share_on_a_fake_batch() -> None:
-    from rockroll.trainer.learn import cap_hit_share
+    from rockroll.trainer.learner.learn import cap_hit_share
 
     batch = [_traj(["stop", "length", "stop"]), _traj(["length"]), _traj([])]
     assert cap_hit_share(batch) == pytest.approx(2 / 4)
@@ -89,9 +89,9 @@ def test_cap_hit_share_on_a_fake_batch() -> None:
 
 def test_cap_hits_warn_in_the_progress_line_and_the_report() -> None:
     from rockroll.trainer.config_io import load_config
+    from rockroll.trainer.evaluation.selection import run_notes
     from rockroll.trainer.pipeline import _cap_hits, _env_metrics
-    from rockroll.trainer.progress import step_line
-    from rockroll.trainer.selection import run_notes
+    from rockroll.trainer.run.progress import step_line
 
     cfg = load_config(ROOT / "configs/frozenlake_slippery.yaml")
 
@@ -114,7 +114,7 @@ def test_cap_hits_warn_in_the_progress_line_and_the_report() -> None:
 
 def test_report_names_the_exported_step_next_to_the_last() -> None:
     from rockroll.trainer.config_io import load_config
-    from rockroll.trainer.selection import BestCheckpoint, run_notes, selection_summary
+    from rockroll.trainer.evaluation.selection import BestCheckpoint, run_notes, selection_summary
 
     cfg = load_config(ROOT / "configs/frozenlake_slippery.yaml")
     best = BestCheckpoint([1], lambda r, s: {"select/fl/success": [0.5, 0.6, 0.55][len(seen)]})
@@ -127,7 +127,7 @@ def test_report_names_the_exported_step_next_to_the_last() -> None:
 
 
 def test_eta_in_the_progress_line() -> None:
-    from rockroll.trainer.progress import step_line
+    from rockroll.trainer.run.progress import step_line
 
     assert "eta 1m30s" in step_line(9, 100, {"time/run_s": 10.0})
     assert "eta" not in step_line(99, 100, {"time/run_s": 10.0})

@@ -16,14 +16,14 @@ SLIPPERY = {"is_slippery": True, "size": 4}
 
 
 def _trajs(tok, n: int = 3):
-    from rockroll.trainer.sft import expert_trajectory
+    from rockroll.trainer.learner.sft import expert_trajectory
 
     episode = EpisodeConfig(history="last_k", history_k=0, max_turns=20, max_tokens_per_turn=8)
     return [expert_trajectory("FrozenLake-v0", SLIPPERY, tok, episode, s) for s in range(n)]
 
 
 def test_turn_values_read_the_value_of_each_turns_prompt(tiny_model_dir: Path) -> None:
-    from rockroll.trainer.turns import turn_values
+    from rockroll.trainer.learner.turns import turn_values
 
     _, tok = load_model_and_tokenizer(tiny_model_dir)
     trajs = _trajs(tok)
@@ -46,7 +46,7 @@ def test_turn_values_read_the_value_of_each_turns_prompt(tiny_model_dir: Path) -
 
 def test_gae_advantages_and_returns_reach_the_turns_tokens(tiny_model_dir: Path) -> None:
     from rockroll.trainer.config import AlgoConfig
-    from rockroll.trainer.turns import turn_rows
+    from rockroll.trainer.learner.turns import turn_rows
 
     _, tok = load_model_and_tokenizer(tiny_model_dir)
     trajs = _trajs(tok, 2)
@@ -82,8 +82,8 @@ def test_gae_needs_multiturn_mode() -> None:
 @pytest.mark.slow
 def test_multiturn_ppo_with_a_critic_trains_the_critic(tiny_model_dir: Path, tmp_path: Path) -> None:
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.metrics import read_metrics
     from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.run.metrics import read_metrics
 
     cfg = config_from_dict({
         "name": "gae", "seed": 0, "total_steps": 8, "model": {"path": str(tiny_model_dir)},
@@ -111,7 +111,7 @@ def test_merged_identical_turns_keep_the_unclipped_value_loss_gradient() -> None
     from rockroll.agentrl.trajectory import TrainSample
     from rockroll.trainer.algos import aggregate_loss, value_loss
     from rockroll.trainer.config import TrainConfig
-    from rockroll.trainer.turns import TurnRows, merge_identical, merge_ok
+    from rockroll.trainer.learner.turns import TurnRows, merge_identical, merge_ok
 
     ids, mask = [5, 6, 7, 8], [0, 0, 1, 1]
     samples = [TrainSample(list(ids), list(mask), [0.0] * 4, 0.0, "g", f"e{i}", 0) for i in range(3)]

@@ -14,7 +14,7 @@ torch.set_num_threads(1)
 
 def _setup(tiny_model_dir, **sections):
     from rockroll.trainer.config_io import config_from_dict
-    from rockroll.trainer.models import load_policy
+    from rockroll.trainer.learner.models import load_policy
 
     cfg = config_from_dict(
         {
@@ -30,7 +30,7 @@ def _setup(tiny_model_dir, **sections):
 
 
 def test_logprobs_are_token_aligned(tiny_model_dir) -> None:
-    from rockroll.trainer.batch import collate, token_logprobs
+    from rockroll.trainer.learner.batch import collate, token_logprobs
 
     _, model, tok = _setup(tiny_model_dir)
     samples = random_samples(3, len(tok))
@@ -54,9 +54,9 @@ def test_logprobs_are_token_aligned(tiny_model_dir) -> None:
      ("grpo", "decoupled_ppo", "token-mean")],
 )  # fmt: skip
 def test_update_moves_towards_rewarded_responses(tiny_model_dir, adv: str, pg: str, agg: str) -> None:
-    from rockroll.trainer.batch import collate
-    from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.workers import LocalWorkers
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.prepare import compute_advantages
+    from rockroll.trainer.learner.workers import LocalWorkers
 
     cfg, model, tok = _setup(
         tiny_model_dir,
@@ -95,9 +95,9 @@ def test_update_moves_towards_rewarded_responses(tiny_model_dir, adv: str, pg: s
 
 
 def test_critic_value_loss_decreases(tiny_model_dir) -> None:
-    from rockroll.trainer.batch import collate
-    from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.workers import LocalWorkers
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.prepare import compute_advantages
+    from rockroll.trainer.learner.workers import LocalWorkers
 
     cfg, model, tok = _setup(
         tiny_model_dir, algo={"adv_estimator": "gae", "value_clip": 0.0}, optim={"lr": 1e-6, "critic_lr": 3e-3}
@@ -113,9 +113,9 @@ def test_critic_value_loss_decreases(tiny_model_dir) -> None:
 
 
 def test_dynamic_sampling_skips_groups_without_signal(tiny_model_dir) -> None:
-    from rockroll.trainer.batch import collate
-    from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.workers import LocalWorkers
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.prepare import compute_advantages
+    from rockroll.trainer.learner.workers import LocalWorkers
 
     cfg, model, tok = _setup(tiny_model_dir, algo={"adv_estimator": "grpo", "dynamic_sampling": True})
     workers = LocalWorkers(model, cfg)
@@ -132,8 +132,8 @@ def test_dynamic_sampling_skips_groups_without_signal(tiny_model_dir) -> None:
 
 
 def test_truncated_responses_are_masked(tiny_model_dir) -> None:
-    from rockroll.trainer.batch import collate
-    from rockroll.trainer.prepare import compute_advantages
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.prepare import compute_advantages
 
     cfg, _, tok = _setup(tiny_model_dir, algo={"mask_truncated": True})
     batch = collate(random_samples(4, len(tok), seed=5), tok.pad_token_id)
@@ -143,7 +143,7 @@ def test_truncated_responses_are_masked(tiny_model_dir) -> None:
 
 
 def test_lr_schedules() -> None:
-    from rockroll.trainer.actor import make_scheduler
+    from rockroll.trainer.learner.actor import make_scheduler
 
     p = torch.nn.Parameter(torch.zeros(1))
     for kind, expect_end in [("constant", 1.0), ("linear", 0.0), ("cosine", 0.0)]:
@@ -161,9 +161,9 @@ def test_lr_schedules() -> None:
 def test_off_policy_losses_differ_once_ratios_move(tiny_model_dir) -> None:
     """With several epochs per batch the ratio leaves 1 after the first minibatch, so CISPO and TOPR
     (identical on-policy) give different losses and weights; decoupled PPO reads the stale engine's logprobs."""
-    from rockroll.trainer.batch import collate
-    from rockroll.trainer.prepare import compute_advantages
-    from rockroll.trainer.workers import LocalWorkers
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.prepare import compute_advantages
+    from rockroll.trainer.learner.workers import LocalWorkers
 
     runs = {}
     for pg in ("cispo", "topr", "decoupled_ppo"):

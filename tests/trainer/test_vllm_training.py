@@ -19,8 +19,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_multiturn_grpo_with_the_vllm_engine_raises_sampled_success(small_model_dir, tmp_path) -> None:
-    from rockroll.trainer.metrics import read_metrics
     from rockroll.trainer.pipeline import run_training
+    from rockroll.trainer.run.metrics import read_metrics
 
     python = vllm_python()  # skip before any work where the venv was not built
     torch.set_num_threads(1)

@@ -1,6 +1,6 @@
 """Training strategies: how the update's backward, optimizer step and weight gathering run.
 
-* ``torch`` (default): :class:`rockroll.trainer.actor.PolicyTrainer` with AdamW and an explicit gradient
+* ``torch`` (default): :class:`rockroll.trainer.learner.actor.PolicyTrainer` with AdamW and an explicit gradient
   ``all_reduce`` across data-parallel workers.
 * ``deepspeed`` (optional extra, ``pip install 'rockroll[gpu]'``):
   :class:`rockroll.trainer.strategies.deepspeed.DeepSpeedTrainer`, the same update run through DeepSpeed
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rockroll.trainer.actor import PolicyTrainer, total_updates
+from rockroll.trainer.learner.actor import PolicyTrainer, total_updates
 from rockroll.trainer.strategies.common import DEEPSPEED_MISSING, require_deepspeed
 from rockroll.trainer.strategies.deepspeed import DeepSpeedTrainer
 

@@ -1,6 +1,6 @@
 """What the strategies and the Ray workers share: the optional deepspeed check and a free local port.
 
-Its own module so :mod:`rockroll.trainer.strategies.deepspeed` and :mod:`rockroll.trainer.ray_workers`
+Its own module so :mod:`rockroll.trainer.strategies.deepspeed` and :mod:`rockroll.trainer.learner.ray_workers`
 need neither the strategies package's :func:`~rockroll.trainer.strategies.make_trainer` nor each other.
 """
 

@@ -1,4 +1,4 @@
-"""The DeepSpeed strategy: :class:`rockroll.trainer.actor.PolicyTrainer`'s update run through DeepSpeed engines.
+"""The DeepSpeed strategy: :class:`rockroll.trainer.learner.actor.PolicyTrainer`'s update run through DeepSpeed engines.
 
 Only DeepSpeed's public API is used: ``deepspeed.init_distributed``, ``deepspeed.initialize``
 (``model``, ``model_parameters``, ``optimizer``, ``lr_scheduler``, ``config``),
@@ -14,7 +14,7 @@ Mapping from the rockroll config (:func:`ds_config`):
   ``train_micro_batch_size_per_gpu``; the micro-batches of one minibatch on one rank ->
   ``gradient_accumulation_steps``;
 * the optimizer is torch AdamW (``optim.lr``, ``betas``, ``weight_decay``) and the schedule
-  :func:`rockroll.trainer.actor.make_scheduler`, both handed to ``deepspeed.initialize`` as callables;
+  :func:`rockroll.trainer.learner.actor.make_scheduler`, both handed to ``deepspeed.initialize`` as callables;
 * ``workers.deepspeed_config`` is merged over the result (escape hatch for any other key).
 
 The update math is unchanged. DeepSpeed *averages* gradients over data-parallel ranks and divides
@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rockroll.trainer.actor import PolicyTrainer, make_scheduler
+from rockroll.trainer.learner.actor import PolicyTrainer, make_scheduler
 from rockroll.trainer.strategies.common import free_port, require_deepspeed
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ whole or not at all (written beside the target, then renamed).
 :func:`export_run` exports from a training run's checkpoints (``rockroll export RUN``)::
 
     runs/NAME/config.yaml                          model.path: the base model (architecture, tokenizer)
-    runs/NAME/checkpoints/step-7/model.safetensors the policy's weights (trainer/checkpoint.py)
+    runs/NAME/checkpoints/step-7/model.safetensors the policy's weights (trainer/run/checkpoint.py)
     runs/NAME/export/step-7/  export/final/  export/warmstart/
 
 ``step``: a checkpoint's step number; ``"final"`` (or None) the newest checkpoint; ``"warmstart"``
@@ -33,7 +33,7 @@ from typing import Any
 from rockroll.agentrl.tiny import TINY_MARKER, load_model_and_tokenizer
 from rockroll.envs.config_loader import read_yaml
 from rockroll.envs.errors import RockrollError
-from rockroll.trainer.checkpoint import is_checkpoint, load_checkpoint
+from rockroll.trainer.run.checkpoint import is_checkpoint, load_checkpoint
 
 __all__ = [
     "ExportError",

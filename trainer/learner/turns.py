@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rockroll.agentrl.trajectory import TrainSample, Trajectory
 from rockroll.trainer.algos.turn_credit import TurnCreditConfig, episode_from_trajectory, turn_advantages
-from rockroll.trainer.batch import Batch, collate
+from rockroll.trainer.learner.batch import Batch, collate
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import AlgoConfig
@@ -48,7 +48,7 @@ class TurnRows:
         return torch.tensor(self.weights, dtype=torch.float32).unsqueeze(1)
 
     def advantage_tensor(self, length: int) -> Any:
-        """``[rows, length]`` right-padded advantages, aligned with :func:`rockroll.trainer.batch.collate`."""
+        """``[rows, length]`` right-padded advantages, aligned with :func:`rockroll.trainer.learner.batch.collate`."""
         return _padded(self.advantages, length)
 
     def returns_tensor(self, length: int) -> Any:

@@ -17,7 +17,7 @@ from rockroll.agentrl.engines.config import EngineConfig, HFEngineConfig
 from rockroll.envs.config import ConfigModel, OneOf, with_defaults
 from rockroll.envs.experts import EXPERTS, is_known_expert
 from rockroll.sandbox.backends import backend_names
-from rockroll.trainer.plan_rollout import PlanConfig
+from rockroll.trainer.rollout.plan import PlanConfig
 
 __all__ = ["EnvShareConfig", "RolloutConfig", "TrainEpisodeConfig", "default_tag", "expert_of", "f"]
 
@@ -127,7 +127,7 @@ class RolloutConfig(ConfigModel):
         0,
         "validation episodes (seeds apart from training and eval) that pick the best checkpoint, "
         "exported as export/final (0: the last step is final; multiturn). Where the env has an exact "
-        "evaluator (slippery FrozenLake, history_k 0: trainer/exact_validation.py) these are maps scored "
+        "evaluator (slippery FrozenLake, history_k 0: trainer/evaluation/exact.py) these are maps scored "
         "exactly; otherwise played greedy episodes, of which 1,000 or more tell steps apart",
         ge=0,
     )

@@ -2,7 +2,7 @@
 
 From random initialisation GRPO gets no reward signal on a tiny model (configs/README.md); a short
 SFT phase on solver plans gives it a starting success rate that RL then improves. Demos come from
-:meth:`rockroll.trainer.plan_rollout.PlanRollout.demo` on training seeds (held-out seeds are never used).
+:meth:`rockroll.trainer.rollout.plan.PlanRollout.demo` on training seeds (held-out seeds are never used).
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def sft_train(
     """Train ``model`` for ``steps`` AdamW steps on random minibatches of ``demos``; return final metrics."""
     import torch
 
-    from rockroll.trainer.batch import collate, module_device, token_logprobs
+    from rockroll.trainer.learner.batch import collate, module_device, token_logprobs
 
     gen = torch.Generator().manual_seed(seed)
     device = module_device(model)

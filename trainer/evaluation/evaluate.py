@@ -25,7 +25,7 @@ def evaluate_plans(
     rollout: Any, engine: Any, seeds: list[int], *, max_new_tokens: int, prefix: str = "eval"
 ) -> dict[str, float]:
     """Greedy success on ``seeds``: ``<prefix>/<tag>/success``, ``.../success_len<k>`` and its maps ``.../n_len<k>``."""
-    from rockroll.trainer.plan_rollout import PlanTask
+    from rockroll.trainer.rollout.plan import PlanTask
 
     tasks = [PlanTask(s, f"eval{s}", f"eval{s}") for s in seeds]
     played = asyncio.run(rollout.run(engine, tasks, max_new_tokens=max_new_tokens, temperature=0.0))

@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rockroll.trainer.actor import single_pass
-from rockroll.trainer.turns import TurnRows, merge_identical, merge_ok, turn_rows, turn_values
+from rockroll.trainer.learner.actor import single_pass
+from rockroll.trainer.learner.turns import TurnRows, merge_identical, merge_ok, turn_rows, turn_values
 
 if TYPE_CHECKING:
     from rockroll.agentrl.trajectory import Trajectory
     from rockroll.trainer.config import TrainConfig
-    from rockroll.trainer.rollouts import Rollout
+    from rockroll.trainer.rollout.base import Rollout
 
 __all__ = ["cap_hit_share", "learn", "truncated"]
 
@@ -56,8 +56,8 @@ def learn(
     learning signal (no update, but the step counts)."""
     import torch
 
-    from rockroll.trainer.batch import collate
-    from rockroll.trainer.prepare import compute_advantages
+    from rockroll.trainer.learner.batch import collate
+    from rockroll.trainer.learner.prepare import compute_advantages
 
     t0 = time.perf_counter()
     rows = _rows(cfg, workers, rollout, trajs, pad_id) if cfg.rollout.mode == "multiturn" else None

@@ -3,15 +3,15 @@ and the rollout engine as a Ray actor, placed colocated or apart.
 
 * :class:`TrainWorker` (``@ray.remote``): one rank of the actor (and critic, for PPO with GAE);
   joins a ``torch.distributed`` group (gloo on CPU, nccl on CUDA) and runs
-  :class:`rockroll.trainer.actor.PolicyTrainer` with ``rank``/``world``: every rank gets the whole batch and
+  :class:`rockroll.trainer.learner.actor.PolicyTrainer` with ``rank``/``world``: every rank gets the whole batch and
   takes its rows of each minibatch, gradients are summed with ``all_reduce``.
 * :class:`RefWorker`: the frozen reference policy (only when ``algo.kl_coef > 0``).
 * critic worker (``workers.critic_placement: apart``, PPO with GAE): the critic in its own Ray actor
-  (:class:`rockroll.trainer.critic.CriticTrainer`), updated concurrently with the actor on the same batch.
+  (:class:`rockroll.trainer.learner.critic.CriticTrainer`), updated concurrently with the actor on the same batch.
   Under the deepspeed strategy with ZeRO-3 every rank sees the whole batch in forward passes and
   every rank is asked for the (collectively gathered) weights.
 * :class:`EngineWorker` / :class:`RayEngine`: the engine ``rollout.engine`` names (built through the
-  registry by :func:`rockroll.trainer.engine_sync.engine_for`) inside a Ray actor, and an
+  registry by :func:`rockroll.trainer.rollout.engine_sync.engine_for`) inside a Ray actor, and an
   in-controller proxy with the engine interface (``generate``, ``generate_batch``,
   ``update_weights(state_dict, version)``).
 
@@ -25,14 +25,14 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rockroll.envs.carry import CarriedRegistrations, apply_registrations, carried_registrations
-from rockroll.trainer.actor import total_updates
+from rockroll.trainer.learner.actor import total_updates
 from rockroll.trainer.strategies.common import free_port
 
 if TYPE_CHECKING:
     import torch
 
-    from rockroll.trainer.batch import Batch
     from rockroll.trainer.config import TrainConfig
+    from rockroll.trainer.learner.batch import Batch
 
 __all__ = ["RayWorkers", "RayEngine", "role_options", "free_port"]  # free_port lives in trainer.strategies.common
 
@@ -78,7 +78,7 @@ class _TrainWorkerImpl:
         import torch
         import torch.distributed as dist
 
-        from rockroll.trainer.models import Critic, load_policy
+        from rockroll.trainer.learner.models import Critic, load_policy
         from rockroll.trainer.strategies import make_trainer
 
         cfg = _worker_config(cfg_dict, carried)
@@ -119,13 +119,13 @@ class _TrainWorkerImpl:
 
 
 class _CriticWorkerImpl:
-    """Body of the Ray critic worker (``workers.critic_placement: apart``): a :class:`rockroll.trainer.critic.CriticTrainer`."""
+    """Body of the Ray critic worker (``workers.critic_placement: apart``): a :class:`rockroll.trainer.learner.critic.CriticTrainer`."""
 
     def __init__(self, cfg_dict: dict, weights: dict, carried: CarriedRegistrations | None = None) -> None:
         import torch
 
-        from rockroll.trainer.critic import CriticTrainer
-        from rockroll.trainer.models import Critic, load_policy
+        from rockroll.trainer.learner.critic import CriticTrainer
+        from rockroll.trainer.learner.models import Critic, load_policy
 
         cfg = _worker_config(cfg_dict, carried)
         torch.set_num_threads(cfg.torch_threads)
@@ -151,7 +151,7 @@ class _RefWorkerImpl:
     def __init__(self, cfg_dict: dict, weights: dict, carried: CarriedRegistrations | None = None) -> None:
         import torch
 
-        from rockroll.trainer.models import frozen_copy, load_policy
+        from rockroll.trainer.learner.models import frozen_copy, load_policy
 
         cfg = _worker_config(cfg_dict, carried)
         torch.set_num_threads(cfg.torch_threads)
@@ -163,7 +163,7 @@ class _RefWorkerImpl:
     def logprobs(self, batch: Batch) -> torch.Tensor:
         import torch
 
-        from rockroll.trainer.batch import module_device, token_logprobs
+        from rockroll.trainer.learner.batch import module_device, token_logprobs
 
         out = []
         with torch.no_grad():
@@ -186,8 +186,8 @@ class _EngineWorkerImpl:
     def __init__(self, cfg_dict: dict, weights: dict, carried: CarriedRegistrations | None = None) -> None:
         import torch
 
-        from rockroll.trainer.engine_sync import engine_for
-        from rockroll.trainer.models import load_policy
+        from rockroll.trainer.learner.models import load_policy
+        from rockroll.trainer.rollout.engine_sync import engine_for
 
         cfg = _worker_config(cfg_dict, carried)
         torch.set_num_threads(cfg.torch_threads)
@@ -309,7 +309,7 @@ class RayEngine:
 
 
 class RayWorkers:
-    """The worker group on Ray, with :class:`rockroll.trainer.workers.LocalWorkers`' methods."""
+    """The worker group on Ray, with :class:`rockroll.trainer.learner.workers.LocalWorkers`' methods."""
 
     def __init__(self, model: Any, cfg: TrainConfig, weights: dict | None = None) -> None:
         import ray as _ray

@@ -26,10 +26,10 @@ from rockroll.agentrl.lockstep import make_env_manager
 from rockroll.agentrl.scheduler import RolloutScheduler
 from rockroll.agentrl.trajectory import Trajectory
 from rockroll.envs.config import ConfigError
-from rockroll.trainer.engine_sync import EngineSync
-from rockroll.trainer.env_check import env_replica, registered_here
-from rockroll.trainer.forks import ForkEstimator
-from rockroll.trainer.rollouts import Rollout
+from rockroll.trainer.rollout.base import Rollout
+from rockroll.trainer.rollout.engine_sync import EngineSync
+from rockroll.trainer.rollout.env_check import env_replica, registered_here
+from rockroll.trainer.rollout.forks import ForkEstimator
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
@@ -184,7 +184,7 @@ class MultiTurnDriver(Rollout):
     With several envs (``rollout.envs``) every batch mixes them by ratio, and evaluation plays the
     held-out seeds on each env (``<prefix>/<tag>/...`` per env, ``<prefix>/success`` their mean).
     ``sync``: how weights reach the engine (sleep/wake, restarts); given by
-    :func:`rockroll.trainer.rollouts.make_rollout`, whose driver then owns the engine and closes it.
+    :func:`rockroll.trainer.rollout.base.make_rollout`, whose driver then owns the engine and closes it.
     """
 
     def __init__(self, cfg: TrainConfig, engine: Any, source: Any, *, sync: EngineSync | None = None) -> None:
@@ -235,7 +235,7 @@ class MultiTurnDriver(Rollout):
 
     def update_weights(self, weights: Any, version: int) -> dict[str, float]:
         """Pause generation, load the weights into the engine, resume (agentrl's protocol); a dead engine
-        is restarted and the load tried again (:class:`~rockroll.trainer.engine_sync.EngineSync`)."""
+        is restarted and the load tried again (:class:`~rockroll.trainer.rollout.engine_sync.EngineSync`)."""
         return self.sync.push(weights, version, self._load)
 
     def _load(self, weights: Any, version: int) -> None:

@@ -17,7 +17,7 @@ from pydantic import Field
 from rockroll.envs.config import ConfigError
 from rockroll.envs.config_loader import load_config
 from rockroll.trainer.config import TrainConfig
-from rockroll.trainer.progress import TrainProgress
+from rockroll.trainer.run.progress import TrainProgress
 
 __all__ = ["run_job", "config_for_job", "TrainJobConfig"]
 

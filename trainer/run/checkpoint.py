@@ -17,7 +17,7 @@ metadata. ``optimizer.pt`` and ``rng_state.pt`` load with ``torch.load(weights_o
 ``rng``); :func:`restore_rng` puts the RNGs back so a resumed run continues exactly. A checkpoint
 appears whole or not at all (written beside, then renamed). Pruning (``keep``) only deletes
 checkpoints older than the one just saved, so it never reaches a checkpoint of a later step.
-The Hugging Face exports (``<run dir>/export/...``, :mod:`rockroll.trainer.export`) are separate.
+The Hugging Face exports (``<run dir>/export/...``, :mod:`rockroll.trainer.run.export`) are separate.
 """
 
 from __future__ import annotations

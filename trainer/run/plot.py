@@ -22,7 +22,7 @@ def plot_run(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rockroll.trainer.metrics import read_metrics
+    from rockroll.trainer.run.metrics import read_metrics
 
     records = [r for r in read_metrics(run) if r.get("step", -1) >= 0]
     if not records:

@@ -1,6 +1,6 @@
 """The worker group the controller talks to: actor (train), reference, critic.
 
-:class:`LocalWorkers` runs them in this process; :class:`rockroll.trainer.ray_workers.RayWorkers` runs
+:class:`LocalWorkers` runs them in this process; :class:`rockroll.trainer.learner.ray_workers.RayWorkers` runs
 the actor as ``num_workers`` data-parallel Ray actors (torch.distributed) with the same methods.
 """
 
@@ -8,22 +8,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rockroll.trainer.actor import total_updates
+from rockroll.trainer.learner.actor import total_updates
 
 if TYPE_CHECKING:
     import torch
 
-    from rockroll.trainer.batch import Batch
     from rockroll.trainer.config import TrainConfig
+    from rockroll.trainer.learner.batch import Batch
 
-__all__ = ["LocalWorkers", "make_workers", "total_updates"]  # total_updates lives in trainer.actor
+__all__ = ["LocalWorkers", "make_workers", "total_updates"]  # total_updates lives in trainer.learner.actor
 
 
 class LocalWorkers:
     """Actor, reference and critic in this process, around one :class:`PolicyTrainer`."""
 
     def __init__(self, model: Any, cfg: TrainConfig) -> None:
-        from rockroll.trainer.models import Critic, frozen_copy
+        from rockroll.trainer.learner.models import Critic, frozen_copy
         from rockroll.trainer.strategies import make_trainer
 
         self.ref = frozen_copy(model) if cfg.algo.kl_coef > 0 else None
@@ -67,7 +67,7 @@ def make_workers(model: Any, cfg: TrainConfig) -> Any:
 
         require_deepspeed()  # fail in the controller, with the install hint, before any worker starts
     if cfg.workers.use_ray:
-        from rockroll.trainer.ray_workers import RayWorkers
+        from rockroll.trainer.learner.ray_workers import RayWorkers
 
         return RayWorkers(model, cfg)
     return LocalWorkers(model, cfg)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from rockroll.trainer.batch import Batch
     from rockroll.trainer.config import AlgoConfig, OptimConfig, TrainConfig
+    from rockroll.trainer.learner.batch import Batch
 
 __all__ = ["PolicyTrainer", "behaviour_logprobs", "logprob_gap", "make_scheduler", "single_pass", "total_updates"]
 
@@ -78,7 +78,7 @@ def make_scheduler(opt: Any, schedule: str, warmup: int, total: int) -> Any:
 class PolicyTrainer:
     """Update a policy (and optional critic) on prepared batches (see the module docstring)."""
 
-    #: compute prefixes shared by rows once (:mod:`rockroll.trainer.shared_prefix`); a strategy whose
+    #: compute prefixes shared by rows once (:mod:`rockroll.trainer.learner.shared_prefix`); a strategy whose
     #: ranks must run the same forward passes (ZeRO-3 gathers parameters in each) turns it off
     share_prefix = True
 
@@ -115,7 +115,7 @@ class PolicyTrainer:
         """Token-aligned logprobs of the batch under ``model`` (default the policy), no grad, in micro-batches."""
         import torch
 
-        from rockroll.trainer.batch import module_device, token_logprobs
+        from rockroll.trainer.learner.batch import module_device, token_logprobs
 
         m = model if model is not None else self.model
         out = []
@@ -134,7 +134,7 @@ class PolicyTrainer:
         """Token-aligned critic values, no grad."""
         import torch
 
-        from rockroll.trainer.batch import module_device, token_values
+        from rockroll.trainer.learner.batch import module_device, token_values
 
         out = []
         with torch.no_grad():
@@ -200,7 +200,7 @@ class PolicyTrainer:
         if record is not None and self.world > 1:  # each rank recorded its own rows, zeros elsewhere
             import torch.distributed as dist
 
-            from rockroll.trainer.batch import module_device
+            from rockroll.trainer.learner.batch import module_device
 
             old = record.to(module_device(self.model))
             dist.all_reduce(old)
@@ -211,7 +211,7 @@ class PolicyTrainer:
         import torch
 
         from rockroll.trainer.algos.aggregate import agg_denominator
-        from rockroll.trainer.batch import module_device
+        from rockroll.trainer.learner.batch import module_device
 
         device = module_device(self.model)
         mask_all = batch.select(rows).extras["loss_mask"]
@@ -246,7 +246,7 @@ class PolicyTrainer:
         import torch
 
         from rockroll.trainer.algos import aggregate_loss, kl_estimate, policy_loss, tis_weights
-        from rockroll.trainer.batch import token_logprobs
+        from rockroll.trainer.learner.batch import token_logprobs
 
         a = self.algo
         ntok = float(mask.sum())
@@ -290,7 +290,7 @@ class PolicyTrainer:
     def _critic_micro(self, mb: Batch, mask: torch.Tensor, tok_denom: float, acc: torch.Tensor, last: bool) -> None:
         """Value loss of one micro-batch: backward, and its value added into ``acc``."""
         from rockroll.trainer.algos import aggregate_loss, value_loss
-        from rockroll.trainer.batch import token_values
+        from rockroll.trainer.learner.batch import token_values
 
         a = self.algo
         v = token_values(

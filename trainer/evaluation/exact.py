@@ -125,7 +125,7 @@ EXACT_VALIDATORS: dict[str, Callable[[Any, Any], Validator | None]] = {"FrozenLa
 
 def exact_validator(cfg: TrainConfig, rollout: Any) -> Validator | None:
     """The exact validator of ``cfg``'s run (one env with an entry in :data:`EXACT_VALIDATORS`, multi-turn,
-    a rollout with an engine and a loop: :class:`~rockroll.trainer.multiturn.MultiTurnDriver`), or None."""
+    a rollout with an engine and a loop: :class:`~rockroll.trainer.rollout.multiturn.MultiTurnDriver`), or None."""
     envs = cfg.rollout.env_mix()
     if cfg.rollout.mode != "multiturn" or len(envs) != 1 or not hasattr(rollout, "loop"):
         return None

@@ -1,7 +1,7 @@
-"""Plan mode behind the trainer's rollout boundary (:class:`rockroll.trainer.rollouts.Rollout`).
+"""Plan mode behind the trainer's rollout boundary (:class:`rockroll.trainer.rollout.base.Rollout`).
 
 Each step plays ``num_env_groups`` (+ ``extra_groups``) groups of ``group_size`` (+ redundancy) plans
-with :class:`rockroll.trainer.plan_rollout.PlanRollout`, batched by the engine; with
+with :class:`rockroll.trainer.rollout.plan.PlanRollout`, batched by the engine; with
 ``async_generation_ratio > 0`` the next step's batch is generated while the trainer updates
 (prefetched one step ahead; a checkpoint keeps it, so a resumed run trains on the same batch).
 """
@@ -13,10 +13,10 @@ import concurrent.futures as cf
 import random
 from typing import TYPE_CHECKING, Any
 
-from rockroll.trainer.engine_sync import EngineSync
-from rockroll.trainer.evaluate import evaluate_plans
-from rockroll.trainer.plan_rollout import PlanRollout, PlanTask, plan_batch
-from rockroll.trainer.rollouts import Rollout
+from rockroll.trainer.evaluation.evaluate import evaluate_plans
+from rockroll.trainer.rollout.base import Rollout
+from rockroll.trainer.rollout.engine_sync import EngineSync
+from rockroll.trainer.rollout.plan import PlanRollout, PlanTask, plan_batch
 
 if TYPE_CHECKING:
     from rockroll.agentrl.trajectory import Trajectory

@@ -4,7 +4,7 @@ entropy collapse that slides success back down: the run's last step is not alway
 Validation seeds lie apart from training seeds (below ``eval_seed_offset``) and from the reported eval
 seeds, so choosing a checkpoint on them does not flatter the reported held-out numbers.
 
-Where the env has an exact evaluator (:func:`rockroll.trainer.exact_validation.exact_validator`) the policy
+Where the env has an exact evaluator (:func:`rockroll.trainer.evaluation.exact.exact_validator`) the policy
 is scored exactly on the validation maps, with no sampling noise; otherwise by played greedy episodes. Ties
 go to the later step: a later policy has learnt more, and equal scores are noise.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
-    from rockroll.trainer.rollouts import Rollout
+    from rockroll.trainer.rollout.base import Rollout
 
 __all__ = ["BestCheckpoint", "run_notes", "select_seeds", "selection_summary", "SELECT_SEED_GAP"]
 
@@ -50,7 +50,7 @@ class BestCheckpoint:
     def consider(self, rollout: Rollout, step: int, weights: dict[str, Any]) -> dict[str, float]:
         """Score the current policy on the validation seeds; keep its weights when it is at least as good as
         the best so far (a tie goes to the later step)."""
-        from rockroll.trainer.multiturn import mean_success
+        from rockroll.trainer.rollout.multiturn import mean_success
 
         if not self.seeds:
             return {}

@@ -1,6 +1,6 @@
 """The critic update on its own (for a critic placed ``apart``, in its own Ray actor).
 
-:class:`CriticTrainer` walks the batch exactly as :meth:`rockroll.trainer.actor.PolicyTrainer.update`
+:class:`CriticTrainer` walks the batch exactly as :meth:`rockroll.trainer.learner.actor.PolicyTrainer.update`
 does (same seeded minibatch order, same skipped minibatches, same micro-batches and value loss),
 so a separate critic makes the same update as the critic colocated with the actor.
 """
@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from rockroll.trainer.batch import Batch
     from rockroll.trainer.config import AlgoConfig, OptimConfig
+    from rockroll.trainer.learner.batch import Batch
 
 __all__ = ["CriticTrainer"]
 
@@ -24,7 +24,7 @@ class CriticTrainer:
     def __init__(self, critic: Any, algo: AlgoConfig, optim: OptimConfig, *, total_updates: int, seed: int = 0) -> None:
         import torch
 
-        from rockroll.trainer.actor import make_scheduler
+        from rockroll.trainer.learner.actor import make_scheduler
 
         self.critic, self.algo, self.optim, self.seed = critic, algo, optim, seed
         self.opt = torch.optim.AdamW(critic.parameters(), lr=optim.critic_lr, betas=tuple(optim.betas))
@@ -34,7 +34,7 @@ class CriticTrainer:
         """Token-aligned values, no grad, in micro-batches."""
         import torch
 
-        from rockroll.trainer.batch import module_device, token_values
+        from rockroll.trainer.learner.batch import module_device, token_values
 
         out, m = [], self.optim.micro_batch_size
         with torch.no_grad():
@@ -49,7 +49,7 @@ class CriticTrainer:
 
         from rockroll.trainer.algos import aggregate_loss, value_loss
         from rockroll.trainer.algos.aggregate import agg_denominator
-        from rockroll.trainer.batch import module_device, token_values
+        from rockroll.trainer.learner.batch import module_device, token_values
 
         a, n = self.algo, len(batch)
         mb_size = self.optim.mini_batch_size or n

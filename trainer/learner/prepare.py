@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rockroll.trainer.batch import Batch
     from rockroll.trainer.config import AlgoConfig
+    from rockroll.trainer.learner.batch import Batch
 
 __all__ = ["compute_advantages"]
 

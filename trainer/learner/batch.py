@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rockroll.agentrl.engines.choices import mask_logits
 from rockroll.agentrl.trajectory import TrainSample
-from rockroll.trainer.shared_prefix import shared_hidden
+from rockroll.trainer.learner.shared_prefix import shared_hidden
 
 if TYPE_CHECKING:
     import torch
@@ -171,7 +171,7 @@ def token_logprobs(
     answers after long prompts that is most of the work); elsewhere the result is 0. Without it
     every position is computed. With ``need`` and ``share_prefix`` the tokens before each row's
     first needed position are computed once per distinct prefix
-    (:func:`rockroll.trainer.shared_prefix.shared_hidden`) when that saves enough. ``allowed`` (``[N, L, K]``,
+    (:func:`rockroll.trainer.learner.shared_prefix.shared_hidden`) when that saves enough. ``allowed`` (``[N, L, K]``,
     the batch's ``extras["allowed"]``): each token's logprob and entropy are those of the distribution
     renormalised over the ids it was chosen among, as the engine sampled it
     (:func:`rockroll.agentrl.engines.choices.mask_logits`; -inf for a token outside them).
@@ -220,7 +220,7 @@ def token_values(
     """Token-aligned values: ``values[:, t]`` is the critic's value of the state before token ``t``.
 
     ``need`` as in :func:`token_logprobs`: with ``share_prefix``, for a critic with a decoder ``body``
-    and a linear ``head`` (:func:`rockroll.trainer.models.Critic`), values are computed at those
+    and a linear ``head`` (:func:`rockroll.trainer.learner.models.Critic`), values are computed at those
     tokens only (0 elsewhere), each distinct prefix once when that saves enough. Without
     ``share_prefix`` (ZeRO-3, whose ranks run the same passes) the critic's own forward runs.
     """

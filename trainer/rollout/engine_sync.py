@@ -4,8 +4,8 @@
 options of ``rollout.engine`` (:mod:`rockroll.agentrl.engines.config`) plus what the run owns: the
 policy (a frozen copy of the trainer's model for ``hf``; the model folder for ``vllm``/``sglang``, whose
 host loads it and then takes every update), the tokenizer and the seed. With ``workers.use_ray`` the
-same engine is built inside a Ray actor (:class:`rockroll.trainer.ray_workers.RayEngine`;
-:func:`rockroll.trainer.rollout_setup.build_engine` picks).
+same engine is built inside a Ray actor (:class:`rockroll.trainer.learner.ray_workers.RayEngine`;
+:func:`rockroll.trainer.rollout.setup.build_engine` picks).
 
 Placement: on CPU the engine lives beside the trainer (``hf`` in the driver process, ``vllm`` in a
 host process the driver starts). On a GPU the same code colocates them on one device: ``vllm`` with
@@ -50,7 +50,7 @@ def engine_for(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
         )
     owned: dict[str, Any] = {"tokenizer": tokenizer}
     if e.kind == "hf":
-        from rockroll.trainer.models import frozen_copy
+        from rockroll.trainer.learner.models import frozen_copy
 
         owned.update(model=frozen_copy(model), seed=cfg.seed)
     elif e.kind in ("vllm", "sglang"):

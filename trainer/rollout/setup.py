@@ -1,9 +1,9 @@
 """The run's rollout and its engine, built from the config: :func:`make_rollout`, :func:`build_engine`.
 
-The engine comes from ``rollout.engine`` through the registry (:func:`rockroll.trainer.engine_sync.engine_for`),
+The engine comes from ``rollout.engine`` through the registry (:func:`rockroll.trainer.rollout.engine_sync.engine_for`),
 in this process or inside a Ray actor (``workers.use_ray``); the rollout is plan mode's
-:class:`~rockroll.trainer.plan_driver.PlanDriver` or multi-turn's
-:class:`~rockroll.trainer.multiturn.MultiTurnDriver`, both :class:`~rockroll.trainer.rollouts.Rollout`.
+:class:`~rockroll.trainer.rollout.plan_driver.PlanDriver` or multi-turn's
+:class:`~rockroll.trainer.rollout.multiturn.MultiTurnDriver`, both :class:`~rockroll.trainer.rollout.base.Rollout`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from rockroll.agentrl.engines.config import check_engine_available
-from rockroll.trainer.engine_sync import EngineSync, engine_for
-from rockroll.trainer.multiturn import MultiTurnDriver
-from rockroll.trainer.plan_driver import PlanDriver
-from rockroll.trainer.rollouts import Rollout
+from rockroll.trainer.rollout.base import Rollout
+from rockroll.trainer.rollout.engine_sync import EngineSync, engine_for
+from rockroll.trainer.rollout.multiturn import MultiTurnDriver
+from rockroll.trainer.rollout.plan_driver import PlanDriver
 
 if TYPE_CHECKING:
     from rockroll.agentrl.env_source import EnvSource
@@ -27,7 +27,7 @@ __all__ = ["build_engine", "make_rollout"]
 def build_engine(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
     """The run's rollout engine: here, or inside a Ray actor when ``workers.use_ray``."""
     if cfg.workers.use_ray:
-        from rockroll.trainer.ray_workers import RayEngine
+        from rockroll.trainer.learner.ray_workers import RayEngine
 
         check_engine_available(cfg.rollout.engine)  # fail here, with the one-line hint, before an actor starts
         return RayEngine(cfg, {k: v.detach().cpu() for k, v in model.state_dict().items()}, tokenizer)

@@ -1,0 +1,1 @@
+"""Held-out evaluation, exact validation, checkpoint selection and the run's report."""
