@@ -52,6 +52,17 @@ def _raise_for(resp: httpx.Response) -> None:
     raise error_for(resp.status_code, body, resp.text)
 
 
+def elsewhere(resp: httpx.Response) -> bool:
+    """A ``409 session_elsewhere``: this replica did nothing, the session runs on another replica's
+    sandboxes (a custom env's session stays on the replica that opened it); the next replica is tried."""
+    if resp.status_code != 409:
+        return False
+    try:
+        return bool(resp.json()["error"]["code"] == "session_elsewhere")
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
 def _decode(resp: httpx.Response) -> Any:
     _raise_for(resp)
     if resp.status_code == 204 or not resp.content:

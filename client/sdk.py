@@ -30,7 +30,7 @@ import httpx
 from rockroll.client.errors import ApiClientError, SandboxLostError
 from rockroll.client.job_state import TERMINAL_STATES
 from rockroll.client.remote_env import RemoteEnv
-from rockroll.client.routes import _NOT_SENT, IDEMPOTENT_METHODS, _decode, _new_text, _Routes
+from rockroll.client.routes import _NOT_SENT, IDEMPOTENT_METHODS, _decode, _new_text, _Routes, elsewhere
 from rockroll.client.types import JobInfo
 from rockroll.sandbox.retry import Backoff, aretry_call, retry_call
 
@@ -83,6 +83,8 @@ class Client(_Routes):
                 resp = self._http.request(method, self.urls[at] + path, **kwargs)
             except _NOT_SENT as e:
                 error = e
+                continue
+            if elsewhere(resp) and i + 1 < len(self.urls):  # the session is another replica's: ask the next
                 continue
             self._at = at
             return resp
@@ -168,6 +170,8 @@ class AsyncClient(_Routes):
                 resp = await self._http.request(method, self.urls[at] + path, **kwargs)
             except _NOT_SENT as e:
                 error = e
+                continue
+            if elsewhere(resp) and i + 1 < len(self.urls):  # the session is another replica's: ask the next
                 continue
             self._at = at
             return resp

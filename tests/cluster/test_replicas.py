@@ -110,6 +110,37 @@ def test_a_session_opened_on_one_replica_is_stepped_listed_and_closed_through_th
             assert gone.value.status == 404, gone.value
 
 
+def test_a_custom_env_session_stays_at_its_opener_and_a_client_of_both_replicas_follows_it(replicas: dict) -> None:
+    """A custom env's session runs on the opening replica's own sandboxes: the other replica answers
+    409 session_elsewhere naming it (and did nothing), and a client of both replicas is sent on to the
+    opener (``Client`` follows the 409). The opener's death makes it 410 (``live_batch.server_gone``)."""
+    from tests.api.test_server import CUSTOM_SOURCE
+
+    a, b = replicas["servers"]["a"], replicas["servers"]["b"]
+    token = replicas["tokens"]["alice"]
+    with Client(a.url, token) as on_a, Client(b.url, token) as on_b, Client(f"{b.url},{a.url}", token) as both:
+        env_id = on_a.register_env("RepCounter-v0", kind="source", entry_point="rep_counter:Counter",
+                                   source=CUSTOM_SOURCE.encode(), source_name="rep_counter.py")["id"]  # fmt: skip
+        sid = on_a.create_session(env_id)["id"]
+        first = on_a.reset(sid, seed=0)["observation"]
+        assert "counter=" in first
+        with pytest.raises(ApiClientError) as there:
+            on_b.step(sid, "<answer>up</answer>")
+        assert there.value.status == 409 and there.value.code == "session_elsewhere", there.value
+        assert there.value.details["server"] and there.value.details["session_id"] == sid, there.value
+        stepped = both.step(sid, "<answer>up</answer>")  # b first: sent on to a
+        assert "counter=" in stepped["observation"] and stepped["observation"] != first
+        assert both.url == a.url
+        with Client(b.url, replicas["tokens"]["bob"]) as bob_on_b:  # another owner: 404, not 409
+            with pytest.raises(ApiClientError) as foreign:
+                bob_on_b.step(sid, "<answer>up</answer>")
+            assert foreign.value.status == 404
+        both.close_session(sid)
+        with pytest.raises(ApiClientError) as gone:
+            on_a.step(sid, "<answer>up</answer>")
+        assert gone.value.status == 404
+
+
 def test_a_lone_server_or_a_second_replica_of_one_id_refuses_to_join(replicas: dict) -> None:
     d, pg_url, secret = replicas["dir"], replicas["pg_url"], replicas["secret"]
     lone = [*ROCKROLL, "serve", "--port", "0", "--db", pg_url, "--no-dev", "--pool-size", "0"]
