@@ -401,3 +401,4 @@ def _open_sandbox(config: Any) -> Iterator[EnvSource]:
 register_source_kind("local", _open_local)
 register_source_kind("sandbox", _open_sandbox)
 SOURCE_KINDS.add("remote", "rockroll.agentrl.remote_source:open_remote_source")
+SOURCE_KINDS.add("openenv", "rockroll.agentrl.openenv_source:open_openenv_source")  # an OpenEnv env server

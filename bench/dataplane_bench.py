@@ -1,6 +1,7 @@
 """Data-plane throughput: sessions stepped directly at a node agent, next to today's proxied control-plane path.
 
     .venv/bin/python bench/dataplane_bench.py --sessions 16,64 --seconds 5
+    .venv/bin/python bench/dataplane_bench.py --modes embedded-ws --backend docker   # Docker sandboxes
 
 Starts, on 127.0.0.1 only, a control plane without an embedded node (``rockroll serve
 --no-embedded-node``) with one standalone ``rockroll node`` registered to it, and a default
@@ -255,6 +256,11 @@ def main() -> None:
     p.add_argument("--modes", default="direct-ws,direct-batch,embedded-ws,proxied-ws", help="Modes to run.")
     p.add_argument("--per-sandbox", type=int, default=64, help="Most sessions on one sandbox.")
     p.add_argument(
+        "--backend", default="process", choices=["process", "docker"],
+        help="Sandbox backend of the default server (the embedded-ws and proxied-ws modes); the standalone "
+        "agent's sandboxes are process sandboxes.",
+    )  # fmt: skip
+    p.add_argument(
         "--client", default="light", choices=["light", "websockets"],
         help="WebSocket client: 'light' (websockets' sans-I/O protocol on uvloop, see LightSocket) or "
         "'websockets' (the library's asyncio client).",
@@ -268,7 +274,7 @@ def main() -> None:
     secret_file.write_text(secrets.token_urlsafe(32))
     per = ["--max-sessions-per-sandbox", str(args.per_sandbox), "--max-sandboxes", "16"]
     cluster = ServerProc(d / "cp", extra=["--cluster-secret-file", str(secret_file), "--no-embedded-node"] + per)
-    default = ServerProc(d / "cp2", extra=per)
+    default = ServerProc(d / "cp2", backend=args.backend, extra=per)
     for folder in (d / "cp", d / "cp2"):
         folder.mkdir()
     token = create_token(cluster.db_url, "bench")

@@ -16,6 +16,11 @@ fi
 if [ "${ROCKROLL_SKIP_VLLM:-0}" != "1" ]; then
   bash scripts/setup-vllm.sh
 fi
+# openenv-core in a venv of its own (.venv-openenv; it pins gradio, which moves pillow): the OpenEnv interop
+# tests run OpenEnv's side through it, and skip with the reason it prints where it could not be built
+if [ "${ROCKROLL_SKIP_OPENENV:-0}" != "1" ]; then
+  bash scripts/setup-openenv.sh
+fi
 if [ -f scripts/setup-docker.sh ] && [ "${ROCKROLL_SKIP_DOCKER:-0}" != "1" ]; then
   bash scripts/setup-docker.sh
   export ROCKROLL_REQUIRE_DOCKER=1  # the daemon is up: Docker tests must run, not skip

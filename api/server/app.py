@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from rockroll.api.openenv import mount_openenv
 from rockroll.api.routes import alerts, docs, envs, health, jobs, nodes, sandboxes, session_ws, sessions, ui
 from rockroll.api.routes.sandboxes import MAX_FILE_BYTES
 from rockroll.api.server.auth import list_tokens
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None, *, state: AppState | None = Non
     app.router.routes.extend(
         dataplane_routes(lambda a: getattr(getattr(a.state, "rr", None), "agent", None))
     )  # the embedded node agent's data plane
+    mount_openenv(app)  # /openenv/<env id>: each env in OpenEnv's protocol (rockroll.api.openenv)
 
     app.add_middleware(_LazyTimer)
     app.add_middleware(BodyLimit, limit=lambda _scope: limit)
