@@ -131,9 +131,7 @@ class SessionRegistry(SessionReaping):
             self.nodes.sync()
             serving = {n.id: n for n in self.nodes.standalone()}
             owner = None if who.admin else who.owner
-            for rec in open_on_nodes(self.db, owner, list(serving)):
-                if rec.id not in self._live:
-                    self._adopt(rec, serving[rec.node_id])
+            self._settle([r for r in open_on_nodes(self.db, owner, list(serving)) if r.id not in self._live], serving)
         out = [s for s in list(self._live.values()) if who.can_see(s.owner)]
         return sorted(out, key=lambda live: live.created_at)
 
@@ -222,6 +220,37 @@ class SessionRegistry(SessionReaping):
                 self._abandon(rec)
                 return None
             time.sleep(0.1)  # its open is under way (here or at another replica)
+
+    def _settle(self, recs: list[Any], serving: dict[str, Any]) -> None:
+        """Adopt other replicas' confirmed sessions on the agents ``serving``; give up the opens that a
+        replica now gone left unconfirmed (cut off mid-open: no session to list, maybe one at the agent)."""
+        others = sorted({r.server for r in recs if r.server} - {self.server})
+        live = tag_live(self.db.engine, others) if others else set()
+        gone = [r for r in recs if r.server and r.server != self.server and r.server not in live]
+        held = self._held({r.node_id for r in gone if r.sandbox_id}, serving)
+        for rec in recs:
+            if rec in gone and not rec.sandbox_id:
+                self._abandon(rec)  # an open still under way (here or at a live replica) is left to its opener
+            elif rec in gone and rec.node_id in held and rec.id not in held[rec.node_id]:
+                record_close(
+                    self.db, rec.id, rec.steps
+                )  # closed at its agent by a replica that died before recording it
+            elif rec.sandbox_id:
+                self._adopt(rec, serving[rec.node_id])
+
+    @staticmethod
+    def _held(node_ids: set[str], serving: dict[str, Any]) -> dict[str, set[str]]:
+        """The session ids each agent of ``node_ids`` holds (agents that do not answer are left out)."""
+        held: dict[str, set[str]] = {}
+        for node_id in sorted(node_ids):
+            admin = getattr(serving.get(node_id), "admin", None)
+            if admin is None:
+                continue
+            try:
+                held[node_id] = admin.session_ids()
+            except Exception:  # noqa: BLE001 - an agent that does not answer: its rows are adopted as before
+                log.warning("node %s: could not list its sessions", node_id)
+        return held
 
     def _abandon(self, rec: Any) -> None:
         """Give up a session whose open was cut off: closed at its agent (if it got that far), row closed."""

@@ -17,6 +17,7 @@ from rockroll.api.db import Database
 from rockroll.api.sessions.records import open_on_nodes, record_close
 from rockroll.sandbox.lease import tag_live
 from rockroll.sandbox.node.remote import NodeSession
+from rockroll.sandbox.session import EnvSession
 
 __all__ = ["LiveSession", "SessionReaping"]
 
@@ -29,7 +30,7 @@ class LiveSession:
     owner: str
     env_id: str
     kwargs: dict[str, Any]
-    remote: Any
+    remote: EnvSession  # a RemoteSession (this server's sandboxes) or a NodeSession (a standalone node agent)
     created_at: float = field(default_factory=time.time)
     steps: int = 0
     last_used: float = field(default_factory=time.monotonic)
@@ -70,6 +71,8 @@ class SessionReaping:
 
         def _adopt(self, rec: Any, entry: Any) -> LiveSession: ...
 
+        def _settle(self, recs: list[Any], serving: dict[str, Any]) -> None: ...
+
     def reap_idle(self, ttl_s: float) -> int:
         """Close sessions unused for ``ttl_s`` seconds; return how many were closed."""
         self._adopt_orphans()
@@ -89,9 +92,7 @@ class SessionReaping:
         serving = {n.id: n for n in self.nodes.standalone()}
         recs = [rec for rec in open_on_nodes(self.db, None, list(serving)) if rec.id not in self._live]
         live_servers = tag_live(self.db.engine, sorted({rec.server for rec in recs} - {self.server}))
-        for rec in recs:
-            if rec.server != self.server and rec.server not in live_servers:
-                self._adopt(rec, serving[rec.node_id])
+        self._settle([r for r in recs if r.server != self.server and r.server not in live_servers], serving)
 
     def start_reaper(self, ttl_s: float, interval_s: float = 30.0) -> None:
         """Run :meth:`reap_idle` every ``interval_s`` seconds on a daemon thread."""

@@ -65,6 +65,10 @@ class NodeAgent(BatchCalls):
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def session_ids(self) -> list[str]:
+        """The ids of the sessions held now (the control plane reconciles its rows against them)."""
+        return list(self._sessions)
+
     def info(self) -> dict[str, Any]:
         return {"id": self.id, "endpoint": self.endpoint, "capacity": self.capacity, "sessions": len(self)}
 

@@ -187,6 +187,9 @@ def admin_routes(host: NodeHost, secret: str) -> list[BaseRoute]:
     async def close_session(request: Request) -> Response:
         return await guarded(request, lambda sid, _msg: host.close_session(sid), request.path_params["session_id"])
 
+    async def held(request: Request) -> Response:
+        return await guarded(request, lambda _msg: {"session_ids": host.agent.session_ids()})
+
     async def revoked(request: Request) -> Response:
         def run(msg: Any) -> dict[str, Any]:
             ids = msg.get("token_ids") if isinstance(msg, dict) else None
@@ -200,6 +203,7 @@ def admin_routes(host: NodeHost, secret: str) -> list[BaseRoute]:
     return [
         Route("/v1/node/admin/revoked", revoked, methods=["POST"]),
         Route(prefix, open_session, methods=["POST"]),
+        Route(prefix, held, methods=["GET"]),
         Route(f"{prefix}/{{session_id}}/call", call_session, methods=["POST"]),
         Route(f"{prefix}/{{session_id}}", close_session, methods=["DELETE"]),
     ]

@@ -82,6 +82,10 @@ class NodeAdmin:
             raise _to_exception(payload.get("error") or {}, resp.status_code)
         return payload
 
+    def session_ids(self) -> set[str]:
+        """The ids of the sessions the agent holds now."""
+        return {str(i) for i in self.request("GET", "/sessions", timeout_s=10.0)["session_ids"]}
+
     def open(self, session_id: str, env: str, kwargs: dict[str, Any], owner: str) -> NodeSession:
         info = self.request(
             "POST", "/sessions", {"session_id": session_id, "env": env, "kwargs": kwargs, "owner": owner}
