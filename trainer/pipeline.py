@@ -177,6 +177,10 @@ def run_training(
     )  # fmt: skip
     r = cfg.rollout
     with ExitStack() as stack:
+        if r.mode == "rlvr":  # a tiny model's tokenizer learns the dataset's text, not the envs'
+            from rockroll.trainer.rollout.rlvr_model import ensure_task_model
+
+            ensure_task_model(cfg)
         model, tok = load_policy(cfg.model)
         source = env_source or _env_source(cfg, stack, run_dir)
         if r.mode == "multiturn":
@@ -217,6 +221,8 @@ def _warm_start(run: _Run, model: Any) -> None:
         demos = build_turn_demos(
             r.env_id, r.env_kwargs, run.tok, r.episode, _demo_seeds(cfg), explore=cfg.sft.explore, expert=r.expert
         )
+    elif r.mode == "rlvr":
+        demos = run.rollout.demos(cfg.sft.num_demos)  # type: ignore[attr-defined]
     else:
         demos = build_demos(run.rollout.plans, _demo_seeds(cfg))  # type: ignore[attr-defined]
     sft_m = sft_train(
@@ -328,7 +334,9 @@ def _finish(run: _Run, step: int, version: int, best: BestCheckpoint) -> None:
     summary["eval_end"] = final
     summary["steps"] = step + 1
     summary["rl_time_s"] = run.ran_before + time.perf_counter() - run.t_run
-    envs = cfg.rollout.env_mix()
+    envs: list[Any] = cfg.rollout.env_mix()
+    if cfg.rollout.mode == "rlvr":  # the report's rows are the reward tags
+        envs = run.rollout.report_envs()  # type: ignore[attr-defined]
     multiturn = cfg.rollout.mode == "multiturn"
     refs = {
         e.tag: env_references(e.env_id, e.env_kwargs, run.eval_seeds, cfg.rollout.episode.max_turns)

@@ -1,7 +1,8 @@
 r"""Procedural single-turn tasks: ``arithmetic`` (tag ``math``), ``countdown`` and ``python_functions`` (tag ``code``).
 
-Each generator is ``fn(n, *, seed, split, heldout_frac, split_seed) -> list[Sample]``: ``n`` samples
-of the asked-for split. Candidates come from ``random.Random(seed)``; each goes to the split that
+Each generator is ``fn(n, *, seed, split, heldout_frac, split_seed, **options) -> list[Sample]``: ``n``
+samples of the asked-for split (``arithmetic`` takes options of its difficulty: ``min_operand``,
+``max_operand``, ``min_terms``, ``max_terms``, ``ops``). Candidates come from ``random.Random(seed)``; each goes to the split that
 :func:`~rockroll.agentrl.rewards.samples.split_of` gives its prompt (with ``split_seed``), and only
 those of the asked-for split are kept, so the ``train`` and ``heldout`` sets are disjoint whatever
 seeds draw them, and a seed always gives the same samples. Duplicated prompts are dropped.
@@ -57,11 +58,23 @@ def _eval_int(expr: str) -> float:
     return eval(expr, {"__builtins__": {}}, {})  # noqa: S307 - our own expression of digits and + - * /
 
 
-def _arithmetic(rng: random.Random) -> Sample:
-    numbers = [rng.randint(1, 99) for _ in range(rng.randint(2, 4))]
-    expr = _expression(rng, numbers, "+-*")
-    prompt = f"Compute {expr}. Put the final answer in \\boxed{{}}."
-    return Sample(prompt, "math", {"answer": str(int(_eval_int(expr)))})
+def _arithmetic_draw(min_operand: int, max_operand: int, min_terms: int, max_terms: int, ops: str) -> Draw:
+    def draw(rng: random.Random) -> Sample:
+        numbers = [rng.randint(min_operand, max_operand) for _ in range(rng.randint(min_terms, max_terms))]
+        expr = _expression(rng, numbers, ops)
+        prompt = f"Compute {expr}. Put the final answer in \\boxed{{}}."
+        return Sample(prompt, "math", {"answer": str(int(_eval_int(expr)))})
+
+    return draw
+
+
+def _check_arithmetic(min_operand: int, max_operand: int, min_terms: int, max_terms: int, ops: str) -> None:
+    if not 0 <= min_operand <= max_operand:
+        raise ValueError(f"arithmetic needs 0 <= min_operand <= max_operand, got {min_operand} and {max_operand}")
+    if not 2 <= min_terms <= max_terms:
+        raise ValueError(f"arithmetic needs 2 <= min_terms <= max_terms, got {min_terms} and {max_terms}")
+    if not ops or set(ops) - set("+-*"):
+        raise ValueError(f"arithmetic ops must be a non-empty string of + - *, got {ops!r}")
 
 
 def _countdown(rng: random.Random) -> Sample:
@@ -118,10 +131,24 @@ def _python_function(rng: random.Random) -> Sample:
 
 
 def arithmetic(
-    n: int, *, seed: int = 0, split: Split = "train", heldout_frac: float = 0.1, split_seed: int = 0
+    n: int,
+    *,
+    seed: int = 0,
+    split: Split = "train",
+    heldout_frac: float = 0.1,
+    split_seed: int = 0,
+    min_operand: int = 1,
+    max_operand: int = 99,
+    min_terms: int = 2,
+    max_terms: int = 4,
+    ops: str = "+-*",
 ) -> list[Sample]:
-    """Integer expressions of 2-4 numbers (``+ - *``, brackets); the answer goes in ``\\boxed{}``."""
-    return _collect(_arithmetic, n, seed, split, heldout_frac, split_seed)
+    """Integer expressions of ``min_terms``-``max_terms`` numbers in ``[min_operand, max_operand]`` joined by
+    ``ops`` (brackets where there are more than two); the answer goes in ``\\boxed{}``. The defaults (2-4
+    numbers of 1-99, ``+ - *``) are hard; ``max_operand: 9, max_terms: 2, ops: "+"`` suits a tiny model."""
+    _check_arithmetic(min_operand, max_operand, min_terms, max_terms, ops)
+    draw = _arithmetic_draw(min_operand, max_operand, min_terms, max_terms, ops)
+    return _collect(draw, n, seed, split, heldout_frac, split_seed)
 
 
 def countdown(

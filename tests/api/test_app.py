@@ -161,7 +161,7 @@ def test_train_job_config_is_validated_at_submission(dev_client: TestClient) -> 
     assert "unknown key nonsense_key" in _err(r)["message"] and _err(r)["details"]["key"] == "nonsense_key"
     r = dev_client.post("/v1/jobs", json={"kind": "train", "config": {"rollout": {"mode": "fast"}}})
     assert r.status_code == 400 and _err(r)["details"]["key"] == "rollout.mode"
-    assert _err(r)["details"]["allowed"] == "plan, multiturn"
+    assert _err(r)["details"]["allowed"] == "plan, multiturn, rlvr"
     r = dev_client.post("/v1/jobs", json={"kind": "train", "config": {"overrides": ["optim.lr=abc"]}})
     assert r.status_code == 400 and "optim.lr must be a number" in _err(r)["message"]
     r = dev_client.post("/v1/jobs", json={"kind": "eval", "config": {"env": "FrozenLake-v0", "policy": "smart"}})

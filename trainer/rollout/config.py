@@ -18,6 +18,7 @@ from rockroll.envs.config import ConfigModel, OneOf, with_defaults
 from rockroll.envs.experts import EXPERTS, is_known_expert
 from rockroll.sandbox.backends import backend_names
 from rockroll.trainer.rollout.plan import PlanConfig
+from rockroll.trainer.rollout.rlvr_config import RLVRConfig
 
 __all__ = ["EnvShareConfig", "RolloutConfig", "TrainEpisodeConfig", "default_tag", "expert_of", "f"]
 
@@ -114,10 +115,11 @@ class RolloutConfig(ConfigModel):
         "(multiturn): each batch's groups follow the ratios, metrics and evaluation per tag, the warm start draws "
         "demos from each env's expert in proportion; empty: the one env of env_id/env_kwargs",
     )
-    mode: Literal["plan", "multiturn"] = f(
+    mode: Literal["plan", "multiturn", "rlvr"] = f(
         "multiturn",
         "multiturn: one action per turn, the env answering each turn (agentrl scheduler); plan: one response holds "
-        "the whole action plan, executed open loop (cheap, but blind to the env's answers)",
+        "the whole action plan, executed open loop (cheap, but blind to the env's answers); rlvr: one answer per "
+        "dataset prompt, scored by a verifiable reward (rollout.rlvr; no env)",
     )
     sandbox: Annotated[str, OneOf(lambda: ("none", *backend_names()))] = f(
         "none",
@@ -158,6 +160,9 @@ class RolloutConfig(ConfigModel):
         "shape, async_generation_ratio and max_concurrent_episodes)",
     )
     plan: PlanConfig = Field(default_factory=PlanConfig, description="the plan rollout's own settings (mode: plan)")
+    rlvr: RLVRConfig = Field(
+        default_factory=RLVRConfig, description="single-turn RLVR's dataset, rewards and sampling (mode: rlvr)"
+    )
     engine: EngineConfig = Field(
         default_factory=HFEngineConfig,
         description="the engine that generates every rollout and evaluation: kind (hf, vllm, sglang, openai) plus "
@@ -186,7 +191,24 @@ class RolloutConfig(ConfigModel):
         if self.envs:
             self._check_envs()
         check_hedging(self.scheduler, self.episode)
+        if self.mode == "rlvr":
+            self._check_rlvr()
         return self
+
+    def _check_rlvr(self) -> None:
+        """RLVR plays no env: the env and sandbox keys stay unset, and its batch shape is its own."""
+        s = self.scheduler
+        wrong = [
+            ("rollout.envs", bool(self.envs), "the prompts come from rollout.rlvr.dataset"),
+            ("rollout.sandbox", self.sandbox != "none",
+             "code rewards start their own process sandboxes (rollout.rlvr.rewards.routes.<tag>.options.sandboxes)"),
+            ("rollout.scheduler.extra_groups", s.extra_groups > 0, "RLVR oversamples with rollout.rlvr.oversample"),
+            ("rollout.scheduler.async_generation_ratio", s.async_generation_ratio > 0,
+             "RLVR generates each batch on-policy (set it to 0)"),
+        ]  # fmt: skip
+        for key, bad, why in wrong:
+            if bad:
+                raise ValueError(f"{key} does not apply to rollout.mode: rlvr: {why}")
 
     def _check_envs(self) -> None:
         """Tags filled in and distinct; env_id/env_kwargs left alone (or equal to the first entry, as a saved

@@ -2,8 +2,9 @@
 
 The engine comes from ``rollout.engine`` through the registry (:func:`rockroll.trainer.rollout.engine_sync.engine_for`),
 in this process or inside a Ray actor (``workers.use_ray``); the rollout is plan mode's
-:class:`~rockroll.trainer.rollout.plan_driver.PlanDriver` or multi-turn's
-:class:`~rockroll.trainer.rollout.multiturn.MultiTurnDriver`, both :class:`~rockroll.trainer.rollout.base.Rollout`.
+:class:`~rockroll.trainer.rollout.plan_driver.PlanDriver`, multi-turn's
+:class:`~rockroll.trainer.rollout.multiturn.MultiTurnDriver` or single-turn RLVR's
+:class:`~rockroll.trainer.rollout.rlvr.RLVRRollout`, each a :class:`~rockroll.trainer.rollout.base.Rollout`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rockroll.trainer.rollout.base import Rollout
 from rockroll.trainer.rollout.engine_sync import EngineSync, engine_for
 from rockroll.trainer.rollout.multiturn import MultiTurnDriver
 from rockroll.trainer.rollout.plan_driver import PlanDriver
+from rockroll.trainer.rollout.rlvr import RLVRRollout
 
 if TYPE_CHECKING:
     from rockroll.agentrl.env_source import EnvSource
@@ -35,13 +37,15 @@ def build_engine(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
 
 
 def make_rollout(cfg: TrainConfig, model: Any, tokenizer: Any, source: EnvSource) -> Rollout:
-    """The run's rollout (plan or multiturn) around its engine; the rollout owns the engine and closes it."""
+    """The run's rollout (plan, multiturn or rlvr) around its engine; the rollout owns the engine and closes it."""
     engine = build_engine(cfg, model, tokenizer)
     # the engine may sleep through the update when no rollout runs ahead of the weights
     sync = EngineSync(engine, may_sleep=cfg.rollout.scheduler.async_generation_ratio == 0)
     try:
         if cfg.rollout.mode == "multiturn":
             return MultiTurnDriver(cfg, engine, source, sync=sync)
+        if cfg.rollout.mode == "rlvr":
+            return RLVRRollout(cfg, tokenizer, engine, sync=sync)
         return PlanDriver(cfg, tokenizer, engine, source, sync=sync)
     except BaseException:
         asyncio.run(engine.close())
