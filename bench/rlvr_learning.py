@@ -9,7 +9,8 @@ tiny model whose tokenizer is trained on the task's training text:
 * ``arithmetic``: ``configs/rlvr_arithmetic.yaml`` (sums a + b of 0-20, the math reward, 120 held-out sums);
 * ``code``: ``configs/rlvr_code.yaml`` (small Python functions, tests run in process sandboxes);
 * ``mixed``: one JSONL dataset holding both (tags ``math`` and ``code``, the rows written by the
-  generators), one router with both rewards, metrics and evaluation per tag.
+  generators; 40 held-out rows of each), one router with both rewards, metrics and evaluation per tag
+  (the code config's shape with groups of 8 and a 1200-step warm start over both tasks).
 
 Reported per run and tag: greedy held-out success before the warm start, after it, and after RL (the
 rows are never trained on), with the RL steps and seconds, and the sampling metrics averaged over steps
@@ -70,7 +71,8 @@ def mixed_config(work: Path) -> dict[str, Any]:
     }  # fmt: skip
     r["rlvr"]["rewards"]["routes"]["math"] = {"reward": "math", "options": {"format_weight": 0.1}}
     r["eval_episodes"] = len(held)
-    cfg["name"], cfg["sft"]["steps"], cfg["sft"]["num_demos"] = "rlvr_mixed", 400, len(train)
+    r["scheduler"]["group_size"] = 8  # the sums' groups need 8 answers to find a right one
+    cfg["name"], cfg["sft"]["steps"], cfg["sft"]["num_demos"] = "rlvr_mixed", 1200, len(train)
     return cfg
 
 

@@ -172,6 +172,7 @@ def _run(cfg: Any, source: Any, url: str | None, start: int, *, resume: bool) ->
 
     console = Console()
     envs = " + ".join(f"{e.env_id}" + (f" x{e.ratio:g}" if cfg.rollout.mixed else "") for e in cfg.rollout.env_mix())
+    envs = f"the {cfg.rollout.rlvr.dataset.source} dataset (rlvr)" if cfg.rollout.mode == "rlvr" else envs
     what = f"{cfg.algo.adv_estimator}/{cfg.algo.pg_variant} on {envs}, {cfg.total_steps} steps"
     console.print(
         f"rockroll train {cfg.name}: {what}"
