@@ -133,14 +133,20 @@ def answer_tokens(env_ids: tuple[str, ...] = DEFAULT_ENVS) -> list[str]:
     return out
 
 
-def build_tokenizer(texts: list[str], vocab_size: int = 512, answers: list[str] | None = None) -> Any:
+def build_tokenizer(
+    texts: list[str], vocab_size: int = 512, answers: list[str] | None = None, *, digits: bool = False
+) -> Any:
     """Train a byte-level BPE tokenizer on ``texts``; return a ``PreTrainedTokenizerFast``.
 
-    ``answers`` (whole action answers, :func:`answer_tokens`) become single tokens too."""
+    ``answers`` (whole action answers, :func:`answer_tokens`) become single tokens too; ``digits``: every
+    digit is a token of its own (numbers spelt digit by digit)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level]) if digits else byte_level
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -177,15 +183,22 @@ def _wrap(tok_or_file: Any) -> Any:
 
 def build_tiny_model(out_dir: str | Path, config: TinyModelConfig | None = None) -> Path:
     """Build the tokenizer and a randomly initialised tiny Qwen2 model; save both to ``out_dir``."""
-    import torch
-    from transformers import AutoModelForCausalLM, Qwen2Config
-
     cfg = config or TinyModelConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     texts = corpus_texts(cfg.env_ids, episodes=cfg.episodes_per_env, seed=cfg.seed)
     answers = answer_tokens(cfg.env_ids) if cfg.answer_tokens else None
     tokenizer = build_tokenizer(texts, cfg.vocab_size, answers=answers)
+    return save_tiny_model(out, tokenizer, cfg, {"config": asdict(cfg)})
+
+
+def save_tiny_model(out: Path, tokenizer: Any, cfg: TinyModelConfig, marker: dict[str, Any]) -> Path:
+    """A randomly initialised tiny Qwen2 model of ``cfg``'s shape (seeded by ``cfg.seed``) around ``tokenizer``,
+    saved to ``out`` with it and the tiny marker (``marker``'s keys beside the format and chat template)."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    out.mkdir(parents=True, exist_ok=True)
     model_cfg = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=cfg.hidden_size,
@@ -206,9 +219,7 @@ def build_tiny_model(out_dir: str | Path, config: TinyModelConfig | None = None)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / TINY_MARKER).write_text(
-        json.dumps({"format": 1, "config": asdict(cfg), "chat_template": CHAT_TEMPLATE}, indent=2)
-    )
+    (out / TINY_MARKER).write_text(json.dumps({"format": 1, **marker, "chat_template": CHAT_TEMPLATE}, indent=2))
     return out
 
 
