@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from rockroll.agentrl.engines.base import GenerationRequest, LLMEngine, SamplingParams
 
@@ -52,10 +52,16 @@ def chunk_seed(seed: int | None, k: int) -> int | None:
     return int.from_bytes(digest, "little") >> 2
 
 
+class Decoder(Protocol):
+    """What :class:`Detokenizer` needs of a Hugging Face tokenizer."""
+
+    def decode(self, ids: list[int], *, skip_special_tokens: bool, clean_up_tokenization_spaces: bool) -> str: ...
+
+
 class Detokenizer:
     """Incremental decoding: :meth:`add` returns the text each new token adds."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Decoder) -> None:
         self.tok = tokenizer
         self.ids: list[int] = []
         self.prefix = 0
@@ -92,6 +98,75 @@ def _held(text: str, stops: list[str]) -> int:
     return best
 
 
+class _Choice:
+    """The tokens and text of one choice so far, and how much of them went out (see :func:`generate_choice`)."""
+
+    def __init__(self, tokenizer: Decoder, stops: list[str], with_top: bool) -> None:
+        self.detok = Detokenizer(tokenizer)
+        self.stops, self.with_top = stops, with_top
+        self.ids: list[int] = []
+        self.lps: list[float] = []
+        self.texts: list[str] = []
+        self.tops: list[list[tuple[int, float]]] = []
+        self.starts: list[int] = []  # offset of each token's text in ``full``
+        self.full = ""
+        self.sent_tokens = self.sent_chars = 0
+
+    def add(self, token_ids: list[int], logprobs: list[float]) -> None:
+        """Tokens the engine made, with the text each adds."""
+        for t, lp in zip(token_ids, logprobs, strict=True):
+            self.ids.append(int(t))
+            self.lps.append(float(lp))
+            self.starts.append(len(self.full))
+            piece = self.detok.add(t)
+            self.texts.append(piece)
+            self.full += piece
+
+    def flush(self) -> None:
+        """The text the last tokens still held (the choice ends)."""
+        tail = self.detok.flush()
+        if self.texts:
+            self.texts[-1] += tail
+        self.full += tail
+
+    def stop_at(self) -> tuple[int, str] | None:
+        """Where the first stop string in the text not sent yet begins, and which one it is."""
+        found = [(i, s) for s in self.stops if (i := self.full.find(s, self.sent_chars)) >= 0]
+        if not found:
+            return None
+        cut = min(i for i, _s in found)
+        return cut, next(s for i, s in found if i == cut)
+
+    def release(self, finish: str | None, stop_reason: int | str | None, generated: int) -> Piece:
+        """The piece that goes out now: up to a stop string, everything at the end, else what cannot begin one."""
+        stop = self.stop_at()
+        if stop is not None:  # a stop string: the choice ends where it begins
+            upto_chars, stop_reason = stop
+            finish = "stop"
+            upto_tokens = sum(1 for s0 in self.starts if s0 < upto_chars)
+        elif finish is not None:
+            upto_chars, upto_tokens = len(self.full), len(self.ids)
+        else:
+            upto_chars = len(self.full) - _held(self.full, self.stops)
+            upto_tokens = sum(1 for i, s0 in enumerate(self.starts) if s0 + len(self.texts[i]) <= upto_chars)
+        sent, upto_tokens = self.sent_tokens, max(upto_tokens, self.sent_tokens)
+        out = Piece(
+            token_ids=self.ids[sent:upto_tokens],
+            logprobs=self.lps[sent:upto_tokens],
+            token_text=self.texts[sent:upto_tokens],
+            top=self.tops[sent:upto_tokens] if self.with_top else None,
+            text=self.full[self.sent_chars : upto_chars],
+            finish_reason=finish,
+            stop_reason=stop_reason,
+            generated=generated,
+        )
+        if out.token_text and finish == "stop" and isinstance(stop_reason, str):  # the last token's text, cut
+            end = upto_chars - self.starts[upto_tokens - 1]
+            out.token_text[-1] = out.token_text[-1][: max(end, 0)]
+        self.sent_tokens, self.sent_chars = upto_tokens, max(upto_chars, self.sent_chars)
+        return out
+
+
 async def generate_choice(
     engine: LLMEngine,
     prompt_ids: list[int],
@@ -103,14 +178,7 @@ async def generate_choice(
     scorer: TopScorer | None = None,
 ) -> AsyncIterator[Piece]:
     """The pieces of one choice (see the module docstring); ``chunk=None``: one engine request."""
-    detok = Detokenizer(engine.tokenizer)
-    ids: list[int] = []
-    lps: list[float] = []
-    texts: list[str] = []
-    tops: list[list[tuple[int, float]]] = []
-    starts: list[int] = []  # offset of each token's text in ``full``
-    full = ""
-    sent_tokens = sent_chars = 0
+    choice = _Choice(engine.tokenizer, stops, with_top=bool(top_n and scorer is not None))
     remaining = params.max_new_tokens
     k = 0
     finish: str | None = None
@@ -125,55 +193,23 @@ async def generate_choice(
             stop_token_ids=list(params.stop_token_ids),
             seed=chunk_seed(params.seed, k),
         )
-        context = prompt_ids + ids
+        context = prompt_ids + choice.ids
         res = await engine.generate(GenerationRequest(context, sp))
         k += 1
         remaining -= len(res.token_ids)
         if top_n and scorer is not None and res.token_ids:
-            tops += await scorer(context, list(res.token_ids), top_n)
-        for t, lp in zip(res.token_ids, res.logprobs, strict=True):
-            ids.append(int(t))
-            lps.append(float(lp))
-            starts.append(len(full))
-            piece = detok.add(t)
-            texts.append(piece)
-            full += piece
+            choice.tops += await scorer(context, list(res.token_ids), top_n)
+        choice.add(list(res.token_ids), list(res.logprobs))
         if res.finish_reason == "stop":
-            finish, stop_reason = "stop", ids[-1] if ids else None
+            finish, stop_reason = "stop", choice.ids[-1] if choice.ids else None
         elif res.finish_reason == "aborted":
             finish = "abort"
         elif remaining <= 0 or not res.token_ids:
             finish = "length"
         if finish is not None:
-            tail = detok.flush()
-            if texts:
-                texts[-1] += tail
-            full += tail
-        cut = min((i for i in (full.find(s, sent_chars) for s in stops) if i >= 0), default=-1)
-        if cut >= 0:  # a stop string: the choice ends where it begins
-            finish, stop_reason = "stop", next(s for s in stops if full.find(s, sent_chars) == cut)
-            upto_chars = cut
-            upto_tokens = sum(1 for s0 in starts if s0 < cut)
-        elif finish is not None:
-            upto_chars, upto_tokens = len(full), len(ids)
-        else:
-            upto_chars = len(full) - _held(full, stops)
-            upto_tokens = sum(1 for i, s0 in enumerate(starts) if s0 + len(texts[i]) <= upto_chars)
-        upto_tokens = max(upto_tokens, sent_tokens)
-        out = Piece(
-            token_ids=ids[sent_tokens:upto_tokens],
-            logprobs=lps[sent_tokens:upto_tokens],
-            token_text=texts[sent_tokens:upto_tokens],
-            top=tops[sent_tokens:upto_tokens] if top_n and scorer is not None else None,
-            text=full[sent_chars:upto_chars],
-            finish_reason=finish,
-            stop_reason=stop_reason,
-            generated=len(res.token_ids),
-        )
-        if out.token_text and finish == "stop" and isinstance(stop_reason, str):  # the last token's text, cut
-            end = upto_chars - starts[upto_tokens - 1]
-            out.token_text[-1] = out.token_text[-1][: max(end, 0)]
-        sent_tokens, sent_chars = upto_tokens, max(upto_chars, sent_chars)
+            choice.flush()
+        out = choice.release(finish, stop_reason, len(res.token_ids))
+        finish = out.finish_reason
         if out.token_ids or out.text or finish is not None or out.generated:
             yield out
         await asyncio.sleep(0)

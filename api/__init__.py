@@ -16,7 +16,6 @@ if __name__ != "rockroll.api":  # a second copy under another name would duplica
     raise ImportError(f"import rockroll.api, not {__name__}: rockroll's packages live in the rockroll namespace")
 
 import importlib
-from typing import Any
 
 __all__ = ["create_app", "Settings", "Client", "AsyncClient", "ApiClientError", "SandboxLostError", "RemoteEnv"]
 
@@ -31,7 +30,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

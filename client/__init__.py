@@ -13,7 +13,6 @@ if __name__ != "rockroll.client":  # a second copy under another name would dupl
     raise ImportError(f"import rockroll.client, not {__name__}: rockroll's packages live in the rockroll namespace")
 
 import importlib
-from typing import Any
 
 __all__ = ["Client", "AsyncClient", "ApiClientError", "SandboxLostError", "RemoteEnv", "JobState"]
 
@@ -27,7 +26,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,12 +13,14 @@ and ``close`` always go through the control plane. ``gymnasium.make("rockroll-re
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 import gymnasium as gym
 
 import rockroll.envhub as envhub
 from rockroll.client.errors import ApiClientError, error_for
+from rockroll.client.responses import DataPlane, DataPlaneToken
 from rockroll.client.session_socket import SessionSocket
 from rockroll.client.types import ResetResult, SessionInfo, SessionOpened, StepResult
 from rockroll.envs.core import TextSpace
@@ -28,6 +30,9 @@ __all__ = ["RemoteEnv", "SessionClient", "register_gymnasium", "GYM_REMOTE_NAMES
 
 GYM_REMOTE_NAMESPACE = "rockroll-remote"
 
+P = TypeVar("P")
+R = TypeVar("R")
+
 
 class SessionClient(Protocol):
     """The session routes :class:`RemoteEnv` calls; :class:`rockroll.client.sdk.Client` has them.
@@ -36,25 +41,38 @@ class SessionClient(Protocol):
     (``Client.env``) without an import cycle.
     """
 
-    url: str
-    token: str | None
+    @property
+    def url(self) -> str: ...
+    @property
+    def token(self) -> str | None: ...
 
     def create_session(
-        self, env: str, kwargs: dict[str, Any] | None = None, *, group: str = "", avoid_nodes: list[str] | None = None
+        self,
+        env: str,
+        kwargs: Mapping[str, object] | None = None,
+        *,
+        group: str = "",
+        avoid_nodes: list[str] | None = None,
     ) -> SessionOpened: ...
     def get_session(self, session_id: str) -> SessionInfo: ...
-    def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult: ...
+    def reset(
+        self, session_id: str, seed: int | None = None, options: Mapping[str, object] | None = None
+    ) -> ResetResult: ...
     def step(self, session_id: str, action: str) -> StepResult: ...
     def actions(self, session_id: str) -> list[str]: ...
     def get_state(self, session_id: str) -> dict[str, Any]: ...
-    def set_state(self, session_id: str, state: dict[str, Any]) -> None: ...
+    def set_state(self, session_id: str, state: Mapping[str, object]) -> None: ...
     def fork(self, session_id: str) -> SessionOpened: ...
     def close_session(self, session_id: str) -> None: ...
-    def session_token(self, session_id: str) -> dict[str, Any]: ...
+    def session_token(self, session_id: str) -> DataPlaneToken: ...
 
 
 class RemoteEnv(gym.Env[str, str]):
-    """A remote env session (see the module docstring). ``closed`` after :meth:`close`."""
+    """A remote env session (see the module docstring). ``closed`` after :meth:`close`.
+
+    An :class:`~rockroll.sandbox.session.EnvSession` (``session_id``, ``env_id``, ``sandbox_id``, ``closed``,
+    ``render``, ``fork``); ``session_id`` is the control plane's id (its routes and the data plane take it).
+    """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}
 
@@ -72,18 +90,19 @@ class RemoteEnv(gym.Env[str, str]):
         if transport not in ("auto", "http", "ws"):
             raise ValueError(f"transport must be 'auto', 'http' or 'ws', got {transport!r}")
         self.client = client
-        self.env_name = env
+        self.env_id = env
         self.kwargs = kwargs
-        placement: dict[str, Any] = {"group": group} if group else {}
-        placement |= {"avoid_nodes": list(avoid_nodes)} if avoid_nodes else {}
-        info: SessionOpened | SessionInfo = (
-            client.create_session(env, kwargs, **placement) if session_id is None else client.get_session(session_id)
-        )
-        session_id = info["id"]
+        info: SessionOpened | SessionInfo
+        offered: DataPlane | None = None  # where to step it directly (an open's answer only)
+        if session_id is None:
+            info = client.create_session(env, kwargs, group=group, avoid_nodes=list(avoid_nodes) or None)
+            offered = info.get("data_plane")
+        else:
+            info = client.get_session(session_id)
         self._system_prompt = info.get("system_prompt", "")
-        self.sandbox_id = info["sandbox_id"]
-        self.node: str = (info.get("data_plane") or {}).get("node", "")  # the node agent serving it, if any
-        self.session_id: str = session_id
+        self.sandbox_id: str = info["sandbox_id"]
+        self.node: str = offered["node"] if offered else ""  # the node agent serving it, if any
+        self.session_id: str = info["id"]
         self.observation_space = TextSpace()
         self.action_space = TextSpace()
         self.closed = False
@@ -91,24 +110,23 @@ class RemoteEnv(gym.Env[str, str]):
         if transport == "ws":
             self._socket = SessionSocket(client.url, client.token, self.session_id)
         elif transport == "auto":
-            self._socket = self._direct(info)
+            self._socket = self._direct(offered)
         self.transport = "direct" if isinstance(self._socket, DataPlaneSession) else transport
 
-    def _direct(self, info: Any) -> DataPlaneSession | None:
+    def _direct(self, dp: DataPlane | None) -> DataPlaneSession | None:
         """A socket to the session's node agent, or None when the control plane offers none or it cannot be reached."""
-        if "data_plane" not in info:
+        if dp is None:
             try:
-                info = self.client.session_token(self.session_id)
+                dp = self.client.session_token(self.session_id)["data_plane"]
             except (ApiClientError, AttributeError):
                 return None
-        dp = info["data_plane"]
         try:
             return DataPlaneSession(dp["endpoint"], self.session_id, dp["token"], refresh=self._fresh_token)
         except DataPlaneError:  # e.g. an in-process test client's endpoint: fall back to the session routes
             return None
 
     @staticmethod
-    def _call_direct(fn: Any, arg: Any) -> dict[str, Any]:
+    def _call_direct(fn: Callable[[P], R], arg: P) -> R:
         """``fn(arg)`` on a socket; a data-plane error raised as the SDK's ``ApiClientError`` (same status and code)."""
         try:
             return fn(arg)
@@ -119,19 +137,20 @@ class RemoteEnv(gym.Env[str, str]):
         return self.client.session_token(self.session_id)["data_plane"]["token"]
 
     def __repr__(self) -> str:
-        return f"RemoteEnv({self.env_name!r}, session={self.session_id}, sandbox={self.sandbox_id})"
+        return f"RemoteEnv({self.env_id!r}, session={self.session_id}, sandbox={self.sandbox_id})"
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode."""
         if self._socket is not None:
-            out = self._call_direct(self._socket.call, {"op": "reset", "seed": seed, "options": options})
-        else:
-            out = self.client.reset(self.session_id, seed=seed, options=options)
+            answer = self._call_direct(self._socket.call, {"op": "reset", "seed": seed, "options": options})
+            return answer["observation"], answer["info"]
+        out = self.client.reset(self.session_id, seed=seed, options=options)
         return out["observation"], out["info"]
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Play the agent's text. Never resent: a connection that drops after sending raises, as the
         server may have played it (the rollout layer then replays the episode on a fresh session)."""
+        out: StepResult | dict[str, Any]
         if isinstance(self._socket, DataPlaneSession):
             out = self._call_direct(self._socket.step_raw, action)
         elif self._socket is not None:
@@ -159,9 +178,10 @@ class RemoteEnv(gym.Env[str, str]):
     def fork(self) -> RemoteEnv:
         """A new remote session that continues from this one's current state."""
         info = self.client.fork(self.session_id)
-        return RemoteEnv(self.client, self.env_name, session_id=info["id"], **self.kwargs)
+        return RemoteEnv(self.client, self.env_id, session_id=info["id"], **self.kwargs)
 
-    def render(self) -> str:  # type: ignore[override]
+    def render(self) -> str:
+        """ "": the API renders no observation on demand."""
         return ""
 
     def close(self) -> None:
@@ -172,16 +192,10 @@ class RemoteEnv(gym.Env[str, str]):
                 self._socket.close()
             self.client.close_session(self.session_id)
 
-    def __enter__(self) -> RemoteEnv:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _make_remote(env_name: str) -> Any:
+def _make_remote(env_id: str) -> Callable[..., RemoteEnv]:
     def build(client: SessionClient, render_mode: str | None = None, **kwargs: Any) -> RemoteEnv:
-        return RemoteEnv(client, env_name, **kwargs)
+        return RemoteEnv(client, env_id, **kwargs)
 
     return build
 

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from rockroll.client.errors import error_for
-from rockroll.client.responses import Alert
+from rockroll.client.responses import Alert, DataPlaneToken
 from rockroll.client.types import (
     EnvInfo,
     ExecOutput,
@@ -284,7 +284,7 @@ class _Routes:
         """A new session continuing from this one."""
         return self._call("POST", f"/v1/sessions/{session_id}/fork")
 
-    def session_token(self, session_id: str) -> dict[str, Any]:
+    def session_token(self, session_id: str) -> DataPlaneToken:
         """A fresh data-plane token: ``{"data_plane": {"endpoint", "node", "token", "expires_at"}}`` (404 when none)."""
         return self._call("POST", f"/v1/sessions/{session_id}/token")
 

@@ -25,6 +25,7 @@ import gymnasium as gym
 from rockroll.envhub.errors import RegistrationError, UnknownEnvError
 from rockroll.envs.carry import forget_registration, note_registration
 from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.experts import ExpertFactory
 from rockroll.envs.registries import import_target
 from rockroll.envs.wrappers import MaxSteps
 
@@ -76,7 +77,7 @@ class EnvSpec:
     description: str = ""
     tags: tuple[str, ...] = ()
     supports_fork: bool = True
-    expert: str | Callable[..., Any] | None = None
+    expert: str | ExpertFactory | None = None
     parses_answer: bool = True
     action_set: tuple[str, ...] = ()
 
@@ -98,7 +99,7 @@ class EnvSpec:
         """Import and return the entry point."""
         return _resolve(self.id, "entry point", self.entry_point)
 
-    def load_expert(self) -> Callable[..., Any] | None:
+    def load_expert(self) -> ExpertFactory | None:
         """Import and return the expert factory (None when the env has no expert)."""
         return None if self.expert is None else _resolve(self.id, "expert", self.expert)
 
@@ -155,7 +156,7 @@ def register(
     description: str = "",
     tags: tuple[str, ...] | list[str] = (),
     supports_fork: bool = True,
-    expert: str | Callable[..., Any] | None = None,
+    expert: str | ExpertFactory | None = None,
     parses_answer: bool = True,
     action_set: tuple[str, ...] | list[str] = (),
     override: bool = False,

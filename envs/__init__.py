@@ -10,7 +10,7 @@ if __name__ != "rockroll.envs":  # a second copy under another name would duplic
     raise ImportError(f"import rockroll.envs, not {__name__}: rockroll's packages live in the rockroll namespace")
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rockroll.envs.checker import EnvCheckError, check_env
@@ -77,7 +77,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

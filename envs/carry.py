@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from rockroll.envs.errors import RockrollError
@@ -90,7 +91,7 @@ _lock = threading.Lock()
 def _registering_frame(depth: int) -> tuple[str, bool, str]:
     """``(module, at_import, file)`` of the code that made the registration: walking out from the caller
     ``depth`` frames up, the first frame that is a module's top level or lies outside the rockroll package."""
-    frame = sys._getframe(depth + 1)
+    frame: FrameType | None = sys._getframe(depth + 1)
     while frame is not None:
         spec = frame.f_globals.get("__spec__")  # `python -m rockroll.cli` runs rockroll.cli.__main__ as __main__
         name = str(getattr(spec, "name", None) or frame.f_globals.get("__name__", "__main__"))
@@ -137,10 +138,10 @@ def _import_root(module: str) -> str | None:
 
 def _dumps(replays: list[Callable[[], object]]) -> bytes:
     try:
-        import cloudpickle
+        cloudpickle = importlib.import_module("cloudpickle")
     except ImportError:  # Ray vendors it
-        from ray import cloudpickle  # type: ignore[no-redef]
-    return cloudpickle.dumps(replays)
+        cloudpickle = importlib.import_module("ray.cloudpickle")
+    return bytes(cloudpickle.dumps(replays))
 
 
 def carried_registrations() -> CarriedRegistrations:

@@ -21,7 +21,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from typing import Any, ClassVar, Literal, TypeVar, Union, overload
 
 from pydantic import (
     BaseModel,
@@ -31,12 +31,12 @@ from pydantic import (
     Tag,
     TypeAdapter,
     ValidationError,
-    create_model,
     model_validator,
 )
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import ErrorDetails, PydanticCustomError, core_schema
+from typing_extensions import TypeForm
 
 from rockroll.envs.errors import RockrollError
 from rockroll.envs.registries import close_names
@@ -167,22 +167,36 @@ def with_defaults(model: type[M], name: str, doc: str, **defaults: object) -> ty
     unknown = sorted(set(defaults) - set(model.model_fields))
     if unknown:
         raise KeyError(f"{model.__name__} has no fields {unknown}; known: {', '.join(model.model_fields)}")
-    fields: dict[str, tuple[object, FieldInfo]] = {
-        key: (model.model_fields[key].annotation, FieldInfo.merge_field_infos(model.model_fields[key], default=value))
-        for key, value in defaults.items()
+    namespace: dict[str, object] = {
+        "__module__": str(sys._getframe(1).f_globals.get("__name__", model.__module__)),
+        "__doc__": doc,
+        "__annotations__": {key: model.model_fields[key].annotation for key in defaults},
     }
-    module = sys._getframe(1).f_globals.get("__name__", model.__module__)
-    made = create_model(name, __base__=model, __doc__=doc, __module__=module, **fields)  # type: ignore[call-overload]
-    return made  # type: ignore[no-any-return]
+    for key, value in defaults.items():
+        namespace[key] = FieldInfo.merge_field_infos(model.model_fields[key], default=value)
+    # what pydantic's create_model does (whose **fields mypy would match against its own keyword arguments)
+    made = types.new_class(
+        name, (model,), {"__pydantic_reset_parent_namespace__": False}, lambda ns: ns.update(namespace)
+    )
+    assert issubclass(made, model)
+    return made
 
 
 # ----------------------------------------------------------------- parsing
-def parse_config(tp: type[T] | Any, data: object) -> T:
+@overload
+def parse_config(tp: type[T], data: object) -> T: ...
+
+
+@overload
+def parse_config(tp: TypeForm[object], data: object) -> object: ...
+
+
+def parse_config(tp: TypeForm[object], data: object) -> object:
     """Validate ``data`` (a nested mapping) into ``tp`` (a model, or any type such as a union)."""
     try:
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            return tp.model_validate({} if data is None else data)  # type: ignore[return-value]
-        adapter: TypeAdapter[T] = TypeAdapter(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):  # a generic alias is no class
+            return tp.model_validate({} if data is None else data)
+        adapter: TypeAdapter[object] = TypeAdapter(tp)
         return adapter.validate_python({} if data is None else data)
     except ValidationError as e:
         raise ConfigError.from_validation(e, tp) from e

@@ -90,7 +90,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
 
 
 def load_config(
-    tp: type[T] | Any,
+    tp: type[T],
     path: str | Path | None = None,
     overrides: Iterable[str] = (),
     *,
@@ -99,8 +99,7 @@ def load_config(
     """The typed config: YAML file ``path`` (or defaults), ``data`` merged over it, then overrides."""
     base = read_yaml(path) if path is not None else {}
     merge(base, dict(data or {}))
-    cfg: T = parse_config(tp, apply_overrides(base, list(overrides)))
-    return cfg
+    return parse_config(tp, apply_overrides(base, list(overrides)))
 
 
 def config_to_dict(cfg: BaseModel) -> dict[str, Any]:

@@ -29,7 +29,7 @@ runs (:func:`load_expert_factory`, the job's confined worker). :func:`register_e
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol, TypeVar, runtime_checkable
 
 from rockroll.envs.registries import Registry
 
@@ -43,12 +43,15 @@ __all__ = [
     "is_known_expert",
     "load_expert_factory",
     "register_expert",
+    "unwrapped_as",
 ]
+
+E = TypeVar("E")
 
 #: the next action for the env's current state (None: no move)
 Expert = Callable[[], "str | None"]
 #: called with the env after ``reset``; returns its :data:`Expert`
-ExpertFactory = Callable[[Any], Expert]
+ExpertFactory = Callable[[object], Expert]
 
 #: demonstrators a config may name besides an env spec's own: name -> lazy ``"module:factory"`` (or a factory)
 EXPERTS: Registry[ExpertFactory] = Registry("expert", "rollout.expert")
@@ -63,7 +66,7 @@ def register_expert(name: str, factory: str | ExpertFactory, *, override: bool =
         _TARGETS[factory] = name
 
 
-def is_known_expert(target: str, declared: Any = None) -> bool:
+def is_known_expert(target: str, declared: object = None) -> bool:
     """Whether ``target`` names a registered expert (by name or by its lazy text), or is ``declared`` (the expert
     an env's spec names). Compares text only: nothing is imported."""
     return bool(target) and (target in EXPERTS or target in _TARGETS or target == declared)
@@ -72,18 +75,38 @@ def is_known_expert(target: str, declared: Any = None) -> bool:
 register_expert("alfworld_searcher", "rockroll.envs.alfworld.searcher:expert")
 
 
-def _spec_of(env: Any) -> Any:
+@runtime_checkable
+class _Spec(Protocol):
+    """What this module reads of an env's spec (an :class:`rockroll.envhub.registry.EnvSpec`)."""
+
+    id: str
+    expert: object
+
+    def load_expert(self) -> ExpertFactory | None: ...
+
+
+def unwrapped_as(env: object, cls: type[E]) -> E:
+    """The env inside ``env`` (its ``unwrapped``: through ``MaxSteps`` and gymnasium wrappers), which an expert
+    of ``cls`` reads; ``TypeError`` when it is another env."""
+    inner = getattr(env, "unwrapped", env)
+    if not isinstance(inner, cls):
+        raise TypeError(f"this expert plays {cls.__name__} envs, got {type(inner).__name__}")
+    return inner
+
+
+def _spec_of(env: object) -> _Spec | None:
     """The spec ``envhub.make`` attached (on the env or, through wrappers, the unwrapped env)."""
     found = getattr(env, "env_spec", None)
-    return found if found is not None else getattr(getattr(env, "unwrapped", env), "env_spec", None)
+    spec = found if found is not None else getattr(getattr(env, "unwrapped", env), "env_spec", None)
+    return spec if isinstance(spec, _Spec) else None
 
 
-def has_expert(env: Any) -> bool:
+def has_expert(env: object) -> bool:
     """Whether ``env``'s spec names an expert (nothing is imported)."""
     return getattr(_spec_of(env), "expert", None) is not None
 
 
-def expert_factory(env: Any) -> ExpertFactory:
+def expert_factory(env: object) -> ExpertFactory:
     """The expert factory of ``env``'s spec, imported now; ``LookupError`` when it has none."""
     spec = _spec_of(env)
     if spec is None:
@@ -91,12 +114,13 @@ def expert_factory(env: Any) -> ExpertFactory:
         raise LookupError(
             f"no expert policy for {name}: it was not built by rockroll.envhub.make, so it has no spec naming one"
         )
-    if getattr(spec, "expert", None) is None:
+    factory = spec.load_expert() if spec.expert is not None else None
+    if factory is None:
         raise LookupError(
             f"no expert policy for {spec.id}: its spec names none "
             "(register the env with expert='module:factory' to give it one)"
         )
-    return spec.load_expert()
+    return factory
 
 
 def load_expert_factory(target: str) -> ExpertFactory:
@@ -109,7 +133,7 @@ def load_expert_factory(target: str) -> ExpertFactory:
     return found
 
 
-def expert_for(env: Any, factory: str | None = None) -> Expert:
+def expert_for(env: object, factory: str | None = None) -> Expert:
     """A zero-argument callable giving the expert's next action for ``env``'s current state.
 
     ``factory``: another expert than the one the env's spec names, a name of :data:`EXPERTS` (the spec's

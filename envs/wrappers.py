@@ -49,7 +49,7 @@ class MaxSteps(gym.Wrapper[str, str, str, str]):
         return obs, float(reward), terminated, truncated, info
 
     @property
-    def spec(self) -> EnvSpec | None:  # type: ignore[override]  # a property over Env's attribute, as gym.Wrapper's
+    def spec(self) -> EnvSpec | None:
         """The wrapped env's gymnasium spec with ``max_episode_steps`` = this limit (as ``TimeLimit`` reports it)."""
         if self._cached_spec is None and self.env.spec is not None:
             try:
@@ -59,6 +59,10 @@ class MaxSteps(gym.Wrapper[str, str, str, str]):
             env_spec.max_episode_steps = self.max_steps
             self._cached_spec = env_spec
         return self._cached_spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        raise AttributeError("a wrapper's spec is read-only: it is the wrapped env's, with this step limit")
 
     def get_state(self) -> dict[str, Any]:
         return {

@@ -26,7 +26,6 @@ if __name__ != "rockroll.sandbox":  # a second copy under another name would dup
     raise ImportError(f"import rockroll.sandbox, not {__name__}: rockroll's packages live in the rockroll namespace")
 
 import importlib
-from typing import Any
 
 __all__ = [
     "SandboxManager",
@@ -69,7 +68,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

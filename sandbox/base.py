@@ -18,12 +18,12 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import ConfigDict, Field
 
 from rockroll.envs.config import ConfigModel, parse_config
-from rockroll.sandbox.client import SandboxClient
+from rockroll.sandbox.client import ExecOptions, SandboxClient
 from rockroll.sandbox.errors import SandboxError, SandboxLost, SandboxTimeout
 from rockroll.sandbox.results import ExecResult, Health
 from rockroll.sandbox.retry import POLL_MAX_DELAY_S, Backoff
@@ -44,20 +44,30 @@ class SandboxSpec(ConfigModel):
     model_config = ConfigDict(frozen=True)
 
     name: str = Field(
-        "default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
+        default="default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$",
         description="Pool name (sandboxes from equal specs are interchangeable): letters, digits, '-' or '_'.",
     )  # fmt: skip
     image: str = Field(
-        DEFAULT_IMAGE, max_length=256, description="Docker image running the in-sandbox server (ignored by processes)."
+        default=DEFAULT_IMAGE,
+        max_length=256,
+        description="Docker image running the in-sandbox server (ignored by processes).",
     )
-    cpus: float = Field(1.0, gt=0, le=64, description="CPU limit in cores.")
-    memory_mb: int = Field(512, ge=32, le=262_144, description="Memory limit; the OOM killer stops a command above it.")
-    pids_limit: int = Field(256, ge=16, le=65_536, description="Most processes/threads at once (stops fork bombs).")
-    workspace_mb: int = Field(256, ge=1, le=65_536, description="Size of the writable workspace (tmpfs).")
-    network: bool = Field(False, description="Give the sandbox a network; off by default (no egress, no loopback).")
-    max_sessions: int = Field(16, ge=1, le=4096, description="Most env sessions one sandbox hosts.")
-    env: tuple[tuple[str, str], ...] = Field((), description="Extra environment variables of the server, as pairs.")
-    startup_timeout_s: float = Field(60.0, gt=0, description="How long wait_ready waits for the server.")
+    cpus: float = Field(default=1.0, gt=0, le=64, description="CPU limit in cores.")
+    memory_mb: int = Field(
+        default=512, ge=32, le=262_144, description="Memory limit; the OOM killer stops a command above it."
+    )
+    pids_limit: int = Field(
+        default=256, ge=16, le=65_536, description="Most processes/threads at once (stops fork bombs)."
+    )
+    workspace_mb: int = Field(default=256, ge=1, le=65_536, description="Size of the writable workspace (tmpfs).")
+    network: bool = Field(
+        default=False, description="Give the sandbox a network; off by default (no egress, no loopback)."
+    )
+    max_sessions: int = Field(default=16, ge=1, le=4096, description="Most env sessions one sandbox hosts.")
+    env: tuple[tuple[str, str], ...] = Field(
+        default=(), description="Extra environment variables of the server, as pairs."
+    )
+    startup_timeout_s: float = Field(default=60.0, gt=0, description="How long wait_ready waits for the server.")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (``env`` as a list of pairs), what :meth:`from_dict` reads back."""
@@ -165,7 +175,7 @@ class SandboxBackend(abc.ABC):
         finally:
             client.close()
 
-    def exec(self, handle: SandboxHandle, cmd: str | list[str], **kwargs: Any) -> ExecResult:
+    def exec(self, handle: SandboxHandle, cmd: str | list[str], **kwargs: Unpack[ExecOptions]) -> ExecResult:
         """Run a command in the sandbox; see :meth:`SandboxClient.exec`."""
         client = self.client(handle, timeout_s=float(kwargs.get("timeout_s", 30.0)) + 30.0)
         try:

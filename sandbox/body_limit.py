@@ -20,7 +20,12 @@ from __future__ import annotations
 
 import json
 import string
-from typing import Any, BinaryIO
+from email.message import Message as Headers
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["BodyError", "BodyTooLarge", "BodyLimit", "read_limited", "read_body"]
 
@@ -28,6 +33,14 @@ MAX_CHUNK_LINE = 1024
 """The longest chunk-size line (with its extensions) or trailer line of a chunked body."""
 MAX_TRAILERS = 64
 _HEX = frozenset(string.hexdigits.encode())
+
+
+class Reader(Protocol):
+    """What :func:`read_body` reads from: an ``http.server`` handler's ``rfile``."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+    def readline(self, limit: int, /) -> bytes: ...
 
 
 class BodyError(ValueError):
@@ -47,11 +60,11 @@ class BodyTooLarge(BodyError):
         self.limit = limit
 
 
-def _content_length(headers: Any) -> int | None:
+def _content_length(headers: bytes | str | None) -> int | None:
     """The declared length (None: none declared); :class:`BodyError` when it is not a number."""
     if headers is None:
         return None
-    raw = headers.strip() if isinstance(headers, (bytes, str)) else headers
+    raw = headers.strip()
     if not raw:
         return None
     if not raw.isdigit():
@@ -62,11 +75,11 @@ def _content_length(headers: Any) -> int | None:
 class BodyLimit:
     """The ASGI middleware (see the module docstring): bodies of ``http`` requests up to ``limit`` bytes."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -80,7 +93,7 @@ class BodyLimit:
             return
         seen, state = 0, {"started": False, "refused": False}
 
-        async def counted() -> Any:
+        async def counted() -> Message:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
@@ -92,7 +105,7 @@ class BodyLimit:
                     raise BodyTooLarge(limit)
             return message
 
-        async def tracked_send(message: Any) -> None:
+        async def tracked_send(message: Message) -> None:
             if state["refused"]:  # the app's own answer to the error: the 413 went out already
                 return
             if message["type"] == "http.response.start":
@@ -107,7 +120,7 @@ class BodyLimit:
                 await refuse(send, BodyTooLarge(limit))
 
 
-async def refuse(send: Any, e: BodyError) -> None:
+async def refuse(send: Send, e: BodyError) -> None:
     """Answer ``e`` as ``{"error": {"code", "message", "details"}}`` and close the connection."""
     details = {"limit": e.limit} if isinstance(e, BodyTooLarge) else {}
     body = json.dumps({"error": {"code": e.code, "message": str(e), "details": details}}).encode()
@@ -120,7 +133,7 @@ async def refuse(send: Any, e: BodyError) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def read_limited(request: Any, limit: int) -> bytes:
+async def read_limited(request: Request, limit: int) -> bytes:
     """The body of a Starlette ``request``, read chunk by chunk; :class:`BodyTooLarge` past ``limit``."""
     length = _content_length(request.headers.get("content-length"))
     if length is not None and length > limit:
@@ -133,7 +146,7 @@ async def read_limited(request: Any, limit: int) -> bytes:
     return bytes(body)
 
 
-def read_body(rfile: BinaryIO, headers: Any, limit: int) -> bytes | bytearray:
+def read_body(rfile: Reader, headers: Headers, limit: int) -> bytes | bytearray:
     """The body of an ``http.server`` request (``headers``: its message), at most ``limit`` bytes."""
     coding = headers.get("Transfer-Encoding")
     if coding is not None:
@@ -151,7 +164,7 @@ def read_body(rfile: BinaryIO, headers: Any, limit: int) -> bytes | bytearray:
     return data
 
 
-def _read_chunked(rfile: BinaryIO, limit: int) -> bytearray:
+def _read_chunked(rfile: Reader, limit: int) -> bytearray:
     body = bytearray()
     while True:
         digits = _line(rfile).split(b";", 1)[0].strip()
@@ -172,7 +185,7 @@ def _read_chunked(rfile: BinaryIO, limit: int) -> bytearray:
     raise BodyError(400, "bad_request", f"more than {MAX_TRAILERS} trailer lines")
 
 
-def _line(rfile: BinaryIO) -> bytes:
+def _line(rfile: Reader) -> bytes:
     line = rfile.readline(MAX_CHUNK_LINE + 1)
     if len(line) > MAX_CHUNK_LINE or not line.endswith(b"\n"):
         raise BodyError(400, "bad_request", "a chunked body's line is too long or cut short")

@@ -19,15 +19,16 @@ import http.client
 import json
 import select
 import socket
-from typing import Any
+from typing import Any, TypedDict
 
 from rockroll.envhub import errors as envhub_errors
 from rockroll.envs import errors as envs_errors
 from rockroll.sandbox import errors as sb_errors
 from rockroll.sandbox.results import ExecResult
 from rockroll.sandbox.retry import retry_call
+from rockroll.sandbox.server.wire import FileEntry
 
-__all__ = ["SandboxClient", "MAX_RESPONSE_BYTES"]
+__all__ = ["ExecOptions", "SandboxClient", "MAX_RESPONSE_BYTES"]
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 BOOT_HEADER = "X-Rockroll-Boot"
@@ -40,6 +41,16 @@ reset, make, fork, batch or exec) may have run on the server before the drop: it
 instead of running twice."""
 # the server closed the connection after (maybe) receiving the request
 _DROPPED = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+
+
+class ExecOptions(TypedDict, total=False):
+    """The options of :meth:`SandboxClient.exec` (what the sandbox's and the manager's ``exec`` pass on)."""
+
+    timeout_s: float
+    cwd: str | None
+    env: dict[str, str] | None
+    max_output: int
+    stdin: str | None
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -154,7 +165,7 @@ class SandboxClient:
         raw = data.encode() if isinstance(data, str) else data
         return int(self.call("files.write", path=path, data=base64.b64encode(raw).decode(), mode=mode)["size"])
 
-    def list_files(self, path: str = ".") -> list[dict[str, Any]]:
+    def list_files(self, path: str = ".") -> list[FileEntry]:
         return list(self.call("files.list", path=path))
 
 

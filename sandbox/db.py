@@ -31,11 +31,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
 from sqlalchemy import create_engine, make_url
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, CursorResult
 
 from rockroll.sandbox.models import SANDBOX_TABLES, Base
 
 __all__ = [
+    "rowcount",
     "SANDBOX_MIGRATIONS",
     "SANDBOX_VERSION_TABLE",
     "upgrade",
@@ -126,3 +127,11 @@ def private_sqlite_file(url: str) -> None:
 def owns_sandbox_table(name: str) -> bool:
     """Whether ``name`` is one of the sandbox layer's tables."""
     return name in SANDBOX_TABLES
+
+
+def rowcount(result: object) -> int:
+    """The rows an UPDATE or DELETE matched: its ``Session.execute`` result is a ``CursorResult`` (SQLAlchemy's
+    types say only ``Result``)."""
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"not the result of an UPDATE or DELETE: {type(result).__name__}")
+    return result.rowcount

@@ -349,9 +349,11 @@ class DockerConfig(BackendConfig):
     """Options of the ``docker`` backend (see :class:`DockerBackend`)."""
 
     type: ClassVar[str] = "docker"
-    docker_hosts: tuple[str, ...] = Field((), description="Docker daemon URLs (empty: the local default socket)")
-    state_dir: str = Field(DEFAULT_STATE_DIR, description="host directory of the sandboxes' sockets")
-    uid: int = Field(SANDBOX_UID, description="user id the in-sandbox server runs as inside the container")
+    docker_hosts: tuple[str, ...] = Field(
+        default=(), description="Docker daemon URLs (empty: the local default socket)"
+    )
+    state_dir: str = Field(default=DEFAULT_STATE_DIR, description="host directory of the sandboxes' sockets")
+    uid: int = Field(default=SANDBOX_UID, description="user id the in-sandbox server runs as inside the container")
 
     def build(self) -> DockerBackend:
         return DockerBackend(hosts=self.docker_hosts, state_dir=self.state_dir, uid=self.uid)
@@ -361,9 +363,13 @@ class AutoConfig(BackendConfig):
     """The ``auto`` backend: Docker when a daemon answers and ``image`` exists, else processes."""
 
     type: ClassVar[str] = "auto"
-    docker_hosts: tuple[str, ...] = Field((), description="Docker daemon URLs (empty: the local default socket)")
-    state_dir: str = Field(DEFAULT_STATE_DIR, description="host directory of the sandboxes' sockets and workspaces")
-    image: str = Field(DEFAULT_IMAGE, description="Docker is used only when this image exists on the daemon")
+    docker_hosts: tuple[str, ...] = Field(
+        default=(), description="Docker daemon URLs (empty: the local default socket)"
+    )
+    state_dir: str = Field(
+        default=DEFAULT_STATE_DIR, description="host directory of the sandboxes' sockets and workspaces"
+    )
+    image: str = Field(default=DEFAULT_IMAGE, description="Docker is used only when this image exists on the daemon")
 
     def build(self) -> DockerBackend | ProcessBackend:
         try:

@@ -132,8 +132,8 @@ def source_hash(project_dir: str = str(PROJECT_ROOT)) -> str:
     return h.hexdigest()[:16]
 
 
-def _run(argv: list[str], **kwargs: object) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
+def _run(argv: list[str]) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ImageBuildError(
             f"{' '.join(argv[:4])} ... failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"

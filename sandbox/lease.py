@@ -29,6 +29,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from rockroll.sandbox.db import rowcount
 from rockroll.sandbox.errors import SandboxError
 from rockroll.sandbox.models import ManagerLease
 
@@ -143,11 +144,13 @@ class Lease:
                         row.host,
                         now - row.heartbeat_at,
                     )
-                    taken = s.execute(
-                        update(ManagerLease)
-                        .where(ManagerLease.name == self.name, ManagerLease.holder == row.holder)
-                        .values(holder=self.holder, host=self.host, pid=self.pid, acquired_at=now, heartbeat_at=now)
-                    ).rowcount
+                    taken = rowcount(
+                        s.execute(
+                            update(ManagerLease)
+                            .where(ManagerLease.name == self.name, ManagerLease.holder == row.holder)
+                            .values(holder=self.holder, host=self.host, pid=self.pid, acquired_at=now, heartbeat_at=now)
+                        )
+                    )
                     if not taken:
                         continue
                 else:
@@ -164,11 +167,13 @@ class Lease:
     def renew(self) -> bool:
         """Renew the lease now; False (and ``lost``) when someone else took it."""
         with Session(self.engine) as s, s.begin():
-            n = s.execute(
-                update(ManagerLease)
-                .where(ManagerLease.name == self.name, ManagerLease.holder == self.holder)
-                .values(heartbeat_at=time.time())
-            ).rowcount
+            n = rowcount(
+                s.execute(
+                    update(ManagerLease)
+                    .where(ManagerLease.name == self.name, ManagerLease.holder == self.holder)
+                    .values(heartbeat_at=time.time())
+                )
+            )
         if not n and not self.lost:
             log.error("manager %r lost its lease: another manager of this name took over", self.name)
         self.lost = not n

@@ -13,11 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from enum import StrEnum
-from typing import Any
+from typing import Any, Unpack
 
 from rockroll.sandbox.base import ExecResult, Health, SandboxBackend, SandboxHandle, SandboxSpec
-from rockroll.sandbox.client import SandboxClient
+from rockroll.sandbox.client import ExecOptions, SandboxClient
 from rockroll.sandbox.errors import CapacityError, SandboxLost, SessionLost
+from rockroll.sandbox.server.wire import FileEntry, OpenedSession
 from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["ManagedSandbox", "SandboxState", "STATES"]
@@ -95,7 +96,7 @@ class ManagedSandbox:
         finally:
             c.close()
 
-    def exec(self, cmd: str | list[str], **kwargs: Any) -> ExecResult:
+    def exec(self, cmd: str | list[str], **kwargs: Unpack[ExecOptions]) -> ExecResult:
         """Run a command in the workspace; see :meth:`rockroll.sandbox.client.SandboxClient.exec`."""
         self.touch()
         c = self.client(float(kwargs.get("timeout_s", 30.0)) + 30.0)
@@ -123,7 +124,7 @@ class ManagedSandbox:
         finally:
             c.close()
 
-    def list_files(self, path: str = ".") -> list[dict[str, Any]]:
+    def list_files(self, path: str = ".") -> list[FileEntry]:
         c = self.client()
         try:
             return c.list_files(path)
@@ -131,7 +132,7 @@ class ManagedSandbox:
             c.close()
 
     # ---------------------------------------------------------- sessions
-    def open_session(self, env_id: str, **kwargs: Any) -> RemoteSession:
+    def open_session(self, env_id: str, **kwargs: object) -> RemoteSession:
         """Open an env session here (the manager's ``open_session`` picks the sandbox for you)."""
         with self.lock:
             if self.sessions >= self.spec.max_sessions:
@@ -139,7 +140,7 @@ class ManagedSandbox:
             self.sessions += 1
         return self.open_reserved(env_id, kwargs)
 
-    def open_reserved(self, env_id: str, kwargs: dict[str, Any]) -> RemoteSession:
+    def open_reserved(self, env_id: str, kwargs: dict[str, object]) -> RemoteSession:
         """Open a session in a slot already counted in ``sessions`` (given back on failure)."""
         self.touch()
         try:
@@ -157,7 +158,7 @@ class ManagedSandbox:
             raise
         return RemoteSession(self, info, c)
 
-    def attach_session(self, info: dict[str, Any]) -> RemoteSession:
+    def attach_session(self, info: OpenedSession) -> RemoteSession:
         """Wrap a session the server already opened (by ``fork``)."""
         with self.lock:
             self.sessions += 1

@@ -24,36 +24,47 @@ Threat model: the manager is trusted and runs on the host; see each backend for 
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.backends import make_backend as build_backend
 from rockroll.sandbox.base import SandboxBackend, SandboxSpec
-from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
+from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxNotFound
 from rockroll.sandbox.lease import Lease
 from rockroll.sandbox.managed import ManagedSandbox, SandboxState
 from rockroll.sandbox.manager_config import ManagerConfig
 from rockroll.sandbox.monitor import HealthMonitor
+from rockroll.sandbox.placing import Placing
 from rockroll.sandbox.reconcile import reconcile
-from rockroll.sandbox.retry import POLL_MAX_DELAY_S, Backoff, retry_call, wait_until
-from rockroll.sandbox.session import RemoteSession
+from rockroll.sandbox.retry import wait_until
 from rockroll.sandbox.shutdown import track
 from rockroll.sandbox.store import SandboxStore
 from rockroll.sandbox.warm import WarmPool, WarmSandbox
 
-__all__ = ["SandboxManager", "ManagerConfig", "make_backend"]
+__all__ = ["SandboxManager", "ManagerConfig", "RestartEvent", "make_backend"]
 
 log = logging.getLogger(__name__)
+
+
+class RestartEvent(TypedDict):
+    """One replacement of a sandbox under its id (``restart_log``)."""
+
+    time: float
+    sandbox_id: str
+    pool: str
+    generation: int  # the generation it was replaced from
+    reason: str
 
 
 def make_backend(config: ManagerConfig) -> SandboxBackend:
@@ -67,8 +78,8 @@ def make_backend(config: ManagerConfig) -> SandboxBackend:
     )
 
 
-class SandboxManager:
-    """See the module docstring.
+class SandboxManager(Placing):
+    """See the module docstring (leases and session placement: :class:`~rockroll.sandbox.placing.Placing`).
 
     ``SandboxManager(name="x", backend="process")`` overrides config fields; ``backend`` may also be a
     :class:`~rockroll.sandbox.backends.BackendConfig` or a :class:`SandboxBackend` instance.
@@ -88,8 +99,8 @@ class SandboxManager:
         self.reconcile_report: dict[str, list[str]] = {}
         self.store = SandboxStore(self.config.db_url, self.config.name)
         self.lease = Lease(self.store.engine, self.config.name)
-        #: replacements, newest last: ``{"time", "sandbox_id", "pool", "generation", "reason"}``
-        self.restart_log: deque[dict[str, Any]] = deque(maxlen=500)
+        #: replacements, newest last
+        self.restart_log: deque[RestartEvent] = deque(maxlen=500)
         self.start_failures = 0  #: boots that failed (a create, a restart), read by the control plane's alerts
         self.pools = {p.name: p for p in self.config.pools}
         self._sandboxes: dict[str, ManagedSandbox] = {}
@@ -213,7 +224,7 @@ class SandboxManager:
     def list(self) -> list[ManagedSandbox]:
         return [sb for sb in list(self._sandboxes.values()) if not sb.deleted]
 
-    def members(self, pool: str) -> list[ManagedSandbox]:
+    def members(self, pool: str) -> builtins.list[ManagedSandbox]:
         return [sb for sb in self.list() if sb.pool == pool]
 
     def _forget(self, sb: ManagedSandbox) -> None:
@@ -267,8 +278,15 @@ class SandboxManager:
             sb.handle = None
             sb.restarts += 1
             sb.state = SandboxState.RESTARTING
-            event = {"time": time.time(), "sandbox_id": sb.id, "pool": sb.pool, "generation": sb.generation}
-            self.restart_log.append(event | {"reason": reason})
+            self.restart_log.append(
+                {
+                    "time": time.time(),
+                    "sandbox_id": sb.id,
+                    "pool": sb.pool,
+                    "generation": sb.generation,
+                    "reason": reason,
+                }
+            )
             return self.boot(sb)
 
     def schedule_restart(self, sb: ManagedSandbox, reason: str, generation: int | None = None) -> None:
@@ -287,89 +305,8 @@ class SandboxManager:
         except RuntimeError:  # the manager is closing
             pass
 
-    # ------------------------------------------------------------ pools
-    def acquire(self, pool: str | None = None, timeout_s: float = 60.0) -> ManagedSandbox:
-        """Lease an idle sandbox of ``pool`` (starting one if the pool may grow)."""
-        name = pool or self.config.default_spec.name
-        pc = self.pools.get(name)
-        spec = pc.spec if pc else self.config.default_spec
-
-        def lease() -> ManagedSandbox:
-            with self._lock:
-                for sb in self.members(name):
-                    if sb.state == SandboxState.READY and not sb.leased and sb.sessions == 0:
-                        sb.leased = True
-                        sb.touch()
-                        self._wake.set()
-                        self._workers.submit(self.persist, sb)
-                        return sb
-            return self.create(spec, pool=name, leased=True)
-
-        return retry_call(lease, retry_on=CapacityError, timeout_s=timeout_s, max_delay_s=POLL_MAX_DELAY_S)
-
-    def release(self, sb: ManagedSandbox) -> None:
-        """Give a leased sandbox back: it is deleted and the pool refills."""
-        if not sb.deleted:
-            self.delete(sb.id)
-        self._wake.set()
-
-    # --------------------------------------------------------- sessions
-    def open_session(
-        self, env_id: str, *, spec: SandboxSpec | None = None, avoid: Collection[str] = (), **kwargs: Any
-    ) -> RemoteSession:
-        """An env session on the least-loaded healthy sandbox of ``spec`` (see module docstring), on none
-        of the sandboxes in ``avoid`` (a hedged episode's copy stays off the sandbox that stalls)."""
-        spec = spec or self.config.default_spec
-        full = lost = 0
-        last: SandboxError | None = None
-        for _ in Backoff(timeout_s=spec.startup_timeout_s, max_delay_s=POLL_MAX_DELAY_S):
-            with self._lock:
-                candidates = [
-                    sb
-                    for sb in self.members(spec.name)
-                    if sb.state == SandboxState.READY
-                    and not sb.leased
-                    and sb.sessions < sb.spec.max_sessions
-                    and sb.id not in avoid
-                ]
-                best = min(candidates, key=lambda s: (s.load, s.last_used), default=None)
-                if best is not None:
-                    with best.lock:  # the counter's own lock: session_closed decrements under it
-                        best.sessions += 1  # reserve the slot before leaving the manager lock
-            if best is None:
-                try:
-                    best = self.create(spec, pool=spec.name)
-                except CapacityError as e:
-                    # at capacity, but a member still starting (another caller's, or a restart)
-                    # will have free slots soon: wait for it rather than fail a burst of opens
-                    if not self._coming_up(spec.name):
-                        raise
-                    last = e
-                    continue
-                with best.lock:
-                    best.sessions += 1
-            try:
-                return best.open_reserved(env_id, kwargs)
-            except CapacityError as e:  # full since we looked: try another
-                full, last = full + 1, e
-                if full >= 3:
-                    break
-            except SandboxLost as e:  # died since its last probe (now marked unhealthy): try another
-                lost, last = lost + 1, e
-                if lost >= 3:
-                    raise
-        if full < 3 and last is not None:  # out of time: the last reason
-            raise last
-        raise CapacityError(self.active_count(), self.config.max_sandboxes, "sandboxes with a free session slot")
-
-    def _coming_up(self, pool: str) -> bool:
-        """Whether a member of ``pool`` is starting or being replaced (it will take sessions)."""
-        return any(
-            sb.state in (SandboxState.STARTING, SandboxState.RESTARTING) and not sb.leased for sb in self.members(pool)
-        )
-
     # ------------------------------------------------------------ close
-    def wait_until(self, predicate: Any, timeout_s: float = 30.0, interval_s: float = 0.02) -> bool:
+    def wait_until(self, predicate: Callable[[], object], timeout_s: float = 30.0, interval_s: float = 0.02) -> bool:
         """Poll ``predicate()`` until true or ``timeout_s`` passes, at most ``interval_s`` apart (for tests and benches)."""
         return wait_until(predicate, timeout_s, max_delay_s=interval_s)
 

@@ -41,41 +41,46 @@ class ManagerConfig(ConfigModel):
     model_config = ConfigDict(frozen=True)
 
     name: str = Field(
-        "default", description="labels this manager's sandboxes; a restarted manager with the same name adopts them"
+        default="default",
+        description="labels this manager's sandboxes; a restarted manager with the same name adopts them",
     )
     backend: str | BackendConfig = Field(
-        "auto",
+        default="auto",
         description="a registered backend type (rockroll.sandbox.backends.backend_names): auto (Docker when a "
         "daemon answers and the image exists, else process), docker, process...; or a BackendConfig with its "
         "own options",
     )
-    docker_hosts: tuple[str, ...] = Field((), description="Docker daemon URLs (empty: the local default socket)")
+    docker_hosts: tuple[str, ...] = Field(
+        default=(), description="Docker daemon URLs (empty: the local default socket)"
+    )
     db_url: str = Field(
         default_factory=default_db_url,
         description="SQLAlchemy URL of the sandbox records (default: sandboxes.db in the user data directory); "
         "one manager per name may run on it at a time",
     )
     state_dir: str = Field(
-        DEFAULT_STATE_DIR, description="host directory for sockets and process workspaces (keep the path short)"
+        default=DEFAULT_STATE_DIR, description="host directory for sockets and process workspaces (keep the path short)"
     )
-    max_sandboxes: int = Field(8, ge=1, description="most sandboxes at once")
+    max_sandboxes: int = Field(default=8, ge=1, description="most sandboxes at once")
     default_spec: SandboxSpec = Field(default_factory=SandboxSpec, description="spec used when a call names none")
-    pools: tuple[PoolConfig, ...] = Field((), description="named pools of idle sandboxes leased with acquire()")
+    pools: tuple[PoolConfig, ...] = Field(default=(), description="named pools of idle sandboxes leased with acquire()")
     warm_pool: WarmPoolConfig = Field(
         default_factory=WarmPoolConfig,
         description="started sandboxes per spec that create() hands out (size 0: off; rockroll.sandbox.warm)",
     )
     monitor_interval_s: float | None = Field(
-        1.0, gt=0, description="seconds between health probes (null: no monitor thread)"
+        default=1.0, gt=0, description="seconds between health probes (null: no monitor thread)"
     )
     failure_threshold: int = Field(
-        2, ge=1, description="failed probes in a row before a live but silent sandbox is replaced"
+        default=2, ge=1, description="failed probes in a row before a live but silent sandbox is replaced"
     )
-    probe_timeout_s: float = Field(2.0, gt=0, description="timeout of one health probe")
+    probe_timeout_s: float = Field(default=2.0, gt=0, description="timeout of one health probe")
     idle_ttl_s: float | None = Field(
-        600.0, gt=0, description="delete sandboxes unused this long (null: never); pool minimums are kept"
+        default=600.0, gt=0, description="delete sandboxes unused this long (null: never); pool minimums are kept"
     )
-    auto_restart: bool = Field(True, description="replace dead or unhealthy sandboxes (and restore lost ones on start)")
+    auto_restart: bool = Field(
+        default=True, description="replace dead or unhealthy sandboxes (and restore lost ones on start)"
+    )
 
     @field_validator("backend")
     @classmethod

@@ -12,6 +12,7 @@ on one for longer than ``probe_timeout_s``.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import time
@@ -38,11 +39,13 @@ class MonitoredManager(Protocol):
     backend: SandboxBackend
     pools: dict[str, PoolConfig]
     _wake: threading.Event
-    _workers: Executor
+
+    @property
+    def _workers(self) -> Executor: ...
 
     def list(self) -> list[ManagedSandbox]: ...
 
-    def members(self, pool: str) -> list[ManagedSandbox]: ...
+    def members(self, pool: str) -> builtins.list[ManagedSandbox]: ...
 
     def boot(self, sb: ManagedSandbox) -> ManagedSandbox: ...
 

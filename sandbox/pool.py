@@ -30,9 +30,9 @@ class PoolConfig(ConfigModel):
     model_config = ConfigDict(frozen=True)
 
     spec: SandboxSpec = Field(default_factory=SandboxSpec, description="the sandboxes' spec; spec.name names the pool")
-    min_idle: int = Field(1, ge=0, description="idle sandboxes kept ready")
+    min_idle: int = Field(default=1, ge=0, description="idle sandboxes kept ready")
     max_total: int = Field(
-        4, ge=1, description="most sandboxes of this pool at once (idle, leased or hosting sessions)"
+        default=4, ge=1, description="most sandboxes of this pool at once (idle, leased or hosting sessions)"
     )
 
     @model_validator(mode="after")
@@ -56,22 +56,29 @@ class WarmPoolConfig(ConfigModel):
 
     model_config = ConfigDict(frozen=True)
 
-    size: int = Field(0, ge=0, le=1024, description="idle started sandboxes kept per spec (0: no warm pool)")
+    size: int = Field(default=0, ge=0, le=1024, description="idle started sandboxes kept per spec (0: no warm pool)")
     max_total: int = Field(
-        64, ge=1, le=4096, description="most warm sandboxes of this manager at once (idle or starting), over all specs"
+        default=64,
+        ge=1,
+        le=4096,
+        description="most warm sandboxes of this manager at once (idle or starting), over all specs",
     )
     specs: tuple[SandboxSpec, ...] = Field(
-        (), description="specs kept warm besides the manager's default_spec (equal but for name: one pool)"
+        default=(), description="specs kept warm besides the manager's default_spec (equal but for name: one pool)"
     )
     refill_concurrency: int = Field(
-        4, ge=1, le=64, description="warm sandboxes started at once while refilling (a few: starts are CPU-bound)"
+        default=4,
+        ge=1,
+        le=64,
+        description="warm sandboxes started at once while refilling (a few: starts are CPU-bound)",
     )
     check_interval_s: float = Field(
-        5.0, gt=0, description="seconds between health probes of idle warm sandboxes (a dead one is replaced)"
+        default=5.0, gt=0, description="seconds between health probes of idle warm sandboxes (a dead one is replaced)"
     )
     handout_timeout_s: float = Field(
-        1.0, gt=0, description="timeout of the health check a warm sandbox passes before it is handed out"
+        default=1.0, gt=0, description="timeout of the health check a warm sandbox passes before it is handed out"
     )
     preload_envs: bool = Field(
-        True, description="idle warm sandboxes import the env registry in the background, so a first session opens fast"
+        default=True,
+        description="idle warm sandboxes import the env registry in the background, so a first session opens fast",
     )

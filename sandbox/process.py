@@ -335,16 +335,18 @@ class ProcessConfig(BackendConfig):
     """Options of the ``process`` backend (see :class:`ProcessBackend`)."""
 
     type: ClassVar[str] = "process"
-    state_dir: str = Field(DEFAULT_STATE_DIR, description="host directory of the sandboxes' sockets and workspaces")
-    isolation: Literal["auto", "bwrap", "unshare", "none"] = Field(
-        "auto", description="how each sandbox process is confined: auto picks the strongest that works here"
+    state_dir: str = Field(
+        default=DEFAULT_STATE_DIR, description="host directory of the sandboxes' sockets and workspaces"
     )
-    python: str = Field(sys.executable, description="interpreter that runs the in-sandbox server")
-    user: str = Field(SANDBOX_USER, description="account the sandboxes run as, when the host has it")
-    agent_uid: int = Field(AGENT_UID_BASE, description="first user id of the per-sandbox agent users")
-    tie_to_parent: bool = Field(False, description="stop the sandboxes when this process dies")
+    isolation: Literal["auto", "bwrap", "unshare", "none"] = Field(
+        default="auto", description="how each sandbox process is confined: auto picks the strongest that works here"
+    )
+    python: str = Field(default=sys.executable, description="interpreter that runs the in-sandbox server")
+    user: str = Field(default=SANDBOX_USER, description="account the sandboxes run as, when the host has it")
+    agent_uid: int = Field(default=AGENT_UID_BASE, description="first user id of the per-sandbox agent users")
+    tie_to_parent: bool = Field(default=False, description="stop the sandboxes when this process dies")
     survive_owner: bool = Field(
-        False, description="sandboxes outlive this process even when it is killed (a later manager adopts them)"
+        default=False, description="sandboxes outlive this process even when it is killed (a later manager adopts them)"
     )
 
     def build(self) -> ProcessBackend:

@@ -18,6 +18,7 @@ from rockroll.sandbox.base import SandboxBackend, SandboxSpec
 from rockroll.sandbox.errors import SandboxError
 from rockroll.sandbox.managed import ManagedSandbox, SandboxState
 from rockroll.sandbox.manager_config import ManagerConfig
+from rockroll.sandbox.models import SandboxRecord
 from rockroll.sandbox.store import SandboxStore
 
 __all__ = ["reconcile", "ReconciledManager"]
@@ -86,10 +87,10 @@ def reconcile(m: ReconciledManager) -> dict[str, list[str]]:
     return report
 
 
-def _from_record(m: ReconciledManager, rec: object) -> ManagedSandbox:
-    sb = ManagedSandbox(rec.id, SandboxSpec.from_dict(rec.spec), m.backend, pool=rec.pool)  # type: ignore[attr-defined]
-    sb.generation = rec.generation  # type: ignore[attr-defined]
-    sb.restarts = rec.restarts  # type: ignore[attr-defined]
-    sb.leased = rec.leased  # type: ignore[attr-defined]
+def _from_record(m: ReconciledManager, rec: SandboxRecord) -> ManagedSandbox:
+    sb = ManagedSandbox(rec.id, SandboxSpec.from_dict(rec.spec), m.backend, pool=rec.pool)
+    sb.generation = rec.generation
+    sb.restarts = rec.restarts
+    sb.leased = rec.leased
     sb._dirty = m._wake
     return sb

@@ -83,12 +83,12 @@ PERSONALITIES: tuple[int, ...] = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 def _binding() -> Any:
     """libseccomp's Python binding: Debian's ``seccomp`` or PyPI's ``pyseccomp`` (the same API)."""
     try:
-        import seccomp  # type: ignore[import-not-found]
+        import seccomp
 
         return seccomp
     except ImportError:
         pass
-    import pyseccomp  # type: ignore[import-not-found,import-untyped]  # raises where libseccomp is missing
+    import pyseccomp  # raises where libseccomp is missing
 
     return pyseccomp
 

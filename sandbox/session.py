@@ -25,12 +25,13 @@ Threat model: observations and infos are untrusted strings/JSON from the sandbox
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.sandbox.client import SandboxClient, _to_exception
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout, SessionLost, SessionNotFound
+from rockroll.sandbox.server.wire import OpenedSession
 
 __all__ = ["EnvSession", "RemoteSession", "SessionHost", "run_batch"]
 
@@ -76,13 +77,13 @@ class SessionHost(Protocol):
 
     def session_closed(self) -> None: ...
 
-    def attach_session(self, info: dict[str, Any]) -> RemoteSession: ...
+    def attach_session(self, info: OpenedSession) -> RemoteSession: ...
 
 
 class RemoteSession:
     """One env session hosted by a sandbox (see the module docstring)."""
 
-    def __init__(self, sandbox: SessionHost, info: dict[str, Any], client: SandboxClient) -> None:
+    def __init__(self, sandbox: SessionHost, info: OpenedSession, client: SandboxClient) -> None:
         self.sandbox = sandbox
         self.sandbox_id = sandbox.id
         self.session_id: str = info["session_id"]
@@ -105,13 +106,13 @@ class RemoteSession:
         if self.sandbox.generation != self._generation or self.sandbox.deleted:
             raise SandboxLost(self.sandbox_id, "the sandbox was restarted or deleted")
 
-    def _call(self, op: str, **args: Any) -> Any:
+    def _call(self, op: str, **args: object) -> Any:
         self.check()
         with self._lock:
             if self.closed:  # closed while this call waited for the lock
                 raise SessionNotFound(self.session_id)
             try:
-                return self.client.call(op, session_id=self.session_id, **args)
+                return self.client.call(op, None, session_id=self.session_id, **args)
             except SessionNotFound as e:
                 raise SandboxLost(self.sandbox_id, "the server no longer knows this session") from e
             except SandboxTimeout:
@@ -179,7 +180,7 @@ class RemoteSession:
         self.close()
 
 
-def run_batch(items: Sequence[tuple[RemoteSession, str, dict[str, Any]]]) -> list[Any]:
+def run_batch(items: Sequence[tuple[RemoteSession, str, Mapping[str, object]]]) -> list[object]:
     """Run ``(session, "step" | "reset", args)`` items with one round trip per sandbox.
 
     ``args`` is ``{"action": ...}`` for a step and ``{"seed": ..., "options": ...}`` for a reset.
@@ -187,7 +188,7 @@ def run_batch(items: Sequence[tuple[RemoteSession, str, dict[str, Any]]]) -> lis
     it raised (``SandboxLost`` for every item of a sandbox that died), so one failure never
     spoils the rest.
     """
-    results: list[Any] = [None] * len(items)
+    results: list[object] = [None] * len(items)
     groups: dict[int, list[int]] = {}
     for i, (session, op, _args) in enumerate(items):
         try:

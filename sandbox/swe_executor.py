@@ -122,8 +122,9 @@ def _docker_backend() -> DockerBackend | str:
     with _BACKENDS_LOCK:
         if "docker" not in _BACKENDS:
             try:
-                found: DockerBackend | str = DockerBackend()
-                if not found.has_image(DEFAULT_IMAGE):
+                backend = DockerBackend()
+                found: DockerBackend | str = backend
+                if not backend.has_image(DEFAULT_IMAGE):
                     found = f"the sandbox image {DEFAULT_IMAGE} is not built (run `rockroll image build`)"
             except BackendUnavailable as e:
                 found = f"Docker is not usable here: {e}"

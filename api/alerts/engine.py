@@ -20,16 +20,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily
 
-from rockroll.api.alerts.observe import Observer
+from rockroll.api.alerts.observe import Observer, Platform
 from rockroll.api.alerts.rules import RULES, Finding, Observation, evaluate
 from rockroll.api.alerts.webhook import WebhookSender
 from rockroll.api.server.auth import Principal
 from rockroll.api.server.periodic import Periodic
+from rockroll.client.responses import Alert
 
 __all__ = ["AlertEngine"]
 
@@ -43,15 +44,15 @@ class AlertEngine(Periodic):
 
     name = "alerts"
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Platform) -> None:
         super().__init__()
         settings = state.settings
         self.settings = settings
         self.interval_s = settings.alert_interval_s
         self.observer = Observer(state)
         self.last: Observation | None = None
-        self._active: dict[str, dict[str, Any]] = {}  # key -> alert (pending or firing)
-        self._resolved: deque[dict[str, Any]] = deque(maxlen=HISTORY)
+        self._active: dict[str, _Tracked] = {}  # key -> alert (pending or firing)
+        self._resolved: deque[_Tracked] = deque(maxlen=HISTORY)
         self._lock = threading.Lock()
         registry = state.metrics.registry
         self.dropped = Counter(
@@ -75,42 +76,42 @@ class AlertEngine(Periodic):
     def start(self) -> None:
         self.start_ticking()
 
-    def tick(self) -> list[dict[str, Any]]:
+    def tick(self) -> list[Alert]:
         """One evaluation; the alerts that fired or resolved in it."""
         self.last = self.observer.observe()
         return self.apply(evaluate(self.last, self.settings), time.time())
 
-    def apply(self, findings: dict[str, Finding], now: float) -> list[dict[str, Any]]:
+    def apply(self, findings: dict[str, Finding], now: float) -> list[Alert]:
         """Move the alerts on by ``findings`` (see the module docstring); tell the sinks of each change."""
-        changed = []
+        changed: list[Alert] = []
         with self._lock:
             for key, f in findings.items():
                 alert = self._active.get(key)
                 if alert is None:
-                    alert = self._active[key] = _new(f, now)
-                alert.update(
-                    reason=f.reason, value=f.value, threshold=f.threshold, severity=f.severity, clear_since=None
-                )
-                if alert["status"] == "pending" and now - alert["since"] >= self.settings.alert_for_s:
-                    alert.update(status="firing", started_at=now)
-                    changed.append(dict(alert))
+                    alert = self._active[key] = _Tracked(id=f"al-{secrets.token_hex(6)}", rule=f.rule, key=f.key,
+                                                         owner=f.owner, since=now)  # fmt: skip
+                alert.reason, alert.value, alert.threshold, alert.severity = f.reason, f.value, f.threshold, f.severity
+                alert.clear_since = None
+                if alert.status == "pending" and now - alert.since >= self.settings.alert_for_s:
+                    alert.status, alert.started_at = "firing", now
+                    changed.append(alert.public())
             for key, alert in list(self._active.items()):
                 if key in findings:
                     continue
-                if alert["status"] == "pending":
+                if alert.status == "pending":
                     del self._active[key]
                     continue
-                alert["clear_since"] = alert["clear_since"] or now
-                if now - alert["clear_since"] >= self.settings.alert_resolve_s:
+                alert.clear_since = alert.clear_since or now
+                if now - alert.clear_since >= self.settings.alert_resolve_s:
                     del self._active[key]
-                    alert.update(status="resolved", resolved_at=now)
+                    alert.status, alert.resolved_at = "resolved", now
                     self._resolved.append(alert)
-                    changed.append(dict(alert))
-        for alert in changed:
-            self._notify(alert)
+                    changed.append(alert.public())
+        for public in changed:
+            self._notify(public)
         return changed
 
-    def _notify(self, alert: dict[str, Any]) -> None:
+    def _notify(self, alert: Alert) -> None:
         self.notified.labels(alert["status"]).inc()
         whom = f" (owner {alert['owner']})" if alert["owner"] else ""
         if alert["status"] == "firing":
@@ -118,24 +119,24 @@ class AlertEngine(Periodic):
         else:
             log.info("alert resolved: %s%s (was: %s)", alert["key"], whom, alert["reason"])
         if self.webhook is not None:
-            self.webhook.submit(_public(alert))
+            self.webhook.submit(alert)
 
-    def alerts(self, who: Principal, *, resolved: bool = True) -> list[dict[str, Any]]:
+    def alerts(self, who: Principal, *, resolved: bool = True) -> list[Alert]:
         """The firing alerts ``who`` may see (theirs and platform-wide ones), newest first, then (``resolved``)
         the recently resolved ones."""
         with self._lock:
-            firing = [a for a in self._active.values() if a["status"] == "firing"]
+            firing = [a for a in self._active.values() if a.status == "firing"]
             done = list(self._resolved) if resolved else []
-        seen = [_public(a) for a in firing if _visible(a, who)]
+        seen = [a.public() for a in firing if a.visible_to(who)]
         seen.sort(key=lambda a: a["started_at"] or 0, reverse=True)
-        return seen + [_public(a) for a in reversed(done) if _visible(a, who)]
+        return seen + [a.public() for a in reversed(done) if a.visible_to(who)]
 
     def firing_counts(self) -> dict[str, int]:
         with self._lock:
             counts = dict.fromkeys(RULES, 0)
             for a in self._active.values():
-                if a["status"] == "firing":
-                    counts[a["rule"]] = counts.get(a["rule"], 0) + 1
+                if a.status == "firing":
+                    counts[a.rule] = counts.get(a.rule, 0) + 1
         return counts
 
     def close(self) -> None:
@@ -144,19 +145,35 @@ class AlertEngine(Periodic):
             self.webhook.close()
 
 
-def _new(f: Finding, now: float) -> dict[str, Any]:
-    return {"id": f"al-{secrets.token_hex(6)}", "rule": f.rule, "key": f.key, "owner": f.owner, "status": "pending",
-            "since": now, "started_at": None, "resolved_at": None, "clear_since": None}  # fmt: skip
+@dataclass
+class _Tracked:
+    """An alert as the engine tracks it: pending (``since`` its finding appeared), firing or resolved; its
+    finding gone ``clear_since`` (None while it holds)."""
 
+    id: str
+    rule: str
+    key: str
+    owner: str
+    since: float
+    status: str = "pending"
+    severity: str = "warning"
+    reason: str = ""
+    value: float = 0.0
+    threshold: float = 0.0
+    started_at: float | None = None
+    resolved_at: float | None = None
+    clear_since: float | None = None
 
-def _visible(alert: dict[str, Any], who: Principal) -> bool:
-    return who.admin or alert["owner"] in ("", who.owner)
+    def visible_to(self, who: Principal) -> bool:
+        return who.admin or self.owner in ("", who.owner)
 
-
-def _public(alert: dict[str, Any]) -> dict[str, Any]:
-    """The alert as the API, the page and the webhook show it."""
-    keys = ("id", "rule", "key", "owner", "status", "severity", "reason", "value", "threshold", "started_at")
-    return {k: alert.get(k) for k in keys} | {"resolved_at": alert.get("resolved_at")}
+    def public(self) -> Alert:
+        """The alert as the API, the page and the webhook show it."""
+        return Alert(
+            id=self.id, rule=self.rule, key=self.key, owner=self.owner, status=self.status, severity=self.severity,
+            reason=self.reason, value=self.value, threshold=self.threshold, started_at=self.started_at,
+            resolved_at=self.resolved_at,
+        )  # fmt: skip
 
 
 class _AlertCollector:

@@ -14,39 +14,72 @@ import shutil
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
 from sqlalchemy import func, select, text
 
 from rockroll.api.alerts.rules import Observation
-from rockroll.api.db import JobRecord, SandboxOwner
+from rockroll.api.db import Database, JobRecord, SandboxOwner
+from rockroll.api.nodes.placement import Placement
+from rockroll.api.nodes.table import NodeTable
 from rockroll.api.sandboxes.owners import base_pool
 from rockroll.api.server.auth import Principal
+from rockroll.api.server.metrics import Metrics
+from rockroll.api.server.settings import Settings
+from rockroll.api.sessions.live import SessionRegistry
 from rockroll.client.job_state import JobState
 
-__all__ = ["Observer", "Series", "p99_of"]
+__all__ = ["Observer", "Platform", "Series", "p99_of"]
+
+V = TypeVar("V", float, list[float])
+
+
+class Platform(Protocol):
+    """What the alerts read of the control plane (its :class:`rockroll.api.server.state.AppState`)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def placement(self) -> Placement: ...
+
+    @property
+    def sessions(self) -> SessionRegistry: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def nodes(self) -> NodeTable | None: ...
+
 
 ADMIN = Principal(owner="", admin=True)
 
 
-class Series:
-    """``(time, value)`` points of a growing quantity, kept for ``window_s``; :meth:`growth` over it."""
+class Series(Generic[V]):
+    """``(time, value)`` points of a growing quantity (a number, or a histogram's bucket counts), kept for
+    ``window_s``; :meth:`growth` over it."""
 
     def __init__(self) -> None:
-        self.points: deque[tuple[float, Any]] = deque()
+        self.points: deque[tuple[float, V]] = deque()
 
-    def add(self, now: float, value: Any, window_s: float) -> None:
+    def add(self, now: float, value: V, window_s: float) -> None:
         self.points.append((now, value))
         while len(self.points) > 2 and self.points[1][0] <= now - window_s:
             self.points.popleft()  # the oldest kept point is the last one at or before the window's start
 
-    def growth(self) -> Any:
-        """The newest value less the oldest kept one (0 with fewer than two points)."""
+    def growth(self) -> V | None:
+        """The newest value less the oldest kept one (None with fewer than two points)."""
         if len(self.points) < 2:
-            return 0
+            return None
         first, last = self.points[0][1], self.points[-1][1]
-        if isinstance(last, list):
+        if isinstance(first, list) and isinstance(last, list):
             return [b - a for a, b in zip(first, last, strict=True)]
+        if isinstance(first, list) or isinstance(last, list):  # never: one series holds one kind of value
+            raise TypeError("a series holds numbers or bucket counts, not both")
         return last - first
 
 
@@ -66,9 +99,11 @@ def p99_of(bounds: list[float], cumulative: list[float]) -> tuple[int, float]:
 class Observer:
     """Builds an :class:`Observation` of the app state ``state`` (an :class:`rockroll.api.server.state.AppState`)."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Platform) -> None:
         self.state = state
-        self.steps, self.starts, self.db_size = Series(), Series(), Series()
+        self.steps: Series[list[float]] = Series()
+        self.starts: Series[float] = Series()
+        self.db_size: Series[float] = Series()
         self._tagged: dict[tuple[float, str], tuple[str, str]] = {}  # restart event -> (env, owner)
         now, window = time.time(), state.settings.alert_window_s  # the counters' baselines: before any request
         self.steps.add(now, self._step_buckets()[1], window)
@@ -90,11 +125,11 @@ class Observer:
         self.steps.add(now, cumulative, window)
         o.step_count, o.step_p99_s = p99_of(bounds, self.steps.growth() or [0.0] * len(bounds))
         self.starts.add(now, self._start_failures(), window)
-        o.start_failures = self.starts.growth()
+        o.start_failures = int(self.starts.growth() or 0)
         o.job_failures = self._job_failures(now - window)
         o.db_bytes = self._db_bytes()
         self.db_size.add(now, o.db_bytes, window)
-        o.db_growth_bytes = max(0, self.db_size.growth())
+        o.db_growth_bytes = max(0, int(self.db_size.growth() or 0))
         o.disk_free = self._disk_free()
         return o
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rockroll.api.server.settings import Settings
 
 __all__ = ["Finding", "Observation", "RULES", "evaluate"]
 
@@ -49,7 +52,7 @@ class Observation:
     disk_free: dict[str, float] = field(default_factory=dict)  #: path -> free share of its disk
 
 
-def restart_rate(o: Observation, s: Any) -> list[Finding]:
+def restart_rate(o: Observation, s: Settings) -> list[Finding]:
     counts: dict[tuple[str, str], int] = {}
     for env, owner in o.restarts:
         counts[(env, owner)] = counts.get((env, owner), 0) + 1
@@ -61,7 +64,7 @@ def restart_rate(o: Observation, s: Any) -> list[Finding]:
     ]  # fmt: skip
 
 
-def unhealthy_share(o: Observation, s: Any) -> list[Finding]:
+def unhealthy_share(o: Observation, s: Settings) -> list[Finding]:
     total = sum(n for state, n in o.sandboxes_by_state.items() if state != "stopped")
     bad = o.sandboxes_by_state.get("unhealthy", 0) + o.sandboxes_by_state.get("restarting", 0)
     if not total or bad / total < s.alert_unhealthy_share:
@@ -71,14 +74,14 @@ def unhealthy_share(o: Observation, s: Any) -> list[Finding]:
                     why + f"{s.alert_unhealthy_share:.0%})", "critical")]  # fmt: skip
 
 
-def node_lost(o: Observation, s: Any) -> list[Finding]:
+def node_lost(o: Observation, s: Settings) -> list[Finding]:
     return [
         Finding("node_lost", f"node_lost:{node}", "", 1, 1, f"node agent {node} is lost: {why}", "critical")
         for node, why in sorted(o.nodes_lost.items())
     ]
 
 
-def step_latency(o: Observation, s: Any) -> list[Finding]:
+def step_latency(o: Observation, s: Settings) -> list[Finding]:
     if o.step_count < s.alert_step_min_count or o.step_p99_s < s.alert_step_p99_s:
         return []
     why = f"P99 env step latency is {o.step_p99_s:g} s over {o.step_count} steps in {o.window_s:g} s"
@@ -86,14 +89,14 @@ def step_latency(o: Observation, s: Any) -> list[Finding]:
                     why + f" (threshold {s.alert_step_p99_s:g} s)")]  # fmt: skip
 
 
-def start_failures(o: Observation, s: Any) -> list[Finding]:
+def start_failures(o: Observation, s: Settings) -> list[Finding]:
     if o.start_failures < s.alert_start_failures:
         return []
     why = f"{o.start_failures} sandbox starts failed in {o.window_s:g} s (threshold {s.alert_start_failures})"
     return [Finding("start_failures", "start_failures", "", o.start_failures, s.alert_start_failures, why)]
 
 
-def job_failures(o: Observation, s: Any) -> list[Finding]:
+def job_failures(o: Observation, s: Settings) -> list[Finding]:
     return [
         Finding("job_failures", f"job_failures:{owner}", owner, n, s.alert_job_failures,
                 f"{n} jobs of {owner} failed in {o.window_s:g} s (threshold {s.alert_job_failures})")
@@ -102,7 +105,7 @@ def job_failures(o: Observation, s: Any) -> list[Finding]:
     ]  # fmt: skip
 
 
-def storage(o: Observation, s: Any) -> list[Finding]:
+def storage(o: Observation, s: Settings) -> list[Finding]:
     out = []
     if o.db_growth_bytes >= s.alert_db_growth_bytes:
         why = f"the database grew {o.db_growth_bytes} bytes in {o.window_s:g} s to {o.db_bytes} bytes"
@@ -116,7 +119,7 @@ def storage(o: Observation, s: Any) -> list[Finding]:
 
 
 #: every rule, by name
-RULES: dict[str, Callable[[Observation, Any], list[Finding]]] = {
+RULES: dict[str, Callable[[Observation, Settings], list[Finding]]] = {
     "restart_rate": restart_rate,
     "unhealthy_share": unhealthy_share,
     "node_lost": node_lost,
@@ -127,6 +130,6 @@ RULES: dict[str, Callable[[Observation, Any], list[Finding]]] = {
 }
 
 
-def evaluate(o: Observation, settings: Any) -> dict[str, Finding]:
+def evaluate(o: Observation, settings: Settings) -> dict[str, Finding]:
     """Every rule's findings, by key."""
     return {f.key: f for rule in RULES.values() for f in rule(o, settings)}

@@ -13,9 +13,10 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import httpx
+
+from rockroll.client.responses import Alert
 
 __all__ = ["WebhookSender", "backoff_s"]
 
@@ -43,14 +44,14 @@ class WebhookSender:
     ) -> None:
         self.url, self.retries = url, retries
         self.sent = 0
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=max_queue)
+        self._queue: queue.Queue[Alert | None] = queue.Queue(maxsize=max_queue)
         self._on_drop = on_drop or (lambda _why: None)
         self._stop = threading.Event()
         self._client = httpx.Client(timeout=timeout_s)
         self._thread = threading.Thread(target=self._run, name="alert-webhook", daemon=True)
         self._thread.start()
 
-    def submit(self, alert: dict[str, Any]) -> bool:
+    def submit(self, alert: Alert) -> bool:
         """Queue ``alert`` (never blocks); False, and counted as dropped, when the queue is full."""
         try:
             self._queue.put_nowait(alert)
@@ -70,7 +71,7 @@ class WebhookSender:
                 return
             self._deliver(alert)
 
-    def _deliver(self, alert: dict[str, Any]) -> None:
+    def _deliver(self, alert: Alert) -> None:
         for attempt in range(self.retries + 1):
             if attempt and self._stop.wait(backoff_s(attempt)):
                 return

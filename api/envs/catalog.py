@@ -25,6 +25,7 @@ placement writes into each sandbox of the env's own pool (a manifest plus the up
 
 from __future__ import annotations
 
+import builtins
 import copy
 import difflib
 import hashlib
@@ -198,7 +199,7 @@ class Catalog:
             return found.public()
         raise envhub.UnknownEnvError(env_id, self.suggest(env_id, who))
 
-    def suggest(self, env_id: str, who: Viewer) -> list[str]:
+    def suggest(self, env_id: str, who: Viewer) -> builtins.list[str]:
         """Up to three ids ``who`` may see that look like ``env_id`` (for "did you mean")."""
         ids = [v["id"] for v in self.list(who)]
         return difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)

@@ -12,15 +12,15 @@
 * ``train``: :func:`rockroll.trainer.run.jobs.run_job`, the pipeline of ``rockroll train``, its rollouts on
   sessions of the server's sandboxes (``ctx.env_source()``).
 
-``ctx`` is a :class:`rockroll.api.jobs.worker.WorkerContext`; configs are the effective configs of
-:mod:`rockroll.api.jobs.configs`.
+``ctx`` is a :class:`rockroll.api.jobs.worker.WorkerContext` (a :class:`JobContext`); configs are the
+effective configs of :mod:`rockroll.api.jobs.configs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.eval import run_eval_job
@@ -30,9 +30,26 @@ from rockroll.api.server.schemas import PolicyEvalConfig, is_model_eval
 from rockroll.envs.config import parse_config
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.envs.play import play_episode
+from rockroll.sandbox.session import EnvSession
 from rockroll.trainer.run.jobs import run_job
 
-__all__ = ["KINDS", "run_eval", "run_train"]
+
+class JobContext(Protocol):
+    """What a job kind gets (a :class:`rockroll.api.jobs.worker.WorkerContext`): its config, and calls to log,
+    report, check cancellation and open env sessions (in the server's sandboxes)."""
+
+    config: dict[str, Any]
+
+    def log(self, line: str) -> None: ...
+
+    def check(self) -> None: ...
+
+    def report(self, *, progress: float | None = None, metrics: Mapping[str, object] | None = None) -> None: ...
+
+    def open_session(self, env: str, kwargs: Mapping[str, object]) -> EnvSession: ...
+
+
+__all__ = ["KINDS", "JobContext", "run_eval", "run_train"]
 
 
 class _Replica:
@@ -86,7 +103,7 @@ def _with_model_episode(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def run_eval(ctx: Any) -> dict[str, Any]:
+def run_eval(ctx: JobContext) -> Mapping[str, object]:
     """Play ``episodes`` episodes with a simple policy in a sandbox; metrics under ``eval/<env>/``."""
     if is_model_eval(ctx.config):
         ctx.config = _with_model_episode(ctx.config)
@@ -97,10 +114,10 @@ def run_eval(ctx: Any) -> dict[str, Any]:
         raise ValueError(f"{env_id} has no expert policy (use policy random)")
     session = ctx.open_session(env_id, dict(cfg.kwargs))
     ctx.log(f"eval {env_id} with the {policy} policy, {episodes} episodes, on sandbox {session.sandbox_id}")
-    player: Any = session
+    player: TextEnvProtocol = session
     wins = steps = 0
     total = 0.0
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, object] = {}
     try:
         if policy == "expert":
             player = _Replica(session, env_id, dict(cfg.kwargs))
@@ -125,10 +142,10 @@ def run_eval(ctx: Any) -> dict[str, Any]:
     return metrics
 
 
-def run_train(ctx: Any) -> dict[str, Any]:
+def run_train(ctx: JobContext) -> Mapping[str, object]:
     """Hand the job to :func:`rockroll.trainer.run.jobs.run_job` (the same pipeline as ``rockroll train``)."""
     return run_job(ctx.config, ctx) or {}
 
 
 #: job kind -> what its worker runs
-KINDS: dict[str, Callable[[Any], dict[str, Any]]] = {"eval": run_eval, "train": run_train}
+KINDS: dict[str, Callable[[JobContext], Mapping[str, object]]] = {"eval": run_eval, "train": run_train}

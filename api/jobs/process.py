@@ -32,9 +32,20 @@ from typing import Any
 
 from rockroll.api.jobs.identity import WORKER, WorkerIdentity, worker_command, worker_env, worker_identity
 from rockroll.api.jobs.logs import MAX_LINE_CHARS, JobLogs
-from rockroll.api.jobs.protocol import MAX_LINE, ProtocolError, clean_metrics, decode, encode, error_to_dict
+from rockroll.api.jobs.protocol import (
+    MAX_LINE,
+    Metrics,
+    ProtocolError,
+    ProxiedSession,
+    clean_metrics,
+    decode,
+    encode,
+    error_to_dict,
+)
 from rockroll.client.job_state import JobState
+from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
+from rockroll.sandbox.session import EnvSession
 
 __all__ = ["JobProcess", "WorkerIdentity", "worker_identity", "worker_env", "MAX_SESSIONS", "WORKER"]
 
@@ -55,9 +66,9 @@ class JobProcess:
         *,
         cwd: Path,
         logs: JobLogs,
-        open_env: Callable[[str, dict[str, Any]], Any],
+        open_env: Callable[[str, dict[str, Any]], EnvSession],
         on_log: Callable[[str], None],
-        on_report: Callable[[float | None, dict[str, Any] | None], None],
+        on_report: Callable[[float | None, Metrics | None], None],
         identity: WorkerIdentity | None = None,
         grace_s: float = 60.0,
     ) -> None:
@@ -68,14 +79,14 @@ class JobProcess:
         self.pid = 0
         self.opened = 0  # env sessions opened for the job (in the placement's sandboxes)
         self._wlock = threading.Lock()
-        self._sessions: dict[str, Any] = {}
+        self._sessions: dict[str, EnvSession] = {}
         self._slock = threading.Lock()
         self._sids = itertools.count(1)
         self._cancelled = threading.Event()
         self._rpc = ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"{job_id}-rpc")
 
     # ------------------------------------------------------------ control
-    def run(self) -> tuple[JobState, str, dict[str, Any] | None]:
+    def run(self) -> tuple[JobState, str, Metrics | None]:
         """Start the worker, serve it until it exits; ``(state, error, metrics)``."""
         argv, as_user = worker_command(WORKER, self.identity, self.cwd)
         try:
@@ -96,11 +107,15 @@ class JobProcess:
         self._send({"t": "start", "job_id": self.job_id, "kind": self.kind, "config": self.config})
         if self._cancelled.is_set():
             self._stop()
+        end: JSONObject | None
         try:
             end = self._serve()
         except ProtocolError as e:
             self.kill()
-            end = {"t": "failed", "error": f"the job worker broke the protocol ({e}) and was stopped"}
+            end = {
+                "t": "failed",
+                "error": f"the job worker broke the protocol ({e}) and was stopped",
+            }
         finally:
             code = self._reap()
             self._rpc.shutdown(wait=True, cancel_futures=True)
@@ -133,12 +148,12 @@ class JobProcess:
                 pass
 
     # ------------------------------------------------------------ serving
-    def _serve(self) -> dict[str, Any] | None:
+    def _serve(self) -> JSONObject | None:
         assert self.proc is not None and self.proc.stdout is not None  # noqa: S101 - set by run()
         end = None
         while line := self.proc.stdout.readline(MAX_LINE + 1):
             msg = decode(line)
-            t = msg["t"]
+            t = str(msg["t"])
             if t == "log":
                 self.on_log(str(msg.get("line", ""))[:MAX_LINE_CHARS])
             elif t == "report":
@@ -153,7 +168,8 @@ class JobProcess:
                 raise ProtocolError(f"unknown message {t[:40]!r}")
         return end
 
-    def _answer(self, msg: dict[str, Any]) -> None:
+    def _answer(self, msg: JSONObject) -> None:
+        reply: dict[str, object]
         try:
             args = msg.get("args")
             reply = {"t": "reply", "id": msg.get("id"), "result": self._dispatch(msg.get("op"), args or {})}
@@ -161,7 +177,7 @@ class JobProcess:
             reply = {"t": "reply", "id": msg.get("id"), "error": error_to_dict(e)}
         self._send(reply)
 
-    def _dispatch(self, op: Any, args: dict[str, Any]) -> Any:
+    def _dispatch(self, op: JSONValue, args: JSONValue) -> object:
         if not isinstance(args, dict):
             raise TypeError("rpc args must be a mapping")
         if op == "open":
@@ -171,39 +187,40 @@ class JobProcess:
             with self._slock:
                 if len(self._sessions) >= MAX_SESSIONS:
                     raise CapacityError(len(self._sessions), MAX_SESSIONS, "env sessions of this job")
-            session = self.open_env(env, kwargs)
+            session = self.open_env(env, dict(kwargs))
             self.opened += 1
             return self._keep(session)
         method, sid, call_args = args.get("method"), args.get("sid"), args.get("args") or {}
         if op != "call" or method not in _METHODS or not isinstance(call_args, dict):
             raise TypeError(f"unknown call {op!r} {method!r}")
         with self._slock:
-            session = self._sessions.get(sid) if isinstance(sid, str) else None
-        if session is None:
+            held = self._sessions.get(sid) if isinstance(sid, str) else None
+        if held is None:
             raise SessionNotFound(str(sid))
+        session = held
         if method == "fork":
             return self._keep(session.fork())
         if method == "close":
             with self._slock:
-                self._sessions.pop(sid, None)
+                self._sessions.pop(str(sid), None)
             session.close()
             return None
-        return getattr(session, method)(**call_args)
+        play: Callable[..., object] = getattr(session, str(method))
+        return play(**call_args)
 
-    def _keep(self, session: Any) -> dict[str, Any]:
+    def _keep(self, session: EnvSession) -> ProxiedSession:
         sid = f"s{next(self._sids)}"
         with self._slock:
             self._sessions[sid] = session
-        prompt = session.system_prompt() if callable(getattr(session, "system_prompt", None)) else ""
         return {
             "sid": sid,
-            "sandbox_id": getattr(session, "sandbox_id", ""),
-            "session_id": getattr(session, "session_id", ""),
-            "env_id": getattr(session, "env_id", ""),
-            "system_prompt": prompt,
+            "sandbox_id": session.sandbox_id,
+            "session_id": session.session_id,
+            "env_id": session.env_id,
+            "system_prompt": session.system_prompt(),
         }
 
-    def _send(self, msg: dict[str, Any]) -> None:
+    def _send(self, msg: dict[str, object]) -> None:
         proc = self.proc
         if proc is None or proc.stdin is None:
             return
@@ -245,7 +262,7 @@ class JobProcess:
             except Exception:  # noqa: BLE001 - a lost session is not the job's failure
                 pass
 
-    def _outcome(self, end: dict[str, Any] | None, code: int) -> tuple[JobState, str, dict[str, Any] | None]:
+    def _outcome(self, end: JSONObject | None, code: int) -> tuple[JobState, str, Metrics | None]:
         t = end.get("t") if end else None
         metrics = clean_metrics(end.get("metrics")) if end else None
         if t == "done":

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TypedDict
 
 from rockroll.api.server.errors import ApiError, RockrollError
 from rockroll.envs import errors as env_errors
+from rockroll.envs.json_types import JSONObject, JSONScalar
 from rockroll.sandbox import errors as sb_errors
+from rockroll.sandbox.server.wire import ErrorInfo
 
 __all__ = [
     "MAX_LINE",
@@ -46,11 +48,26 @@ class Cancelled(RockrollError):
     """Raised inside a job (by ``ctx.check()``) once it was cancelled."""
 
 
-def encode(msg: dict[str, Any]) -> bytes:
+#: a job's metrics as recorded: text keys with numbers, flags, short text or null
+Metrics = dict[str, JSONScalar]
+
+
+class ProxiedSession(TypedDict):
+    """An env session the server holds for a job's worker (``sid``: its handle in this job), as ``open`` and
+    ``fork`` answer it."""
+
+    sid: str
+    sandbox_id: str
+    session_id: str
+    env_id: str
+    system_prompt: str
+
+
+def encode(msg: dict[str, object]) -> bytes:
     return json.dumps(msg, separators=(",", ":"), default=str).encode() + b"\n"
 
 
-def decode(line: bytes) -> dict[str, Any]:
+def decode(line: bytes) -> JSONObject:
     """One message (a JSON object with a text ``t``, or a ``reply``), or :class:`ProtocolError`."""
     if len(line) > MAX_LINE or not line.endswith(b"\n"):
         raise ProtocolError("a message line is too long or cut short")
@@ -63,11 +80,11 @@ def decode(line: bytes) -> dict[str, Any]:
     return msg
 
 
-def clean_metrics(metrics: Any) -> dict[str, Any]:
+def clean_metrics(metrics: object) -> Metrics:
     """What a job may record as metrics: at most :data:`MAX_METRICS` text keys with numbers, flags or short text."""
     if not isinstance(metrics, dict):
         return {}
-    out: dict[str, Any] = {}
+    out: Metrics = {}
     for k, v in metrics.items():
         if len(out) >= MAX_METRICS:
             break
@@ -82,7 +99,7 @@ def clean_metrics(metrics: Any) -> dict[str, Any]:
     return out
 
 
-_CLASSES: dict[str, type[BaseException]] = {
+_CLASSES: dict[str, type[Exception]] = {
     name: obj
     for mod in (sb_errors, env_errors)
     for name, obj in vars(mod).items()
@@ -91,13 +108,13 @@ _CLASSES: dict[str, type[BaseException]] = {
 _CLASSES["ApiError"] = ApiError
 
 
-def error_to_dict(e: BaseException) -> dict[str, Any]:
+def error_to_dict(e: BaseException) -> ErrorInfo:
     """An exception as ``{"type", "message", "attrs"}`` (its plain attributes only)."""
-    attrs = {k: v for k, v in vars(e).items() if isinstance(v, (str, int, float, bool, type(None)))}
+    attrs: dict[str, object] = {k: v for k, v in vars(e).items() if isinstance(v, (str, int, float, bool, type(None)))}
     return {"type": type(e).__name__, "message": str(e), "attrs": attrs}
 
 
-def error_from_dict(d: Any) -> Exception:
+def error_from_dict(d: object) -> Exception:
     """The exception :func:`error_to_dict` described: the same class for sandbox, env and API errors."""
     if not isinstance(d, dict):
         return sb_errors.RemoteError("Error", str(d))
@@ -107,11 +124,12 @@ def error_from_dict(d: Any) -> Exception:
         return sb_errors.RemoteError(name, message)
     e = cls.__new__(cls)
     Exception.__init__(e, message)
-    for k, v in (d.get("attrs") or {}).items():
+    attrs = d.get("attrs")
+    for k, v in attrs.items() if isinstance(attrs, dict) else ():
         try:
-            setattr(e, k, v)
+            setattr(e, str(k), v)
         except AttributeError:
             pass
     if isinstance(e, ApiError) and not isinstance(getattr(e, "details", None), dict):
         e.details = {}
-    return e  # type: ignore[return-value]
+    return e

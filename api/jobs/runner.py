@@ -306,7 +306,8 @@ class JobRunner:
                 self._identity, self.worker_note = find_worker_identity(
                     self.user, self.dirs.root, readable=self.dirs.model_dirs
                 )
-            return self._identity  # type: ignore[return-value]
+            found = self._identity
+            return None if isinstance(found, bool) else found
 
     def _update(
         self,

@@ -19,12 +19,14 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any, BinaryIO
 
-from rockroll.agentrl.env_source import CallableSource
+from rockroll.agentrl.env_source import CallableSource, EnvSource
 from rockroll.api.jobs.kinds import KINDS
 from rockroll.api.jobs.protocol import MAX_LINE, Cancelled, encode, error_from_dict
+from rockroll.envs.json_types import JSONObject, JSONValue
 
 __all__ = ["WorkerContext", "SessionProxy", "Channel", "main"]
 
@@ -38,20 +40,20 @@ class Channel:
     def __init__(self, rfile: BinaryIO, wfile: BinaryIO) -> None:
         self._r, self._w = rfile, wfile
         self._wlock = threading.Lock()
-        self._pending: dict[int, Future[dict[str, Any]]] = {}
+        self._pending: dict[int, Future[JSONObject]] = {}
         self._ids = itertools.count(1)
         self.cancel = threading.Event()
-        self.start: Future[dict[str, Any]] = Future()
+        self.start: Future[JSONObject] = Future()
         threading.Thread(target=self._read, name="job-channel", daemon=True).start()
 
-    def send(self, msg: dict[str, Any]) -> None:
+    def send(self, msg: dict[str, object]) -> None:
         data = encode(msg)
         with self._wlock:
             self._w.write(data)
             self._w.flush()
 
-    def call(self, op: str, **args: Any) -> Any:
-        fut: Future[dict[str, Any]] = Future()
+    def call(self, op: str, **args: object) -> JSONValue:
+        fut: Future[JSONObject] = Future()
         rid = next(self._ids)
         self._pending[rid] = fut
         self.send({"t": "rpc", "id": rid, "op": op, "args": args})
@@ -65,7 +67,8 @@ class Channel:
             msg = json.loads(line)
             t = msg.get("t")
             if t == "reply":
-                fut = self._pending.pop(msg.get("id"), None)
+                rid = msg.get("id")
+                fut = self._pending.pop(rid, None) if isinstance(rid, int) else None
                 if fut is not None:
                     fut.set_result(msg)
             elif t == "cancel":
@@ -78,20 +81,22 @@ class Channel:
 class SessionProxy:
     """An env session of the server's sandboxes, driven from here (the surface of a ``RemoteSession``)."""
 
-    def __init__(self, channel: Channel, info: dict[str, Any]) -> None:
+    def __init__(self, channel: Channel, info: JSONValue) -> None:
+        if not isinstance(info, dict) or not isinstance(info.get("sid"), str):
+            raise TypeError(f"the server answered a session open with {info!r:.200}")
         self._channel = channel
-        self.sid: str = info["sid"]
-        self.sandbox_id: str = info.get("sandbox_id", "")
-        self.session_id: str = info.get("session_id", "")
-        self.env_id: str = info.get("env_id", "")
+        self.sid = str(info["sid"])
+        self.sandbox_id = str(info.get("sandbox_id", ""))
+        self.session_id = str(info.get("session_id", ""))
+        self.env_id = str(info.get("env_id", ""))
         self.spec_id = self.env_id
-        self._system_prompt: str = info.get("system_prompt", "")
+        self._system_prompt = str(info.get("system_prompt", ""))
         self.closed = False
 
     def __repr__(self) -> str:
         return f"SessionProxy({self.env_id!r}, sandbox={self.sandbox_id}, session={self.session_id})"
 
-    def _call(self, method: str, **args: Any) -> Any:
+    def _call(self, method: str, **args: object) -> Any:
         return self._channel.call("call", sid=self.sid, method=method, args=args)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -156,14 +161,14 @@ class WorkerContext:
     def log(self, line: str) -> None:
         self.channel.send({"t": "log", "line": str(line)})
 
-    def report(self, *, progress: float | None = None, metrics: dict[str, Any] | None = None) -> None:
-        self.channel.send({"t": "report", "progress": progress, "metrics": metrics})
+    def report(self, *, progress: float | None = None, metrics: Mapping[str, object] | None = None) -> None:
+        self.channel.send({"t": "report", "progress": progress, "metrics": None if metrics is None else dict(metrics)})
 
-    def open_session(self, env: str, kwargs: dict[str, Any]) -> SessionProxy:
+    def open_session(self, env: str, kwargs: Mapping[str, object]) -> SessionProxy:
         """An env session in a sandbox of the server, for the job's owner."""
         return SessionProxy(self.channel, self.channel.call("open", env=env, kwargs=dict(kwargs or {})))
 
-    def env_source(self) -> Any:
+    def env_source(self) -> EnvSource:
         """Where a trainer's rollouts get their envs: :meth:`open_session`."""
         return CallableSource(self.open_session)
 
@@ -176,9 +181,12 @@ def main() -> None:
     start = channel.start.result(timeout=120)
     status = 0
     try:
-        ctx = WorkerContext(channel, str(start["job_id"]), dict(start["config"]))
+        config = start["config"]
+        if not isinstance(config, dict):
+            raise TypeError(f"a job's config is a mapping, got {type(config).__name__}")
+        ctx = WorkerContext(channel, str(start["job_id"]), config)
         metrics = KINDS[str(start["kind"])](ctx)
-        channel.send({"t": "cancelled" if ctx.cancelled else "done", "metrics": metrics or {}})
+        channel.send({"t": "cancelled" if ctx.cancelled else "done", "metrics": dict(metrics or {})})
     except Cancelled:
         channel.send({"t": "cancelled"})
     except BaseException as e:  # noqa: BLE001 - a job's failure is reported, never raised

@@ -22,22 +22,26 @@ with another's, and one owner cannot hold more than its quota nor the last free 
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rockroll.api.db import Database
 from rockroll.api.sandboxes.owners import OwnerLedger, base_pool, owner_pool
-from rockroll.api.sandboxes.views import describe, pool_views, snapshot
+from rockroll.api.sandboxes.views import Counts, describe, pool_views, snapshot
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
-from rockroll.sandbox.managed import SandboxState
+from rockroll.sandbox.managed import ManagedSandbox, SandboxState
 from rockroll.sandbox.manager import ManagerConfig, SandboxManager
 from rockroll.sandbox.pool import PoolConfig, WarmPoolConfig
 from rockroll.sandbox.retry import wait_until
 from rockroll.sandbox.server.plugins import DEFAULT_PLUGIN_DIR, PLUGINS_ENV
 from rockroll.sandbox.session import RemoteSession
+
+if TYPE_CHECKING:
+    from rockroll.api.envs.catalog import CustomEnv
 
 __all__ = ["Placement", "SESSION_POOL"]
 
@@ -133,7 +137,7 @@ class Placement:
         env.setdefault(PLUGINS_ENV, DEFAULT_PLUGIN_DIR)
         return SandboxSpec(env=tuple(sorted(env.items())), **fields)
 
-    def spec_for_custom(self, custom: Any) -> SandboxSpec:
+    def spec_for_custom(self, custom: CustomEnv) -> SandboxSpec:
         """The spec of a custom env's own pool (its image, if it brings one)."""
         base = self.session_spec.to_dict()
         base.update(name=f"env-{custom.fingerprint()}")
@@ -143,7 +147,7 @@ class Placement:
 
     # ----------------------------------------------------------- sessions
     def open_session(
-        self, env_id: str, kwargs: dict[str, Any], custom: Any = None, *, owner: str | None = None
+        self, env_id: str, kwargs: dict[str, Any], custom: CustomEnv | None = None, *, owner: str | None = None
     ) -> RemoteSession:
         """Place an env session of ``owner`` on the least-loaded sandbox of ``owner``'s pool.
 
@@ -176,7 +180,7 @@ class Placement:
                         raise
         raise SandboxLost("", f"no healthy sandbox after {OPEN_ATTEMPTS} attempts")
 
-    def _provision(self, sb: Any, custom: Any) -> None:
+    def _provision(self, sb: ManagedSandbox, custom: CustomEnv) -> None:
         """Write a custom env's files into ``sb`` once per incarnation."""
         key = (sb.id, sb.generation)
         if key not in self._provisioned:
@@ -184,7 +188,7 @@ class Placement:
                 sb.write_file(f"{DEFAULT_PLUGIN_DIR}/{rel}", data)
             self._provisioned.add(key)
 
-    def _slot(self, owner: str, spec: SandboxSpec, pool: str) -> Any:
+    def _slot(self, owner: str, spec: SandboxSpec, pool: str) -> ManagedSandbox:
         """A sandbox of ``pool`` with one session slot reserved for the caller.
 
         One sandbox is added to a pool at a time (its lock): a burst of opens waits for it
@@ -203,7 +207,7 @@ class Placement:
                 return sb
             return self._add_member(owner, spec, pool)
 
-    def _take_slot(self, pool: str) -> Any:
+    def _take_slot(self, pool: str) -> ManagedSandbox | None:
         """Reserve a slot on the least-loaded ready member of ``pool`` with a free one (or None)."""
         with self._pick_lock:
             members = [
@@ -217,7 +221,7 @@ class Placement:
             return best
 
     @staticmethod
-    def _reserve_slot(sb: Any) -> None:
+    def _reserve_slot(sb: ManagedSandbox) -> None:
         with sb.lock:  # the counter's own lock: session_closed decrements under it
             sb.sessions += 1
         sb.touch()
@@ -228,7 +232,7 @@ class Placement:
             for sb in self.manager.members(pool)
         )
 
-    def _add_member(self, owner: str, spec: SandboxSpec, pool: str) -> Any:
+    def _add_member(self, owner: str, spec: SandboxSpec, pool: str) -> ManagedSandbox:
         """Give ``owner`` one more sandbox in ``pool`` (a warm one, else a new one), slot reserved."""
         live = {sb.id for sb in self.manager.list()}
         with self.owners.reserve(owner, live, self._used()):
@@ -245,7 +249,7 @@ class Placement:
             self.manager.persist(sb)
             return sb
 
-    def _idle_warm(self) -> list[Any]:
+    def _idle_warm(self) -> list[ManagedSandbox]:
         """The warm pool's ready, unassigned members without sessions (call under the pick lock)."""
         return [
             sb
@@ -258,7 +262,7 @@ class Placement:
         with self._pick_lock:
             return self.manager.active_count() - len(self._idle_warm())
 
-    def _claim_warm(self, pool: str) -> Any:
+    def _claim_warm(self, pool: str) -> ManagedSandbox | None:
         """Move an idle warm sandbox into ``pool`` with a slot reserved (the monitor refills the pool)."""
         with self._pick_lock:
             idle = self._idle_warm()
@@ -269,7 +273,7 @@ class Placement:
             self._reserve_slot(sb)
             return sb
 
-    def _create(self, spec: SandboxSpec, pool: str) -> Any:
+    def _create(self, spec: SandboxSpec, pool: str) -> ManagedSandbox:
         """Start a sandbox in ``pool``; at ``max_sandboxes``, stop an idle warm one to make room."""
         try:
             return self.manager.create(spec, pool=pool)
@@ -283,7 +287,7 @@ class Placement:
             self.delete(victim.id)
             return self.manager.create(spec, pool=pool)
 
-    def drop_custom_pool(self, custom: Any) -> None:
+    def drop_custom_pool(self, custom: CustomEnv) -> None:
         """Delete the sandboxes of a custom env's pools, every owner's (after the env is deleted)."""
         name = self.spec_for_custom(custom).name
         for sb in self.manager.list():
@@ -337,7 +341,7 @@ class Placement:
         threading.Thread(target=loop, name="sandbox-reaper", daemon=True).start()
 
     # ---------------------------------------------------------- sandboxes
-    def create_sandbox(self, owner: str | None = None, **fields: Any) -> Any:
+    def create_sandbox(self, owner: str | None = None, **fields: Any) -> ManagedSandbox:
         """A sandbox for one user (leased: sessions are never placed on it).
 
         With ``owner``, the owner's quota is checked (429) and the owner recorded, atomically with
@@ -352,11 +356,11 @@ class Placement:
             self.owners.assign(sb.id, owner)
             return sb
 
-    def get(self, sandbox_id: str) -> Any:
+    def get(self, sandbox_id: str) -> ManagedSandbox:
         """A managed sandbox (``SandboxNotFound`` when none)."""
         return self.manager.get(sandbox_id)
 
-    def list(self) -> list[Any]:
+    def list(self) -> list[ManagedSandbox]:
         """Every live managed sandbox."""
         return self.manager.list()
 
@@ -371,18 +375,20 @@ class Placement:
         """Stop a sandbox but keep its owner record (an expired user sandbox: :mod:`rockroll.api.sandboxes.ttl`)."""
         self.manager.delete(sandbox_id)
 
-    def restart(self, sandbox_id: str) -> Any:
+    def restart(self, sandbox_id: str) -> ManagedSandbox:
         """Replace a sandbox under the same id (blocking)."""
         return self.manager.restart(sandbox_id, reason="restarted through the API")
 
     # ------------------------------------------------------------- views
     describe = staticmethod(describe)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Counts:
         """Counts for health and metrics."""
-        return snapshot(self.manager) | {"reaped": self.reaped}
+        counts = snapshot(self.manager)
+        counts["reaped"] = self.reaped
+        return counts
 
-    def pool_views(self) -> list[dict[str, Any]]:
+    def pool_views(self) -> builtins.list[dict[str, object]]:
         """Every pool (owners' pools counted under their spec's pool) and user sandboxes."""
         return pool_views(self.manager, self.pools)
 

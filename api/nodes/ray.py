@@ -90,8 +90,11 @@ class RayNodes(Periodic):
         self.control_url = ",".join(control_urls(control_url))
         self.secret = secret
         self.stop_agents_on_exit = stop_agents_on_exit or address == "local"
-        self.node_args = {"backend": backend, "max_sandboxes": max_sandboxes,
-                          "max_sessions_per_sandbox": max_sessions_per_sandbox}  # fmt: skip
+        self.backend, self.max_sandboxes, self.max_sessions_per_sandbox = (
+            backend,
+            max_sandboxes,
+            max_sessions_per_sandbox,
+        )
         self.state_root = state_root.rstrip("/")
         self.agents: dict[str, tuple[Any, Any]] = {}  # Ray node id -> (actor, its pending wait() call)
         self._died: dict[str, float] = {}  # Ray node id -> when its agent was lost (no restart before RESTART_AFTER_S)
@@ -116,7 +119,9 @@ class RayNodes(Periodic):
         agent_id = agent_id_for(ray_node_id)
         state_dir = f"{self.state_root}/r{ray_node_id[:8]}" if self.state_root else ""  # short: socket paths
         return NodeOptions(node_id=agent_id, secret=self.secret, control_plane=self.control_url,
-                           host=node["NodeManagerAddress"], state_dir=state_dir, **self.node_args)  # fmt: skip
+                           host=node["NodeManagerAddress"], state_dir=state_dir, backend=self.backend,
+                           max_sandboxes=self.max_sandboxes,
+                           max_sessions_per_sandbox=self.max_sessions_per_sandbox)  # fmt: skip
 
     def tick(self) -> None:
         """One round: agents for new Ray nodes, losses reported for the departed (see the module docstring)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 
 from rockroll.api.db import Database, NodeRecord
+from rockroll.sandbox.db import rowcount
 
 __all__ = ["NodeStore", "NodeRow"]
 
@@ -71,7 +72,7 @@ class NodeStore:
         if boot is not None:
             query = query.where(NodeRecord.boot == boot)
         with self.db.session() as s:
-            return bool(s.execute(query.values(lost=reason[:2000])).rowcount)
+            return bool(rowcount(s.execute(query.values(lost=reason[:2000]))))
 
 
 def _row(rec: NodeRecord) -> NodeRow:

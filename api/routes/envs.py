@@ -67,8 +67,9 @@ def register_env(body: EnvCreate, state: StateDep, who: Who) -> dict:
         visibility=body.visibility,
     )
     state.catalog.check_new(env)
+    reached = {"stage": "make"}
     try:
-        report = validate_in_sandbox(state, env)
+        report = validate_in_sandbox(state, env, reached)
     except Exception as e:
         state.placement.drop_custom_pool(env)
         mapped = to_api_error(e)
@@ -77,20 +78,21 @@ def register_env(body: EnvCreate, state: StateDep, who: Who) -> dict:
             400,
             "env_validation_failed",
             f"{env.env_id} failed validation: {message}",
-            {"stage": getattr(e, "_rr_stage", "make"), "error_type": type(e).__name__},
+            {"stage": reached["stage"], "error_type": type(e).__name__},
         ) from e
     view = state.catalog.add(env)
     view["validation"] = report
     return view
 
 
-def validate_in_sandbox(state: AppState, env: CustomEnv) -> dict[str, Any]:
-    """Make one instance in a sandbox and play ``reset`` + one ``step``."""
+def validate_in_sandbox(state: AppState, env: CustomEnv, reached: dict[str, str]) -> dict[str, object]:
+    """Make one instance in a sandbox and play ``reset`` + one ``step`` (``reached["stage"]``: the stage it is at:
+    make, reset, step)."""
     session = state.placement.open_session(env.env_id, {}, custom=env)
-    stage = "reset"
+    reached["stage"] = "reset"
     try:
         obs, _info = session.reset(seed=0)
-        stage = "step"
+        reached["stage"] = "step"
         candidates = session.action_candidates()
         action = f"<answer>{candidates[0]}</answer>" if candidates else "<answer></answer>"
         obs2, reward, terminated, truncated, _ = session.step(action)
@@ -103,9 +105,6 @@ def validate_in_sandbox(state: AppState, env: CustomEnv) -> dict[str, Any]:
             "terminated": terminated,
             "truncated": truncated,
         }
-    except Exception as e:
-        e._rr_stage = stage  # type: ignore[attr-defined]
-        raise
     finally:
         session.close()
 

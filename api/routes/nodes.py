@@ -23,8 +23,8 @@ class NodeRegistration(BaseModel):
 
     endpoint: str = Field(pattern=r"^https?://[^\s/]+(:\d+)?$", max_length=300, description="Data-plane base URL.")
     capacity: int = Field(ge=1, le=1_000_000, description="Most sessions the agent takes.")
-    sessions: int = Field(0, ge=0, le=1_000_000, description="Sessions it holds now.")
-    boot: str = Field("", max_length=64, description="Id of the agent's process (a new one: it restarted).")
+    sessions: int = Field(default=0, ge=0, le=1_000_000, description="Sessions it holds now.")
+    boot: str = Field(default="", max_length=64, description="Id of the agent's process (a new one: it restarted).")
 
 
 class NodeLoss(BaseModel):
@@ -72,4 +72,4 @@ def list_nodes(state: StateDep, who: Who) -> dict[str, Any]:
     """The node agents (admins only): id, endpoint, capacity, sessions, live."""
     if not who.admin:
         raise ApiError(403, "forbidden", "only an admin token lists node agents")
-    return {"nodes": state.nodes.views()}
+    return {"nodes": state.nodes.views() if state.nodes is not None else []}

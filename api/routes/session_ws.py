@@ -32,7 +32,9 @@ from rockroll.api.server.deps import TOKEN_CACHE_S, principal_for
 from rockroll.api.server.errors import ApiError, error_body, to_api_error
 from rockroll.api.server.state import AppState
 from rockroll.api.sessions.live import LiveSession
+from rockroll.envs.json_types import JSONObject
 from rockroll.sandbox.errors import SandboxLost
+from rockroll.sandbox.node.agent import AgentSession, NodeAgent
 from rockroll.sandbox.node.wire import WireError
 
 __all__ = ["router"]
@@ -70,7 +72,9 @@ def _call(state: AppState, live: LiveSession, msg: Any) -> dict[str, Any]:
 _ON_LOOP = ("step", "reset")
 
 
-async def _on_loop(state: AppState, live: LiveSession, msg: dict[str, Any]) -> dict[str, Any]:
+async def _on_loop(
+    state: AppState, agent: NodeAgent, entry: AgentSession, live: LiveSession, msg: dict[str, Any]
+) -> JSONObject:
     """A step or reset of a session on the embedded node agent, from the event loop over its sandbox's
     channel (:meth:`rockroll.sandbox.node.agent.NodeAgent.acall`; numbered with the data plane's steps)."""
     op = msg["op"]
@@ -79,7 +83,7 @@ async def _on_loop(state: AppState, live: LiveSession, msg: dict[str, Any]) -> d
     live.last_used = time.monotonic()
     t0 = time.perf_counter()
     try:
-        answer = await state.agent.acall(live.entry, call)
+        answer = await agent.acall(entry, call)
     except WireError as e:  # a malformed action, seed or options
         raise ApiError(e.status, e.code, str(e)) from e
     except SandboxLost as e:
@@ -139,8 +143,13 @@ async def _serve(websocket: WebSocket, state: AppState, live: LiveSession) -> No
                     msg = json.loads(text)
                 except (ValueError, RecursionError) as e:  # RecursionError: nested too deeply
                     raise ApiError(422, "validation_error", f"not JSON: {e}") from e
-                if live.entry is not None and isinstance(msg, dict) and msg.get("op") in _ON_LOOP:
-                    answer = await _on_loop(state, live, msg)
+                if (
+                    live.entry is not None
+                    and state.agent is not None
+                    and isinstance(msg, dict)
+                    and msg.get("op") in _ON_LOOP
+                ):
+                    answer = await _on_loop(state, state.agent, live.entry, live, msg)
                 else:
                     answer = await run_in_threadpool(_call, state, live, msg)
             except Exception as e:  # noqa: BLE001 - every failure is answered on the socket

@@ -47,7 +47,7 @@ def _data_plane(state: AppState, live: LiveSession, request: Request, who: Princ
     The token names the API token ``who`` called with: revoking that one closes the data-plane sockets.
     """
     node = state.nodes.get(live.node) if live.node and state.nodes is not None else None
-    if node is None:
+    if node is None or state.tokens is None:
         return {}
     endpoint = node.endpoint or str(request.base_url).rstrip("/")
     token, expires_at = state.tokens.issue(live.id, live.owner, node.id, token_id=who.token_id)
@@ -103,7 +103,7 @@ def step_sessions(body: BatchStepRequest, state: StateDep, who: Who) -> Response
 
 
 @router.get("/{session_id}", response_model=SessionInfo)
-def show_session(session_id: str, state: StateDep, who: Who) -> dict:
+def show_session(session_id: str, state: StateDep, who: Who) -> SessionInfo:
     """One session: env, sandbox, steps so far, system prompt."""
     return state.sessions.get(session_id, who).view()
 

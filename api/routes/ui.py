@@ -88,8 +88,8 @@ def overview(
         view["expires_at"] = records.get(sb.id, ("", None))[1]
         sandboxes.append(view)
     visible_ids = {sb.id for sb in visible}
-    restarts = [e for e in list(state.placement.manager.restart_log) if who.admin or e["sandbox_id"] in visible_ids]
-    restarts = [e | {"owner": owners.get(e["sandbox_id"], "")} for e in reversed(restarts)]
+    seen = [e for e in list(state.placement.manager.restart_log) if who.admin or e["sandbox_id"] in visible_ids]
+    restarts = [{**e, "owner": owners.get(e["sandbox_id"], "")} for e in reversed(seen)]
     envs = state.catalog.list(who)
     pools = (
         state.placement.pool_views()

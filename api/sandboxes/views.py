@@ -7,15 +7,28 @@ a sandbox is shown by the routes from its record, never through the pool name.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import NotRequired, TypedDict
 
 from rockroll.api.sandboxes.owners import base_pool
-from rockroll.sandbox.managed import SandboxState
+from rockroll.sandbox.managed import ManagedSandbox, SandboxState
+from rockroll.sandbox.manager import SandboxManager
+from rockroll.sandbox.pool import PoolConfig
 
-__all__ = ["describe", "pool_views", "snapshot"]
+__all__ = ["Counts", "describe", "pool_views", "snapshot"]
 
 
-def describe(sb: Any) -> dict[str, Any]:
+class Counts(TypedDict):
+    """Sandboxes by state and restarts summed over live sandboxes; the placement adds how many it reaped, the
+    app's metrics how many sessions are open."""
+
+    by_state: dict[str, int]
+    restarts: int
+    reaped: NotRequired[int]
+    sessions: NotRequired[int]
+
+
+def describe(sb: ManagedSandbox) -> dict[str, object]:
     """The JSON view of one managed sandbox (``pool``: the spec's pool, without the owner tag)."""
     h = sb.last_health
     return {
@@ -38,7 +51,7 @@ def describe(sb: Any) -> dict[str, Any]:
     }
 
 
-def snapshot(manager: Any) -> dict[str, Any]:
+def snapshot(manager: SandboxManager) -> Counts:
     """Sandboxes by state and restarts summed over live sandboxes (health and metrics)."""
     by_state: dict[str, int] = {}
     restarts = 0
@@ -48,14 +61,16 @@ def snapshot(manager: Any) -> dict[str, Any]:
     return {"by_state": by_state, "restarts": restarts}
 
 
-def pool_views(manager: Any, pools: dict[str, Any], sandboxes: list[Any] | None = None) -> list[dict[str, Any]]:
+def pool_views(
+    manager: SandboxManager, pools: Mapping[str, PoolConfig], sandboxes: list[ManagedSandbox] | None = None
+) -> list[dict[str, object]]:
     """Every pool: the configured ones (``pools``), custom envs' pools and user sandboxes; with ``sandboxes``,
     the members counted are those only (what one owner may see), and a pool none of them is in is left out
     unless it is configured."""
-    members: dict[str, list[Any]] = {name: [] for name in pools}
+    members: dict[str, list[ManagedSandbox]] = {name: [] for name in pools}
     for sb in manager.list() if sandboxes is None else sandboxes:
         members.setdefault(base_pool(sb.pool), []).append(sb)
-    out = []
+    out: list[dict[str, object]] = []
     for name, sbs in sorted(members.items()):
         pc = pools.get(name)
         out.append(

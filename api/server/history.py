@@ -26,6 +26,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from rockroll.api.db import Database
 from rockroll.api.db.models import JobMetricPoint, RestartEvent
+from rockroll.sandbox.manager import RestartEvent as SandboxRestart
+from rockroll.sandbox.manager import SandboxManager
 
 __all__ = ["MetricHistory", "RestartLog", "FLUSH_S"]
 
@@ -149,7 +151,15 @@ class MetricHistory:
         jobs._update = recording_update
 
 
-class RestartLog(deque):  # type: ignore[type-arg]
+def _stored(event: dict[str, Any]) -> SandboxRestart:
+    """A restart event as :meth:`RestartLog.append` wrote it."""
+    return SandboxRestart(
+        time=float(event.get("time", 0.0)), sandbox_id=str(event.get("sandbox_id", "")), pool=str(event.get("pool", "")),
+        generation=int(event.get("generation", 0)), reason=str(event.get("reason", "")),
+    )  # fmt: skip
+
+
+class RestartLog(deque[SandboxRestart]):
     """A manager's ``restart_log`` whose new events are also written to ``api_restarts`` (module docstring)."""
 
     def __init__(self, db: Database, manager: str, max_events: int = 500) -> None:
@@ -163,11 +173,11 @@ class RestartLog(deque):  # type: ignore[type-arg]
                     .order_by(RestartEvent.id.desc())
                     .limit(max_events)
                 ).all()
-            super().extend(dict(e or {}) for e in reversed(rows))
+            super().extend(_stored(e or {}) for e in reversed(rows))
         except SQLAlchemyError as e:
             log.warning("cannot read the restart history of %s: %s", manager, e)
 
-    def append(self, event: dict[str, Any]) -> None:  # type: ignore[override]
+    def append(self, event: SandboxRestart) -> None:
         super().append(event)
         try:
             with self.db.session() as s:
@@ -187,7 +197,7 @@ class RestartLog(deque):  # type: ignore[type-arg]
             log.warning("cannot record the restart of %s: %s", event.get("sandbox_id"), e)
 
     @classmethod
-    def install(cls, db: Database, manager: Any) -> RestartLog:
+    def install(cls, db: Database, manager: SandboxManager) -> RestartLog:
         """Replace ``manager.restart_log`` with one kept in ``db`` (events logged so far carried over)."""
         restored = cls(db, manager.config.name, max_events=manager.restart_log.maxlen or 500)
         for event in list(manager.restart_log):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rockroll.api.sandboxes.views import Counts
 
 __all__ = ["Metrics", "RequestTimer"]
 
@@ -21,7 +23,7 @@ _LATENCY_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
 class _SandboxCollector:
     """Reads sandbox counts and restarts from the placement layer at scrape time."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, snapshot: Callable[[], Counts]) -> None:
         self._snapshot = snapshot
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -41,7 +43,7 @@ class _SandboxCollector:
 class Metrics:
     """The app's metrics."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, snapshot: Callable[[], Counts]) -> None:
         self.registry = CollectorRegistry()
         self.steps = Counter("rockroll_session_steps", "Env steps served through the API.", registry=self.registry)
         self.step_latency = Histogram(
@@ -68,18 +70,18 @@ class Metrics:
 class RequestTimer:
     """Pure ASGI middleware timing every HTTP request by its route template."""
 
-    def __init__(self, app: Any, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
         status = {"code": 500}
 
-        async def _send(message: dict) -> None:
+        async def _send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
             await send(message)

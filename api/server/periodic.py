@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
 __all__ = ["Periodic"]
 
@@ -25,8 +24,12 @@ class Periodic:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
 
-    def tick(self) -> Any:
+    def tick(self) -> object:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop ticking (subclasses release what else they hold)."""
+        self.stop_ticking()
 
     def start_ticking(self) -> None:
         self._thread.start()

@@ -47,15 +47,15 @@ class EnvCreate(_Body):
     )
     kind: Literal["entry_point", "image", "source"] = Field(..., description="How the env's code gets in.")
     entry_point: str = Field(..., max_length=256, description="'module:Class' inside the sandbox.")
-    image: str = Field("", max_length=256, description="Docker image (kind 'image').")
-    source_name: str = Field("", max_length=128, description="File name of the upload: 'mymod.py' or a .whl.")
-    source_b64: str | None = Field(None, max_length=8_000_000, description="The upload, base64-encoded.")
+    image: str = Field(default="", max_length=256, description="Docker image (kind 'image').")
+    source_name: str = Field(default="", max_length=128, description="File name of the upload: 'mymod.py' or a .whl.")
+    source_b64: str | None = Field(default=None, max_length=8_000_000, description="The upload, base64-encoded.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Default constructor kwargs.")
-    max_steps: int | None = Field(None, ge=1, le=100_000, description="Default step limit.")
-    description: str = Field("", max_length=1000)
+    max_steps: int | None = Field(default=None, ge=1, le=100_000, description="Default step limit.")
+    description: str = Field(default="", max_length=1000)
     tags: list[str] = Field(default_factory=list, max_length=20)
     visibility: Literal["private", "public"] = Field(
-        "private", description="private: its owner (and admins) only; public: everyone sees and uses it."
+        default="private", description="private: its owner (and admins) only; public: everyone sees and uses it."
     )
 
 
@@ -65,7 +65,7 @@ def _spec_fields(*names: str, **defaults: Any) -> dict[str, Any]:
     for name in names:
         f = SandboxSpec.model_fields[name]
         tp = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
-        out[name] = (tp, Field(defaults.get(name, f.default), description=f.description))
+        out[name] = (tp, Field(default=defaults.get(name, f.default), description=f.description))
     return out
 
 
@@ -77,7 +77,7 @@ SandboxCreate = create_model(
     ttl_s=(
         float | None,
         Field(
-            None,
+            default=None,
             gt=0,
             le=30 * 86_400,
             description="Lifetime in seconds: the server stops the sandbox this long after creating it (default and "
@@ -94,11 +94,11 @@ class ExecRequest(_Body):
     """A command to run in a sandbox's workspace."""
 
     cmd: str | list[str] = Field(..., description="A shell string, or an argv list.")
-    timeout_s: float = Field(30.0, gt=0, le=600)
-    cwd: str | None = Field(None, max_length=4096)
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    cwd: str | None = Field(default=None, max_length=4096)
     env: dict[str, str] = Field(default_factory=dict)
-    stdin: str | None = Field(None, max_length=10_000_000)
-    max_output: int = Field(1_000_000, ge=1, le=16_000_000)
+    stdin: str | None = Field(default=None, max_length=10_000_000)
+    max_output: int = Field(default=1_000_000, ge=1, le=16_000_000)
 
 
 class SessionCreate(_Body):
@@ -107,7 +107,7 @@ class SessionCreate(_Body):
     env: str = Field(..., min_length=1, max_length=128, description="Env id, e.g. 'FrozenLake-v0'.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Constructor kwargs.")
     group: str = Field(
-        "",
+        default="",
         max_length=128,
         pattern=r"^[A-Za-z0-9_.:-]*$",
         description="Rollout group this session serves: the group's sessions are spread over node agents first "
@@ -131,7 +131,7 @@ class SessionCreate(_Body):
 class ResetRequest(_Body):
     """Arguments of ``reset``."""
 
-    seed: int | None = Field(None, ge=0, le=2**32 - 1)
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
     options: dict[str, Any] | None = None
 
 
@@ -152,8 +152,8 @@ class BatchStepItem(_Body):
 
     id: str = Field(..., max_length=64)
     op: Literal["step", "reset"] = "step"
-    action: str = Field("", max_length=100_000)
-    seed: int | None = Field(None, ge=0, le=2**32 - 1)
+    action: str = Field(default="", max_length=100_000)
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
 
 
 class BatchStepRequest(_Body):
@@ -167,9 +167,9 @@ class PolicyEvalConfig(ConfigModel):
 
     env: str = Field(..., min_length=1, max_length=128, description="env id, e.g. FrozenLake-v0")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor kwargs")
-    episodes: int = Field(10, ge=1, le=100_000, description="episodes, on seeds seed, seed+1, ...")
-    policy: Annotated[str, OneOf(POLICIES)] = Field("random", description="the policy that plays")
-    seed: int = Field(0, ge=0, description="seed of the first episode")
+    episodes: int = Field(default=10, ge=1, le=100_000, description="episodes, on seeds seed, seed+1, ...")
+    policy: Annotated[str, OneOf(POLICIES)] = Field(default="random", description="the policy that plays")
+    seed: int = Field(default=0, ge=0, description="seed of the first episode")
 
 
 def is_model_eval(config: Any) -> bool:

@@ -66,8 +66,10 @@ class ServerProc:
         db_url: str | None = None,
         dev: bool = False,
         extra: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.env = env or {}  # set in the server's environment (settings: ROCKROLL_<FIELD>)
         self.db_url = db_url or f"sqlite:///{data_dir}/rockroll.db"
         self.backend = backend
         self.dev = dev
@@ -91,7 +93,7 @@ class ServerProc:
             "--dev" if self.dev else "--no-dev",
             *self.extra,
         ]
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env, start_new_session=True
         )

@@ -47,43 +47,54 @@ class Settings(BaseSettings):
         except ValidationError as e:  # one error style for every config: the key and what it allows
             raise ConfigError.from_validation(e, type(self)) from e
 
-    host: str = Field("127.0.0.1", description="Address to bind.")
-    port: int = Field(8080, ge=0, le=65535, description="TCP port to bind (0: any free port).")
+    host: str = Field(default="127.0.0.1", description="Address to bind.")
+    port: int = Field(default=8080, ge=0, le=65535, description="TCP port to bind (0: any free port).")
     backend: Annotated[str, OneOf(backend_names)] = Field(
-        "auto",
+        default="auto",
         description="Sandbox backend type (rockroll.sandbox.backends): auto uses Docker when a daemon answers, "
         "else processes; docker; process; or any registered one.",
     )
     database_url: str = Field(
-        "sqlite:///~/.rockroll/rockroll.db", description="Any SQLAlchemy URL (sqlite, postgresql+psycopg...)."
+        default="sqlite:///~/.rockroll/rockroll.db", description="Any SQLAlchemy URL (sqlite, postgresql+psycopg...)."
     )
-    dev_mode: bool = Field(False, description="Accept requests without a token (loopback binds only).")
-    pool_size: int = Field(1, ge=0, le=64, description="Warm sandboxes kept for sessions.")
-    max_sandboxes: int = Field(8, ge=1, le=1024, description="Most sandboxes at once.")
+    dev_mode: bool = Field(default=False, description="Accept requests without a token (loopback binds only).")
+    pool_size: int = Field(default=1, ge=0, le=64, description="Warm sandboxes kept for sessions.")
+    max_sandboxes: int = Field(default=8, ge=1, le=1024, description="Most sandboxes at once.")
     warm_pool_size: int = Field(
-        0,
+        default=0,
         ge=0,
         le=64,
         description="Started sandboxes kept idle (per spec) that new user sandboxes are drawn from; 0: none. "
         "They count against no owner until handed out (rockroll.sandbox.pool.WarmPoolConfig).",
     )
-    max_sessions_per_sandbox: int = Field(64, ge=1, le=4096, description="Most env sessions per sandbox.")
-    max_sandboxes_per_owner: int = Field(4, ge=1, le=1024, description="Most user sandboxes one token owner holds.")
-    session_idle_ttl_s: float = Field(
-        3600.0, gt=0, description="Close a session nobody used for this long (its sandbox slot is freed)."
+    max_sessions_per_sandbox: int = Field(default=64, ge=1, le=4096, description="Most env sessions per sandbox.")
+    max_sandboxes_per_owner: int = Field(
+        default=4, ge=1, le=1024, description="Most user sandboxes one token owner holds."
     )
-    max_upload_bytes: int = Field(5_000_000, ge=1024, description="Largest uploaded env source or wheel.")
-    train_jobs: bool = Field(True, description="Accept train jobs (they run the trainer inside this server).")
-    job_workers: int = Field(2, ge=1, le=64, description="Jobs that run at the same time.")
-    log_level: str = Field("info", description="uvicorn log level.")
-    sandbox_state_dir: str = Field("", description="Sockets and process workspaces (default /tmp/rockroll-sb-UID).")
+    session_idle_ttl_s: float = Field(
+        default=3600.0, gt=0, description="Close a session nobody used for this long (its sandbox slot is freed)."
+    )
+    session_reap_interval_s: float = Field(
+        default=30.0,
+        ge=0.1,
+        le=3600.0,
+        description="How often idle sessions are reaped and the node agents' "
+        "sessions reconciled with their rows (a session no open row stands for is closed at its agent).",
+    )
+    max_upload_bytes: int = Field(default=5_000_000, ge=1024, description="Largest uploaded env source or wheel.")
+    train_jobs: bool = Field(default=True, description="Accept train jobs (they run the trainer inside this server).")
+    job_workers: int = Field(default=2, ge=1, le=64, description="Jobs that run at the same time.")
+    log_level: str = Field(default="info", description="uvicorn log level.")
+    sandbox_state_dir: str = Field(
+        default="", description="Sockets and process workspaces (default /tmp/rockroll-sb-UID)."
+    )
     instance: str = Field(
-        "",
+        default="",
         max_length=40,
         description="Name labelling this server's sandboxes (default: derived from the database URL).",
     )
     replica: str = Field(
-        "",
+        default="",
         max_length=24,
         pattern=r"^[A-Za-z0-9_-]*$",
         description="This server's id as one of several control-plane replicas on one database (PostgreSQL): "
@@ -91,14 +102,14 @@ class Settings(BaseSettings):
         "losing a replica loses none. Empty: the only server on its database.",
     )
     stop_sandboxes_on_exit: bool = Field(
-        False,
+        default=False,
         description="On shutdown (SIGTERM, Ctrl-C), stop every sandbox this server runs. Off: they stay up and "
         "the next server on this database adopts them (their sessions answer 410); the server's state "
         "directory is private, so nobody else reaches them meanwhile.",
     )
     # per-owner sandboxes (issue 13 items 2, 7)
     sandbox_idle_ttl_s: float = Field(
-        600.0,
+        default=600.0,
         gt=0,
         description="Stop a session sandbox (an owner's, or a custom env's) that hosted no session for this long; "
         "the warm pool keeps pool_size unassigned ones. Every sandbox, user or session, counts against its "
@@ -106,7 +117,7 @@ class Settings(BaseSettings):
     )
     # jobs (issue 13 items 4, 10)
     job_dir: str = Field(
-        "",
+        default="",
         description="Owners' job directories, one folder each: every path a job config names resolves inside its "
         "owner's (default: jobs/ beside a SQLite database, else ~/.rockroll/jobs).",
     )
@@ -124,7 +135,7 @@ class Settings(BaseSettings):
         "(engine.args.base_url); empty: none, every URL in a job config is refused.",
     )
     job_user: str = Field(
-        "rockroll-sandbox",
+        default="rockroll-sandbox",
         max_length=64,
         description="When the server runs as root and this user exists, job workers run as it, confined by bubblewrap "
         "to their owner's job folder (the interpreter and sources mounted back read-only, even under a 0700 /root); "
@@ -132,56 +143,60 @@ class Settings(BaseSettings):
         "job's log then says.",
     )
     job_log_max_bytes: int = Field(
-        1_000_000,
+        default=1_000_000,
         ge=10_000,
         le=1_000_000_000,
         description="A job's log file is rotated at this size (one older file kept); the database keeps its tail.",
     )
     # exec and file quotas (issue 13 item 3)
     max_sandbox_calls_per_owner: int = Field(
-        8,
+        default=8,
         ge=1,
         le=1024,
         description="Most exec and file calls one token owner has running at once; one more answers 429 "
         "(code capacity) at once, nothing queues.",
     )
     max_sandbox_calls: int = Field(
-        64,
+        default=64,
         ge=1,
         le=4096,
         description="Most exec and file calls running at once over all owners, each on its own thread (never the "
         "request loop nor the pool other routes share); one more answers 429.",
     )
     max_file_bytes: int = Field(
-        16 * 1024 * 1024,
+        default=16 * 1024 * 1024,
         ge=1,
         le=16 * 1024 * 1024,
         description="Largest file read or written through the files API (413 beyond it; 16 MiB at most, the "
         "sandbox protocol's limit).",
     )
     file_call_timeout_s: float = Field(
-        30.0,
+        default=30.0,
         gt=0,
         le=600,
         description="A file read or write the sandbox does not answer within this many seconds fails with 504.",
     )
     # caps a caller may ask for (issue 13 item 5): over one answers 422 over_cap (rockroll.api.server.caps)
-    max_cpus: float = Field(2.0, gt=0, le=64, description="Most CPU cores a caller may give a sandbox.")
-    max_memory_mb: int = Field(2048, ge=32, le=262_144, description="Most memory (MiB) a caller may give a sandbox.")
-    max_pids: int = Field(512, ge=16, le=65_536, description="Most processes a caller may give a sandbox.")
-    max_workspace_mb: int = Field(
-        1024, ge=1, le=65_536, description="Most workspace disk (MiB) a caller may give a sandbox."
+    max_cpus: float = Field(default=2.0, gt=0, le=64, description="Most CPU cores a caller may give a sandbox.")
+    max_memory_mb: int = Field(
+        default=2048, ge=32, le=262_144, description="Most memory (MiB) a caller may give a sandbox."
     )
-    max_exec_timeout_s: float = Field(300.0, gt=0, le=600, description="Longest timeout a caller may give a command.")
+    max_pids: int = Field(default=512, ge=16, le=65_536, description="Most processes a caller may give a sandbox.")
+    max_workspace_mb: int = Field(
+        default=1024, ge=1, le=65_536, description="Most workspace disk (MiB) a caller may give a sandbox."
+    )
+    max_exec_timeout_s: float = Field(
+        default=300.0, gt=0, le=600, description="Longest timeout a caller may give a command."
+    )
     max_sandbox_ttl_s: float = Field(
-        86_400.0,
+        default=86_400.0,
         gt=0,
         le=30 * 86_400,
         description="Longest lifetime (ttl_s) a caller may give a sandbox of POST /v1/sandboxes; the server stops it "
         "then, and its answers say it expired.",
     )
     sandbox_ttl_s: float = Field(
-        3_600.0,
+        default=3_600.0,
         gt=0,
         le=30 * 86_400,
         description="Lifetime of a sandbox whose caller gives no ttl_s (at most max_sandbox_ttl_s).",
@@ -194,21 +209,22 @@ class Settings(BaseSettings):
     )
     # the data plane (issue 14): node agents step sessions; the control plane signs their session tokens
     cluster_secret: str = Field(
-        "",
+        default="",
         description="Shared secret (at least 32 characters) that signs session tokens and that node agents present "
         "to register; empty: a random one per start, so only the embedded node agent serves the data plane.",
     )
     session_token_ttl_s: float = Field(
-        900.0,
+        default=900.0,
         gt=0,
         le=86_400,
         description="Lifetime of a session token for the data plane (refresh it by POST /v1/sessions/{id}/token).",
     )
     embedded_node: bool = Field(
-        True, description="Run a node agent inside this server (one machine); off: sessions go to registered nodes."
+        default=True,
+        description="Run a node agent inside this server (one machine); off: sessions go to registered nodes.",
     )
     public_url: str = Field(
-        "",
+        default="",
         description="Base URL clients reach this server at, advertised as the embedded node's data-plane "
         "endpoint (default: the URL each request came to).",
     )
@@ -220,59 +236,70 @@ class Settings(BaseSettings):
         "whose name is rebound to 127.0.0.1 cannot use the token-less API.",
     )
     # proactive alerts (issue 36 item 2): rules over what the platform measures (rockroll.api.alerts)
-    alert_interval_s: float = Field(5.0, gt=0, le=3600, description="How often the alert rules are evaluated.")
+    alert_interval_s: float = Field(default=5.0, gt=0, le=3600, description="How often the alert rules are evaluated.")
     alert_for_s: float = Field(
-        0.0, ge=0, le=86_400, description="An alert fires once its condition has held this long (0: at once)."
+        default=0.0, ge=0, le=86_400, description="An alert fires once its condition has held this long (0: at once)."
     )
     alert_resolve_s: float = Field(
-        60.0,
+        default=60.0,
         ge=0,
         le=86_400,
         description="A firing alert resolves once its condition has been clear this long (hysteresis: a flapping "
         "condition does not fire and resolve on every evaluation).",
     )
     alert_window_s: float = Field(
-        600.0, gt=0, le=7 * 86_400, description="The window events are counted over (restarts, start failures, jobs)."
+        default=600.0,
+        gt=0,
+        le=7 * 86_400,
+        description="The window events are counted over (restarts, start failures, jobs).",
     )
     alert_restarts_per_env: int = Field(
-        3, ge=1, le=100_000, description="Sandbox restarts of one env (per owner) within alert_window_s that fire."
+        default=3,
+        ge=1,
+        le=100_000,
+        description="Sandbox restarts of one env (per owner) within alert_window_s that fire.",
     )
     alert_unhealthy_share: float = Field(
-        0.25, gt=0, le=1, description="Share of sandboxes unhealthy or restarting that fires (platform-wide)."
+        default=0.25, gt=0, le=1, description="Share of sandboxes unhealthy or restarting that fires (platform-wide)."
     )
     alert_step_p99_s: float = Field(
-        2.0, gt=0, le=3600, description="P99 env step latency (seconds) over alert_window_s that fires."
+        default=2.0, gt=0, le=3600, description="P99 env step latency (seconds) over alert_window_s that fires."
     )
     alert_step_min_count: int = Field(
-        20, ge=1, le=1_000_000, description="Steps within alert_window_s needed before the P99 rule judges."
+        default=20, ge=1, le=1_000_000, description="Steps within alert_window_s needed before the P99 rule judges."
     )
     alert_start_failures: int = Field(
-        3, ge=1, le=100_000, description="Sandbox start failures within alert_window_s that fire (platform-wide)."
+        default=3,
+        ge=1,
+        le=100_000,
+        description="Sandbox start failures within alert_window_s that fire (platform-wide).",
     )
     alert_job_failures: int = Field(
-        3, ge=1, le=100_000, description="Failed jobs of one owner within alert_window_s that fire."
+        default=3, ge=1, le=100_000, description="Failed jobs of one owner within alert_window_s that fire."
     )
     alert_db_growth_bytes: int = Field(
-        500_000_000, ge=1, description="Database growth (bytes) within alert_window_s that fires."
+        default=500_000_000, ge=1, description="Database growth (bytes) within alert_window_s that fires."
     )
     alert_disk_free_share: float = Field(
-        0.05,
+        default=0.05,
         ge=0,
         le=1,
         description="Free share of the disk holding the database, sandbox state or job folders under which an "
         "alert fires (0: never).",
     )
     alert_webhook_url: str = Field(
-        "",
+        default="",
         max_length=2000,
         pattern=r"^(https?://\S+)?$",
         description="Where firing and resolved alerts are POSTed as JSON (empty: nowhere); retried with backoff "
         "from a bounded queue, so a slow or dead receiver never holds up the server.",
     )
-    alert_webhook_timeout_s: float = Field(5.0, gt=0, le=120, description="Timeout of one webhook POST.")
-    alert_webhook_retries: int = Field(5, ge=0, le=100, description="Retries of a failed webhook POST (backoff).")
+    alert_webhook_timeout_s: float = Field(default=5.0, gt=0, le=120, description="Timeout of one webhook POST.")
+    alert_webhook_retries: int = Field(
+        default=5, ge=0, le=100, description="Retries of a failed webhook POST (backoff)."
+    )
     alert_webhook_queue: int = Field(
-        1000, ge=1, le=1_000_000, description="Alerts waiting for the webhook; more are dropped (and counted)."
+        default=1000, ge=1, le=1_000_000, description="Alerts waiting for the webhook; more are dropped (and counted)."
     )
 
     def job_root(self) -> Path:

@@ -10,9 +10,9 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rockroll.api.alerts.engine import AlertEngine
 from rockroll.api.db import Database
@@ -23,15 +23,21 @@ from rockroll.api.nodes.store import NodeStore
 from rockroll.api.nodes.table import NodeTable
 from rockroll.api.nodes.watch import NodeWatch
 from rockroll.api.sandboxes.ttl import ExpiryReaper
+from rockroll.api.sandboxes.views import Counts
+from rockroll.api.server.auth import Principal
 from rockroll.api.server.history import MetricHistory, RestartLog
 from rockroll.api.server.metrics import Metrics
+from rockroll.api.server.periodic import Periodic
 from rockroll.api.server.settings import REPLICA_SEP, Settings
-from rockroll.api.sessions.live import SessionRegistry
+from rockroll.api.sessions.live import Placer, SessionRegistry
 from rockroll.sandbox.errors import SandboxLost
 from rockroll.sandbox.lease import ManagerBusy, live_leases
 from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.tokens import SessionTokens
-from rockroll.sandbox.session import RemoteSession
+from rockroll.sandbox.session import EnvSession, RemoteSession
+
+if TYPE_CHECKING:
+    from rockroll.api.nodes.placement import Placement
 
 __all__ = ["AppState", "MetricHistory", "build_state"]
 
@@ -48,19 +54,19 @@ class AppState:
     settings: Settings
     db: Database
     catalog: Catalog
-    placement: Any
+    placement: Placement
     sessions: SessionRegistry
     jobs: JobRunner
     metrics: Metrics
     started_at: float = field(default_factory=time.time)
-    token_cache: dict[str, tuple[float, Any]] = field(default_factory=dict)
+    token_cache: dict[str, tuple[float, Principal | None]] = field(default_factory=dict)  # None: unknown
     metric_history: MetricHistory = field(default_factory=MetricHistory)
-    expiry: Any = None  # the reaper of expired user sandboxes (rockroll.api.sandboxes.ttl)
+    expiry: ExpiryReaper | None = None  # the reaper of expired user sandboxes
     tokens: SessionTokens | None = None  # signs the data plane's session tokens
     nodes: NodeTable | None = None  # the node agents sessions are placed on (rockroll.api.nodes.table)
     agent: NodeAgent | None = None  # the embedded node agent (Settings.embedded_node)
-    watchers: list[Any] = field(default_factory=list)  # background duties with close(): node watch, revocations
-    alerts: Any = None  # the alert engine (rockroll.api.alerts.engine), one of the watchers
+    watchers: list[Periodic] = field(default_factory=list)  # background duties: node watch, revocations, alerts
+    alerts: AlertEngine | None = None  # the alert engine, one of the watchers
 
     def close(self) -> None:
         """Stop jobs, close sessions, stop the manager (and the sandboxes with ``stop_sandboxes_on_exit``;
@@ -106,7 +112,7 @@ def build_state(settings: Settings) -> AppState:
     expiry.start()
     holder: dict[str, AppState] = {}
 
-    def snapshot() -> dict[str, Any]:
+    def snapshot() -> Counts:
         snap = placement.snapshot()
         snap["sessions"] = len(holder["s"].sessions) if "s" in holder else 0
         return snap
@@ -130,7 +136,9 @@ def build_state(settings: Settings) -> AppState:
     metrics = Metrics(snapshot)
     server = placement.manager.lease.tag
     sessions = SessionRegistry(db, open_env, metrics, place=place, agent=agent, nodes=nodes, server=server)
-    sessions.start_reaper(settings.session_idle_ttl_s, interval_s=min(30.0, settings.session_idle_ttl_s / 2))
+    sessions.start_reaper(
+        settings.session_idle_ttl_s, interval_s=min(settings.session_reap_interval_s, settings.session_idle_ttl_s / 2)
+    )
 
     jobs = JobRunner.from_settings(db, open_env, settings, runner=server, resolve_env=catalog.resolve)
     state = AppState(
@@ -158,7 +166,7 @@ def build_state(settings: Settings) -> AppState:
     return state
 
 
-def _placement(settings: Settings, db: Database) -> Any:
+def _placement(settings: Settings, db: Database) -> Placement:
     """The server's sandbox placement (its manager, pool and limits) from ``settings``."""
     from rockroll.api.nodes.placement import Placement
 
@@ -178,7 +186,7 @@ def _placement(settings: Settings, db: Database) -> Any:
     )
 
 
-def _node_placer(catalog: Catalog, placement: Any, nodes: NodeTable) -> Callable[..., tuple[Any, str]]:
+def _node_placer(catalog: Catalog, placement: Placement, nodes: NodeTable) -> Placer:
     """The :class:`SessionRegistry`'s ``place``: a new session on a node agent, or on this server's sandboxes."""
 
     def place(
@@ -187,10 +195,10 @@ def _node_placer(catalog: Catalog, placement: Any, nodes: NodeTable) -> Callable
         kwargs: dict[str, Any],
         owner: str,
         *,
-        spread: Any = None,
-        avoid: Any = (),
-        before_open: Any = None,
-    ) -> tuple[Any, str]:
+        spread: Mapping[str, int] | None = None,
+        avoid: Collection[str] = (),
+        before_open: Callable[[str], None] | None = None,
+    ) -> tuple[EnvSession, str]:
         """Open a session on a node agent (:meth:`NodeTable.pick`; custom envs: on this server's sandboxes).
 
         ``before_open(node_id)`` runs once the agent is chosen, before it is asked (the session's row is
@@ -203,6 +211,7 @@ def _node_placer(catalog: Catalog, placement: Any, nodes: NodeTable) -> Callable
                 return placement.open_session(env_id, kwargs, custom=custom, owner=owner), ""
             if before_open is not None:
                 before_open(node.id)
+            assert node.admin is not None  # a standalone agent's entry (the embedded one's is local)
             try:
                 return node.admin.open(session_id, env_id, kwargs, owner), node.id
             except SandboxLost:  # the agent did not answer: out of placement until it registers again

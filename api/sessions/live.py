@@ -18,22 +18,24 @@ answer; only a client's close (or the idle reaper) closes a record, after which 
 
 from __future__ import annotations
 
+import builtins
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.exc import IntegrityError
 
-from rockroll.api.db import Database
+from rockroll.api.db import Database, SessionRecord
+from rockroll.api.nodes.table import NodeEntry, NodeTable
 from rockroll.api.server.auth import Principal
 from rockroll.api.server.errors import ApiError
 from rockroll.api.server.metrics import Metrics
-from rockroll.api.sessions.live_batch import lost_guard, node_lost, run_items, server_gone
+from rockroll.api.sessions.live_batch import Item, Result, lost_guard, lost_reason, node_lost, run_items, server_gone
 from rockroll.api.sessions.reaper import LiveSession, SessionReaping
 from rockroll.api.sessions.records import (
     body_hash,
@@ -47,17 +49,44 @@ from rockroll.api.sessions.records import (
     record_intent,
     record_open,
 )
+from rockroll.envs.json_types import JSONObject
 from rockroll.sandbox.lease import tag_live
 from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.remote import NodeSession
-from rockroll.sandbox.session import RemoteSession
+from rockroll.sandbox.server.wire import OpenedSession
+from rockroll.sandbox.session import EnvSession, RemoteSession
 
-__all__ = ["LiveSession", "SessionRegistry", "new_session_id", "OPEN_WAIT_S"]
+__all__ = ["LiveSession", "Placer", "SessionRegistry", "new_session_id", "OPEN_WAIT_S"]
 
 log = logging.getLogger("rockroll.api")
 
 #: seconds a resent open waits for the first one (still under way) before giving it up
 OPEN_WAIT_S = 30.0
+
+
+def _played(answer: JSONObject) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    """A step's answer of the embedded node agent (what the session's ``step`` returned, numbered) as ``step``'s
+    5-tuple."""
+    obs, reward, info = answer["observation"], answer["reward"], answer["info"]
+    if not isinstance(obs, str) or not isinstance(reward, (int, float)) or not isinstance(info, dict):
+        raise TypeError(f"a step answers (str, number, bool, bool, object), got {answer!r:.200}")
+    return obs, reward, bool(answer["terminated"]), bool(answer["truncated"]), info
+
+
+class Placer(Protocol):
+    """Where :meth:`SessionRegistry.open` places a session: a node agent's, or this server's sandboxes (node '')."""
+
+    def __call__(
+        self,
+        session_id: str,
+        env: str,
+        kwargs: dict[str, Any],
+        owner: str,
+        *,
+        spread: Mapping[str, int] | None = None,
+        avoid: Collection[str] = (),
+        before_open: Callable[[str], None] | None = None,
+    ) -> tuple[EnvSession, str]: ...
 
 
 class SessionRegistry(SessionReaping):
@@ -69,9 +98,9 @@ class SessionRegistry(SessionReaping):
         open_env: Callable[..., RemoteSession],
         metrics: Metrics,
         *,
-        place: Callable[..., tuple[Any, str]] | None = None,
+        place: Placer | None = None,
         agent: NodeAgent | None = None,
-        nodes: Any = None,
+        nodes: NodeTable | None = None,
         server: str = "",
     ) -> None:
         self.db = db
@@ -85,6 +114,7 @@ class SessionRegistry(SessionReaping):
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="batch")
         self._stop = threading.Event()
+        self._unrecorded: set[str] = set()  # ids agents held with no row on the last reconcile
 
     def __len__(self) -> int:
         return len(self._live)
@@ -97,7 +127,7 @@ class SessionRegistry(SessionReaping):
         if live is None:
             live = self._adopt_by_id(session_id, who)
         if live is not None and who.can_see(live.owner):
-            if not lost_ok and getattr(live.remote, "lost_reason", ""):  # its node agent was declared lost
+            if not lost_ok and lost_reason(live):  # its node agent was declared lost
                 raise node_lost(live)
             live.last_used = time.monotonic()
             return live
@@ -116,8 +146,9 @@ class SessionRegistry(SessionReaping):
             raise server_gone(rec, opener_live)
         return self._adopt(rec, entry)
 
-    def _adopt(self, rec: Any, entry: Any) -> LiveSession:
-        info = {"session_id": rec.id, "sandbox_id": rec.sandbox_id, "env_id": rec.env_id,
+    def _adopt(self, rec: SessionRecord, entry: NodeEntry) -> LiveSession:
+        assert entry.admin is not None  # a standalone agent's entry (the callers look only at those)
+        info: OpenedSession = {"session_id": rec.id, "sandbox_id": rec.sandbox_id, "env_id": rec.env_id,
                 "system_prompt": rec.system_prompt}  # fmt: skip
         live = LiveSession(id=rec.id, owner=rec.owner, env_id=rec.env_id, kwargs=rec.kwargs,
                            remote=NodeSession(entry.admin, info), created_at=rec.created_at, steps=rec.steps,
@@ -177,26 +208,28 @@ class SessionRegistry(SessionReaping):
         digest: str = "",
     ) -> LiveSession:
         session_id = new_session_id()
+        remote: EnvSession
         if self.place is None:  # a sandbox serving who.owner only
             remote = self.open_env(env, kwargs, owner=who.owner)
             return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, group=group,
                              key=key, digest=digest)  # fmt: skip
         spread = group_spread(self.db, who.owner, group) if group else {}
-        intended = False
+        asked: list[str] = []  # the agents asked to open it
 
         def intent(node_id: str) -> None:  # the row first: an agent never holds a session without one
-            nonlocal intended
             record_intent(self.db, session_id, who.owner, env, kwargs, node_id, group_key=group,
                           server=self.server, key=key, open_hash=digest or None)  # fmt: skip
-            intended = True
+            asked.append(node_id)
 
         try:
             remote, node = self.place(session_id, env, kwargs, who.owner, spread=spread, avoid=avoid,
                                       before_open=intent)  # fmt: skip
         except BaseException:
-            if intended:
+            if asked:  # an agent that did not answer may have opened it: closed there (or refused when it ends)
+                self._close_at(asked, session_id)
                 record_close(self.db, session_id, 0)
             raise
+        self._close_at([n for n in asked if n != node], session_id)  # an agent asked before that did not answer
         return self._add(who.owner, remote.env_id or env, kwargs, remote, session_id=session_id, node=node,
                          group=group, key=key, digest=digest)  # fmt: skip
 
@@ -221,7 +254,7 @@ class SessionRegistry(SessionReaping):
                 return None
             time.sleep(0.1)  # its open is under way (here or at another replica)
 
-    def _settle(self, recs: list[Any], serving: dict[str, Any]) -> None:
+    def _settle(self, recs: builtins.list[SessionRecord], serving: dict[str, NodeEntry]) -> None:
         """Adopt other replicas' confirmed sessions on the agents ``serving``; give up the opens that a
         replica now gone left unconfirmed (cut off mid-open: no session to list, maybe one at the agent)."""
         others = sorted({r.server for r in recs if r.server} - {self.server})
@@ -239,11 +272,12 @@ class SessionRegistry(SessionReaping):
                 self._adopt(rec, serving[rec.node_id])
 
     @staticmethod
-    def _held(node_ids: set[str], serving: dict[str, Any]) -> dict[str, set[str]]:
+    def _held(node_ids: set[str], serving: dict[str, NodeEntry]) -> dict[str, set[str]]:
         """The session ids each agent of ``node_ids`` holds (agents that do not answer are left out)."""
         held: dict[str, set[str]] = {}
         for node_id in sorted(node_ids):
-            admin = getattr(serving.get(node_id), "admin", None)
+            entry = serving.get(node_id)
+            admin = entry.admin if entry is not None else None
             if admin is None:
                 continue
             try:
@@ -252,12 +286,18 @@ class SessionRegistry(SessionReaping):
                 log.warning("node %s: could not list its sessions", node_id)
         return held
 
-    def _abandon(self, rec: Any) -> None:
+    def _close_at(self, node_ids: Collection[str], session_id: str) -> None:
+        """Close ``session_id`` at the agents ``node_ids`` (one still opening it refuses it when its open ends)."""
+        for node_id in set(node_ids):
+            entry = self.nodes.get(node_id) if self.nodes is not None else None
+            if entry is not None and entry.admin is not None:
+                NodeSession(entry.admin, {"session_id": session_id}).close()  # never raises
+
+    def _abandon(self, rec: SessionRecord) -> None:
         """Give up a session whose open was cut off: closed at its agent (if it got that far), row closed."""
         log.warning("session %s: its open at %s was cut off; giving it up", rec.id, rec.server)
-        entry = self.nodes.get(rec.node_id) if self.nodes is not None and rec.node_id else None
-        if entry is not None and entry.admin is not None:
-            NodeSession(entry.admin, {"session_id": rec.id}).close()  # never raises
+        if rec.node_id:
+            self._close_at([rec.node_id], rec.id)
         drop_key(self.db, rec.id)
 
     def _add(
@@ -265,7 +305,7 @@ class SessionRegistry(SessionReaping):
         owner: str,
         env_id: str,
         kwargs: dict[str, Any],
-        remote: Any,
+        remote: EnvSession,
         *,
         session_id: str = "",
         node: str = "",
@@ -274,33 +314,32 @@ class SessionRegistry(SessionReaping):
         digest: str = "",
     ) -> LiveSession:
         session_id = session_id or getattr(remote, "control_id", "") or new_session_id()
-        embedded = self.agent is not None and isinstance(remote, RemoteSession)  # on this server's sandboxes
-        node = self.agent.id if embedded else node
+        agent = self.agent if isinstance(remote, RemoteSession) else None  # on this server's sandboxes
+        node = agent.id if agent is not None else node
         live = LiveSession(id=session_id, owner=owner, env_id=env_id, kwargs=kwargs, remote=remote, node=node)
         try:
             record_open(self.db, live, group=group, server=self.server, key=key, key_hash=digest)
         except BaseException:
             remote.close()
             raise
-        if embedded:
-            live.entry = self.agent.attach(live.id, owner, remote)
+        if agent is not None and isinstance(remote, RemoteSession):
+            live.entry = agent.attach(live.id, owner, remote)
         with self._lock:
             self._live[live.id] = live
         return live
 
-    def reset(self, live: LiveSession, seed: int | None, options: dict[str, Any] | None) -> tuple[str, dict]:
+    def reset(self, live: LiveSession, seed: int | None, options: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
         """Reset the env of ``live``."""
         with self._guard(live):
             return live.remote.reset(seed=seed, options=options)
 
-    def step(self, live: LiveSession, action: str) -> tuple[str, float, bool, bool, dict]:
+    def step(self, live: LiveSession, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Step the env of ``live`` (counted and timed for /metrics)."""
         live.last_used = time.monotonic()
         t0 = time.perf_counter()
         with self._guard(live):
-            if live.entry is not None:  # numbered with the data plane's steps (rockroll.sandbox.node.sequence)
-                a = self.agent.step(live.entry, action)
-                out = (a["observation"], a["reward"], a["terminated"], a["truncated"], a["info"])
+            if live.entry is not None and self.agent is not None:  # numbered with the data plane's steps
+                out = _played(self.agent.step(live.entry, action))  # (rockroll.sandbox.node.sequence)
             else:
                 out = live.remote.step(action)
         live.steps += 1
@@ -316,7 +355,7 @@ class SessionRegistry(SessionReaping):
         session_id = remote.session_id if isinstance(remote, NodeSession) else ""
         return self._add(live.owner, live.env_id, live.kwargs, remote, session_id=session_id, node=live.node)
 
-    def action_candidates(self, live: LiveSession) -> list[str]:
+    def action_candidates(self, live: LiveSession) -> builtins.list[str]:
         with self._guard(live):
             return list(live.remote.action_candidates())
 
@@ -328,7 +367,7 @@ class SessionRegistry(SessionReaping):
         with self._guard(live):
             live.remote.set_state(state)
 
-    def batch(self, who: Principal, items: list[tuple[str, str, str, int | None]]) -> list[dict[str, Any]]:
+    def batch(self, who: Principal, items: builtins.list[Item]) -> builtins.list[Result]:
         """Run ``(session_id, op, action, seed)`` items; ``op`` is ``step`` or ``reset``.
 
         Items are grouped by sandbox; each group runs in order on one worker, groups run in
@@ -354,7 +393,7 @@ class SessionRegistry(SessionReaping):
         """Close a session and record its end and step count."""
         with self._lock:
             self._live.pop(live.id, None)
-        if live.entry is not None:
+        if live.entry is not None and self.agent is not None:
             self.agent.detach(live.id)
         live.remote.close()
         record_close(self.db, live.id, live.steps)

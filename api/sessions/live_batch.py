@@ -9,26 +9,53 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import Literal, Protocol
 
+from rockroll.api.db import SessionRecord
 from rockroll.api.server.auth import Principal
 from rockroll.api.server.errors import ApiError, to_api_error
+from rockroll.api.server.metrics import Metrics
+from rockroll.api.sessions.records import LiveSession
+from rockroll.envs.json_types import JSONValue
 from rockroll.sandbox.errors import SandboxLost
-from rockroll.sandbox.node.wire import step_answer
-from rockroll.sandbox.session import RemoteSession, run_batch
+from rockroll.sandbox.node.remote import NodeSession
+from rockroll.sandbox.node.wire import reset_answer, step_answer
+from rockroll.sandbox.session import EnvSession, RemoteSession, run_batch
 
-__all__ = ["run_items", "lost_guard", "node_lost", "server_gone"]
+
+class Registry(Protocol):
+    """What :func:`run_items` needs of its :class:`~rockroll.api.sessions.live.SessionRegistry`."""
+
+    @property
+    def _live(self) -> dict[str, LiveSession]: ...
+
+    @property
+    def _pool(self) -> ThreadPoolExecutor: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    def get(self, session_id: str, who: Principal, *, lost_ok: bool = False) -> LiveSession: ...
 
 
-def run_items(reg: Any, who: Principal, items: list[tuple[str, str, str, int | None]]) -> list[dict[str, Any]]:
+#: a batch item: (session id, op: step | reset, action, seed)
+Item = tuple[str, Literal["step", "reset"], str, int | None]
+#: a batch item's answer: the step's or reset's fields, or ``{"error": {...}, "status": N}``
+Result = dict[str, object]
+
+__all__ = ["run_items", "lost_guard", "lost_reason", "node_lost", "server_gone"]
+
+
+def run_items(reg: Registry, who: Principal, items: list[Item]) -> list[Result]:
     """Run ``(session_id, op, action, seed)`` items; ``op`` is ``step`` or ``reset``.
 
     Items are grouped by sandbox; each group runs in order on one worker, groups run in
     parallel (so sessions spread over several sandboxes use several cores). Each result is
     the step/reset answer or ``{"error": {...}, "status": N}``.
     """
-    results: list[dict[str, Any]] = [{} for _ in items]
+    results: list[Result] = [{} for _ in items]
     groups: dict[str, list[int]] = {}
     for i, (sid, _op, _action, _seed) in enumerate(items):
         try:
@@ -45,7 +72,7 @@ def run_items(reg: Any, who: Principal, items: list[tuple[str, str, str, int | N
         for i, live in zip(indices, lives, strict=False):
             if live is None:  # closed since the lookup above
                 results[i] = _error_item(ApiError(404, "not_found", f"no session {items[i][0]}", {}))
-        wire = [
+        wire: list[tuple[EnvSession, str, dict[str, JSONValue]]] = [
             (live.remote, items[i][1], {"action": items[i][2]} if items[i][1] == "step" else {"seed": items[i][3]})
             for i, live in todo
         ]
@@ -57,18 +84,13 @@ def run_items(reg: Any, who: Principal, items: list[tuple[str, str, str, int | N
             if isinstance(answer, Exception):
                 results[i] = _error_item(_batch_error(live, answer))
             elif items[i][1] == "reset":
-                results[i] = {"observation": answer[0], "info": answer[1]}
+                results[i] = dict(reset_answer(answer))
             else:
                 live.steps += 1
                 reg.metrics.observe_step(per_item)
-                obs, reward, term, trunc, info = answer
-                results[i] = {
-                    "observation": obs,
-                    "reward": reward,
-                    "terminated": term,
-                    "truncated": trunc,
-                    "info": info,
-                }
+                played = step_answer(answer, 0)
+                del played["seq"]
+                results[i] = dict(played)
 
     chunks = list(groups.values())
     if len(chunks) <= 1:
@@ -80,19 +102,22 @@ def run_items(reg: Any, who: Principal, items: list[tuple[str, str, str, int | N
     return results
 
 
-def _numbered_batch(todo: list[tuple[int, Any]], items: list[tuple], wire: list[tuple]) -> list[Any]:
+def _numbered_batch(
+    todo: list[tuple[int, LiveSession]], items: list[Item], wire: list[tuple[EnvSession, str, dict[str, JSONValue]]]
+) -> list[object]:
     """``run_batch(wire)`` holding the step logs of the embedded agent's sessions, their steps recorded.
 
     Sessions on other node agents (not ``RemoteSession``) are played one call each.
     """
-    if not all(isinstance(w[0], RemoteSession) for w in wire):
+    sandboxed = [(remote, op, args) for remote, op, args in wire if isinstance(remote, RemoteSession)]
+    if len(sandboxed) < len(wire):
         return [_one(remote, op, args) for remote, op, args in wire]
     logs = sorted({id(live.entry.log): live.entry.log for _i, live in todo if live.entry is not None}.values(),
                   key=lambda log: log.session_id)  # fmt: skip
     for log in logs:
         log.lock.acquire()
     try:
-        answers = run_batch(wire)
+        answers = run_batch(sandboxed)
         for (i, live), answer in zip(todo, answers, strict=True):
             if live.entry is not None and items[i][1] == "step":
                 n = live.entry.log.last + 1
@@ -105,18 +130,22 @@ def _numbered_batch(todo: list[tuple[int, Any]], items: list[tuple], wire: list[
             log.lock.release()
 
 
-def _one(remote: Any, op: str, args: dict[str, Any]) -> Any:
+def _one(remote: EnvSession, op: str, args: dict[str, JSONValue]) -> object:
     try:
-        return remote.step(args["action"]) if op == "step" else remote.reset(seed=args.get("seed"))
+        if op == "step":
+            action = args["action"]
+            return remote.step(action if isinstance(action, str) else str(action))
+        seed = args.get("seed")
+        return remote.reset(seed=seed if isinstance(seed, int) else None)
     except Exception as e:  # noqa: BLE001 - an answer, like run_batch's
         return e
 
 
-def _error_item(e: ApiError) -> dict[str, Any]:
+def _error_item(e: ApiError) -> Result:
     return {"error": {"code": e.code, "message": e.message, "details": e.details}, "status": e.status}
 
 
-def _batch_error(live: Any, e: Exception) -> ApiError:
+def _batch_error(live: LiveSession, e: Exception) -> ApiError:
     """The API error for one failed batch item (the same mapping as a single call's)."""
     try:
         with lost_guard(live):
@@ -124,31 +153,36 @@ def _batch_error(live: Any, e: Exception) -> ApiError:
     except ApiError as mapped:
         return mapped
     except Exception as other:  # noqa: BLE001 - mapped below, never a 500 for one item
-        mapped = to_api_error(other)
-        if mapped is None:
+        found = to_api_error(other)
+        if found is None:
             return ApiError(502, "sandbox_error", f"{type(other).__name__}: {other}", {"session_id": live.id})
-        return mapped
+        return found
 
 
 @contextmanager
-def lost_guard(live: Any) -> Iterator[None]:
+def lost_guard(live: LiveSession) -> Iterator[None]:
     """Turn a lost sandbox into ``410 sandbox_lost`` with the session's sandbox id."""
     try:
         yield
     except SandboxLost as e:
-        if getattr(live.remote, "lost_reason", ""):
+        if lost_reason(live):
             raise node_lost(live) from e
         details = {"sandbox_id": live.sandbox_id, "session_id": live.id}
         raise ApiError(410, "sandbox_lost", str(e), details) from e
 
 
-def node_lost(live: Any) -> ApiError:
+def lost_reason(live: LiveSession) -> str:
+    """Why the node agent serving ``live`` was declared lost ('' while it serves, and for other sessions)."""
+    return live.remote.lost_reason if isinstance(live.remote, NodeSession) else ""
+
+
+def node_lost(live: LiveSession) -> ApiError:
     """``410 session_lost``: the node agent serving ``live`` died (its reason in the message)."""
     details = {"session_id": live.id, "node": live.node, "sandbox_id": live.sandbox_id, "reason": "node_lost"}
-    return ApiError(410, "session_lost", f"{live.remote.lost_reason}; open a new session", details)
+    return ApiError(410, "session_lost", f"{lost_reason(live)}; open a new session", details)
 
 
-def server_gone(rec: Any, opener_live: bool) -> ApiError:
+def server_gone(rec: SessionRecord, opener_live: bool) -> ApiError:
     """The answer for a session that ran on a server's own sandboxes (a row ``rec`` of ``api_sessions``).
 
     ``410 sandbox_lost`` once that server is gone (its env state went with it); ``409 session_elsewhere``

@@ -10,72 +10,43 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rockroll.api.db import Database
-from rockroll.api.sessions.records import open_on_nodes, record_close
+from rockroll.api.db import Database, SessionRecord
+from rockroll.api.nodes.table import NodeEntry, NodeTable
+from rockroll.api.sessions.records import LiveSession, open_on_nodes, record_close, rows_of
 from rockroll.sandbox.lease import tag_live
+from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.remote import NodeSession
-from rockroll.sandbox.session import EnvSession
 
 __all__ = ["LiveSession", "SessionReaping"]
-
-
-@dataclass
-class LiveSession:
-    """One open session."""
-
-    id: str
-    owner: str
-    env_id: str
-    kwargs: dict[str, Any]
-    remote: EnvSession  # a RemoteSession (this server's sandboxes) or a NodeSession (a standalone node agent)
-    created_at: float = field(default_factory=time.time)
-    steps: int = 0
-    last_used: float = field(default_factory=time.monotonic)
-    node: str = ""  # the node agent serving it ("" when none: stepped through the control plane only)
-    entry: Any = None  # its AgentSession on the embedded node agent (steps numbered there)
-
-    @property
-    def sandbox_id(self) -> str:
-        return self.remote.sandbox_id
-
-    def view(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "owner": self.owner,
-            "env": self.env_id,
-            "sandbox_id": self.sandbox_id,
-            "steps": self.steps,
-            "created_at": self.created_at,
-            "system_prompt": self.remote.system_prompt(),
-        }
 
 
 class SessionReaping:
     """Reaping and shutdown of the sessions of a registry (its attributes are :class:`SessionRegistry`'s)."""
 
     db: Database
-    agent: Any
-    nodes: Any
+    agent: NodeAgent | None
+    nodes: NodeTable | None
     server: str
     _live: dict[str, LiveSession]
     _lock: threading.Lock
     _pool: ThreadPoolExecutor
     _stop: threading.Event
+    _unrecorded: set[str]
 
     if TYPE_CHECKING:  # SessionRegistry's own
 
         def close(self, live: LiveSession) -> None: ...
 
-        def _adopt(self, rec: Any, entry: Any) -> LiveSession: ...
+        def _adopt(self, rec: SessionRecord, entry: NodeEntry) -> LiveSession: ...
 
-        def _settle(self, recs: list[Any], serving: dict[str, Any]) -> None: ...
+        def _settle(self, recs: list[SessionRecord], serving: dict[str, NodeEntry]) -> None: ...
 
     def reap_idle(self, ttl_s: float) -> int:
         """Close sessions unused for ``ttl_s`` seconds; return how many were closed."""
         self._adopt_orphans()
+        self.reconcile_agents()
         cutoff = time.monotonic() - ttl_s
         idle = [live for live in list(self._live.values()) if _last_used(live) < cutoff]
         for live in idle:
@@ -94,6 +65,35 @@ class SessionReaping:
         live_servers = tag_live(self.db.engine, sorted({rec.server for rec in recs} - {self.server}))
         self._settle([r for r in recs if r.server != self.server and r.server not in live_servers], serving)
 
+    def reconcile_agents(self) -> int:
+        """Close, at each standalone agent, the sessions it holds that no open row stands for; return how many.
+
+        A row closed while its agent still holds the session is a close (or a give-up) whose call to the
+        agent failed; an id with no row on two passes in a row is a fork whose recording was cut off (a
+        row is written before an open reaches an agent, so an open never lacks one)."""
+        if self.nodes is None or self.nodes.store is None:
+            return 0
+        closed = 0
+        seen: set[str] = set()
+        for entry in self.nodes.standalone():
+            admin = entry.admin
+            if admin is None:
+                continue
+            try:
+                held = admin.session_ids()
+            except Exception:  # noqa: BLE001 - an agent that does not answer is reconciled on a later pass
+                continue
+            rows = rows_of(self.db, held)
+            missing = {sid for sid in held if sid not in rows}
+            seen |= missing
+            stray = [sid for sid in held if (sid in rows and rows[sid].closed_at is not None)]
+            stray += sorted(missing & self._unrecorded)
+            for sid in stray:
+                NodeSession(admin, {"session_id": sid}).close()  # never raises
+            closed += len(stray)
+        self._unrecorded = seen
+        return closed
+
     def start_reaper(self, ttl_s: float, interval_s: float = 30.0) -> None:
         """Run :meth:`reap_idle` every ``interval_s`` seconds on a daemon thread."""
 
@@ -109,7 +109,7 @@ class SessionReaping:
         for live in list(self._live.values()):
             with self._lock:
                 self._live.pop(live.id, None)
-            if live.entry is not None:
+            if live.entry is not None and self.agent is not None:
                 self.agent.detach(live.id)
             try:
                 if isinstance(live.remote, NodeSession):  # on a node agent: it outlives this server

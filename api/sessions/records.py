@@ -1,4 +1,5 @@
-"""The sessions' rows (``api_sessions``) as the control-plane replicas share them.
+"""The sessions' rows (``api_sessions``) as the control-plane replicas share them, and :class:`LiveSession`,
+a session held in this server's memory.
 
 A session opened on a standalone node agent is found by any replica through its row: which agent
 serves it (``node_id``), its env and system prompt, and which server opened it (``server``, that
@@ -13,13 +14,18 @@ import hashlib
 import json
 import time
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
 
 from rockroll.api.db import Database, SessionRecord
+from rockroll.client.responses import SessionInfo
+from rockroll.sandbox.node.agent import AgentSession
+from rockroll.sandbox.session import EnvSession
 
 __all__ = [
+    "LiveSession",
     "record_intent",
     "record_open",
     "body_hash",
@@ -33,24 +39,65 @@ __all__ = [
 ]
 
 
+@dataclass
+class LiveSession:
+    """One open session."""
+
+    id: str
+    owner: str
+    env_id: str
+    kwargs: dict[str, Any]
+    remote: EnvSession  # a RemoteSession (this server's sandboxes) or a NodeSession (a standalone node agent)
+    created_at: float = field(default_factory=time.time)
+    steps: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    node: str = ""  # the node agent serving it ("" when none: stepped through the control plane only)
+    entry: AgentSession | None = None  # its session on the embedded node agent (steps numbered there)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self.remote.sandbox_id
+
+    def view(self) -> SessionInfo:
+        return {
+            "id": self.id,
+            "owner": self.owner,
+            "env": self.env_id,
+            "sandbox_id": self.sandbox_id,
+            "steps": self.steps,
+            "created_at": self.created_at,
+            "system_prompt": self.remote.system_prompt(),
+        }
+
+
 def record_intent(
-    db: Database, session_id: str, owner: str, env: str, kwargs: dict[str, Any], node_id: str, **fields: Any
+    db: Database,
+    session_id: str,
+    owner: str,
+    env: str,
+    kwargs: dict[str, Any],
+    node_id: str,
+    *,
+    group_key: str = "",
+    server: str = "",
+    key: str = "",
+    open_hash: str | None = None,
 ) -> None:
     """Write the row of a session about to be opened on agent ``node_id`` (``sandbox_id`` '' until
     :func:`record_open` confirms it); ``IntegrityError`` when the owner used its ``open_key`` already."""
     now = time.time()
-    key = fields.pop("key", "")
     with db.session() as s:
         rec = s.get(SessionRecord, session_id)
         if rec is not None:  # the first agent chosen did not answer: another one is asked
             rec.node_id = node_id
             return
         s.add(SessionRecord(id=session_id, owner=owner, env_id=env, kwargs=kwargs, sandbox_id="", created_at=now,
-                            node_id=node_id, open_key=key or None, **fields))  # fmt: skip
+                            node_id=node_id, open_key=key or None, group_key=group_key, server=server,
+                            open_hash=open_hash))  # fmt: skip
 
 
 def record_open(
-    db: Database, live: Any, *, group: str = "", server: str = "", key: str = "", key_hash: str = ""
+    db: Database, live: LiveSession, *, group: str = "", server: str = "", key: str = "", key_hash: str = ""
 ) -> None:
     """Write the row of a newly opened session (a :class:`rockroll.api.sessions.live.LiveSession`), or confirm its
     :func:`record_intent`; ``key``: the client's idempotency key (``IntegrityError`` when the owner opened
@@ -97,7 +144,7 @@ def find(db: Database, session_id: str) -> SessionRecord | None:
         return s.get(SessionRecord, session_id)
 
 
-def body_hash(env: str, kwargs: dict[str, Any], group: str, avoid: Any) -> str:
+def body_hash(env: str, kwargs: dict[str, Any], group: str, avoid: Collection[str]) -> str:
     """SHA-256 of an open's body (what its ``Idempotency-Key`` stands for), key order aside."""
     body = {"env": env, "kwargs": kwargs, "group": group, "avoid": sorted(avoid)}
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
@@ -123,6 +170,15 @@ def is_closed(db: Database, session_id: str) -> bool:
     """Whether the session's row says it was closed (maybe by another replica)."""
     rec = find(db, session_id)
     return rec is not None and rec.closed_at is not None
+
+
+def rows_of(db: Database, session_ids: Collection[str]) -> dict[str, SessionRecord]:
+    """The rows of ``session_ids`` that exist, by id."""
+    if not session_ids:
+        return {}
+    with db.session() as s:
+        rows = s.scalars(select(SessionRecord).where(SessionRecord.id.in_(list(session_ids))))
+        return {r.id: r for r in rows}
 
 
 def open_on_nodes(

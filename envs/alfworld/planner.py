@@ -15,7 +15,6 @@ light task, carry the object to the lamp and switch it on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from rockroll.envs.alfworld import commands
 from rockroll.envs.alfworld.catalog import TASK_APPLIANCES, TASK_PROPERTY
@@ -27,13 +26,13 @@ __all__ = ["next_command", "plan", "next_action", "expert", "world_of"]
 MAX_PLAN = 100
 
 
-def world_of(source: Any) -> World:
+def world_of(source: object) -> World:
     """A :class:`World` from a World, an env (wrapped or not), ``env.get_state()`` or its ``data``."""
     if isinstance(source, World):
         return source
-    inner = getattr(source, "unwrapped", source)
-    if getattr(inner, "world", None) is not None and isinstance(inner.world, World):
-        return inner.world
+    world = getattr(getattr(source, "unwrapped", source), "world", None)
+    if isinstance(world, World):
+        return world
     if isinstance(source, dict):
         data = source
         for key in ("env", "data", "world"):  # MaxSteps snapshot -> env snapshot -> env data -> world
@@ -126,7 +125,7 @@ def next_command(world: World) -> str | None:
     return _go_or(world, goal, f"put {held.name} in/on {goal.name}")
 
 
-def plan(source: Any, max_len: int = MAX_PLAN) -> list[str]:
+def plan(source: object, max_len: int = MAX_PLAN) -> list[str]:
     """Commands that solve the task from the current state of ``source`` (see :func:`world_of`).
 
     Raises RuntimeError if the policy gets stuck (a command it chose was not admissible, or no
@@ -145,12 +144,12 @@ def plan(source: Any, max_len: int = MAX_PLAN) -> list[str]:
     return out
 
 
-def next_action(env: Any) -> str | None:
+def next_action(env: object) -> str | None:
     """The planner's next command for ``env``'s state (the ALFWorld-v0 expert wraps it)."""
     return next_command(world_of(env))
 
 
-def expert(env: Any) -> Callable[[], str | None]:
+def expert(env: object) -> Callable[[], str | None]:
     """The expert factory named on the env's spec (see :mod:`rockroll.envs.experts`)."""
     inner = getattr(env, "unwrapped", env)
     return lambda: next_action(inner)

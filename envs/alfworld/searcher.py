@@ -22,7 +22,6 @@ prompt can imitate it exactly. Use it as the demonstrator of a warm start
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from rockroll.envs.alfworld.catalog import LIGHT_HOSTS, OBJECT_TYPES
 from rockroll.envs.alfworld.planner import next_command, world_of
@@ -36,7 +35,7 @@ __all__ = ["Searcher", "expert"]
 class Searcher:
     """The searching expert of one episode (make a new one after every reset)."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: object) -> None:
         self.env = getattr(env, "unwrapped", env)
         self.seen: set[str] = set()  # receptacles whose contents the agent has seen
         self.looked: set[str] = set()  # receptacles whose neighbours the agent has seen (``look``)
@@ -103,6 +102,6 @@ class Searcher:
         return f"go to {best.name}"
 
 
-def expert(env: Any) -> Callable[[], str | None]:
+def expert(env: object) -> Callable[[], str | None]:
     """The expert factory (see :mod:`rockroll.envs.experts`): call it after each reset."""
     return Searcher(env)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from rockroll.envs.experts import unwrapped_as
 from rockroll.envs.sokoban.env import SokobanEnv
 from rockroll.envs.sokoban.solver import solve
 
@@ -17,7 +17,7 @@ def next_action(env: SokobanEnv) -> str | None:
     return plan[0] if plan else None
 
 
-def expert(env: Any) -> Callable[[], str | None]:
+def expert(env: object) -> Callable[[], str | None]:
     """The expert factory named on the env's spec (see :mod:`rockroll.envs.experts`)."""
-    inner = getattr(env, "unwrapped", env)
+    inner = unwrapped_as(env, SokobanEnv)
     return lambda: next_action(inner)

@@ -116,6 +116,7 @@ class LocalExecutor:
 
     def __init__(self) -> None:
         self.identity = current_agent()  # a sandbox session's own uid, or None: this process's
+        self.root: str | None  # the workspace (None once closed)
         if self.identity is not None:
             with fs_as(self.identity):
                 self.root = tempfile.mkdtemp(prefix="swe-", dir=self.identity.home)
@@ -124,26 +125,31 @@ class LocalExecutor:
             self.root = tempfile.mkdtemp(prefix="rockroll-swe-")
             self.isolation = "bwrap" if _bwrap_works() else "none"
 
+    def _workspace(self) -> str:
+        if self.root is None:
+            raise ExecutorError("the local executor is closed")
+        return self.root
+
     def _path(self, path: str) -> Path:
+        root = self._workspace()
         with fs_as(self.identity):
-            full = Path(os.path.realpath(os.path.join(self.root, path)))
-        if os.path.isabs(path) or not str(full).startswith(os.path.realpath(self.root) + os.sep):
+            full = Path(os.path.realpath(os.path.join(root, path)))
+        if os.path.isabs(path) or not str(full).startswith(os.path.realpath(root) + os.sep):
             raise ValueError(f"path {path!r} is outside the workspace")
         return full
 
     def run(self, cmd: str, timeout_s: float) -> ExecResult:
-        if self.root is None:
-            raise ExecutorError("the local executor is closed")
-        argv = argv_as(self.identity, ["/bin/sh", "-c", cmd], cwd=self.root if self.identity else None)
+        root = self._workspace()
+        argv = argv_as(self.identity, ["/bin/sh", "-c", cmd], cwd=root if self.identity else None)
         if self.isolation == "bwrap":
-            argv = _bwrap_argv(self.root) + argv
+            argv = _bwrap_argv(root) + argv
         env = {
             "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "HOME": self.root,
+            "HOME": root,
             **COMMAND_ENV,
         }
         proc = subprocess.Popen(
-            argv, cwd=self.root if self.identity is None else "/", env=env, stdin=subprocess.DEVNULL,
+            argv, cwd=root if self.identity is None else "/", env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )  # fmt: skip
         timed_out = False
@@ -190,7 +196,7 @@ class LocalExecutor:
                     os.rmdir(self.root)
             else:
                 shutil.rmtree(self.root, ignore_errors=True)
-            self.root = None  # type: ignore[assignment]
+            self.root = None
 
 
 def _killpg(pid: int) -> None:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from rockroll.envs.swe.env import reference_actions
+from rockroll.envs.errors import ResetNeeded
+from rockroll.envs.experts import unwrapped_as
+from rockroll.envs.swe.env import SWEEnv, reference_actions
 
 __all__ = ["expert"]
 
 
-def expert(env: Any) -> Callable[[], str]:
+def expert(env: object) -> Callable[[], str]:
     """A next-action function for the episode ``env`` has just reset to."""
-    plan = reference_actions(env.unwrapped.task) + ["submit"]
+    task = unwrapped_as(env, SWEEnv).task
+    if task is None:
+        raise ResetNeeded("the SWE expert starts after reset()")
+    plan = reference_actions(task) + ["submit"]
     return lambda: plan.pop(0) if plan else "submit"

@@ -10,8 +10,8 @@ to check that goals are reachable within the step limit, and as a reference scor
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from rockroll.envs.experts import unwrapped_as
 from rockroll.envs.webshop.catalog import Goal, Product
 from rockroll.envs.webshop.env import WebShopEnv, goal_query
 from rockroll.envs.webshop.pages import (
@@ -60,9 +60,9 @@ class WebShopOracle:
     def _fits(product: Product, goal: Goal) -> bool:
         return score_purchase(product, best_options(product, goal), goal).success
 
-    def action(self, env: Any) -> str:
+    def action(self, env: object) -> str:
         """The next action (without ``<answer>`` tags) for ``env`` (a WebShop env, wrapped or not)."""
-        web: WebShopEnv = env.unwrapped
+        web = unwrapped_as(env, WebShopEnv)
         goal, page = web.goal, web.page
         kind = page["kind"]
         if kind == "search":
@@ -88,12 +88,12 @@ class WebShopOracle:
             return f"click[{BUY}]"
         return f"click[{PREV}]"
 
-    def act(self, env: Any) -> str:
+    def act(self, env: object) -> str:
         """:meth:`action` wrapped in ``<answer>`` tags, ready for ``env.step``."""
         return f"<answer>{self.action(env)}</answer>"
 
 
-def expert(env: Any) -> Callable[[], str]:
+def expert(env: object) -> Callable[[], str]:
     """A fresh oracle for one episode of ``env``, as a zero-argument next-action function."""
     oracle = WebShopOracle()
     return lambda: oracle.action(env)

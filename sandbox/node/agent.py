@@ -25,8 +25,8 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox.node.agent_batch import (
     CALL_TIMEOUT_S,
     MAX_ACTION_CHARS,
@@ -42,7 +42,7 @@ from rockroll.sandbox.node.channel import (
 )
 from rockroll.sandbox.node.sequence import StepLog
 from rockroll.sandbox.node.tokens import SessionClaims, SessionTokens, TokenInvalid, TokenRevoked
-from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, step_answer
+from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, replayed, reset_answer, step_answer
 from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["AgentSession", "NodeAgent", "MAX_ACTION_CHARS"]
@@ -69,7 +69,7 @@ class NodeAgent(BatchCalls):
         """The ids of the sessions held now (the control plane reconciles its rows against them)."""
         return list(self._sessions)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         return {"id": self.id, "endpoint": self.endpoint, "capacity": self.capacity, "sessions": len(self)}
 
     # ------------------------------------------------------------ table
@@ -145,7 +145,7 @@ class NodeAgent(BatchCalls):
         return entry, claims
 
     # ------------------------------------------------------------ calls
-    def step(self, entry: AgentSession, action: Any, seq: int | None = None) -> dict[str, Any]:
+    def step(self, entry: AgentSession, action: JSONValue, seq: JSONValue = None) -> JSONObject:
         """Step ``entry`` as number ``seq`` (next when None); a replayed number answers the recorded step."""
         if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
             raise WireError(
@@ -153,22 +153,21 @@ class NodeAgent(BatchCalls):
             )
         entry.last_used = time.monotonic()
 
-        def play() -> dict[str, Any]:
+        def play() -> JSONObject:
             answer = step_answer(entry.remote.step(action), entry.log.last + 1)
             entry.steps += 1
             return answer
 
-        answer, replayed = entry.log.run(seq, play)
-        return answer | {"replayed": True} if replayed else answer
+        answer, again = entry.log.run(seq, play)
+        return replayed(answer) if again else answer
 
-    def reset(self, entry: AgentSession, seed: Any = None, options: Any = None) -> dict[str, Any]:
-        _check_reset(seed, options)
+    def reset(self, entry: AgentSession, seed: JSONValue = None, options: JSONValue = None) -> JSONObject:
+        seed, options = _check_reset(seed, options)
         entry.last_used = time.monotonic()
         with entry.log.lock:
-            obs, info = entry.remote.reset(seed=seed, options=options)
-        return {"observation": obs, "info": info}
+            return reset_answer(entry.remote.reset(seed=seed, options=options))
 
-    def call(self, entry: AgentSession, msg: Any) -> dict[str, Any]:
+    def call(self, entry: AgentSession, msg: JSONValue) -> JSONObject:
         """One data-plane message ``{"op": step | reset | state | actions | seq, ...}`` (``seq``: the last step's number)."""
         if not isinstance(msg, dict):
             raise WireError(422, "validation_error", "a message must be a JSON object with an 'op'")
@@ -186,22 +185,19 @@ class NodeAgent(BatchCalls):
         raise WireError(422, "validation_error", "'op' must be one of step, reset, state, actions, seq")
 
     # ------------------------------------------------- the event loop's path
-    async def acall(self, entry: AgentSession, msg: Any) -> dict[str, Any]:
+    async def acall(self, entry: AgentSession, msg: JSONValue) -> JSONObject:
         """:meth:`call` from the event loop: steps and resets over the sandbox's channel, the rest on a thread."""
         op = msg.get("op") if isinstance(msg, dict) else None
-        if (op == "step" or op == "reset") and entry.log.lock.acquire(blocking=False):
+        if isinstance(msg, dict) and (op == "step" or op == "reset") and entry.log.lock.acquire(blocking=False):
             try:
                 channel = await self._channel(entry)
                 if channel is not None:
                     if op == "step":
                         return await self._astep(entry, channel, msg.get("action"), msg.get("seq"))
-                    seed, options = msg.get("seed"), msg.get("options")
-                    _check_reset(seed, options)
+                    seed, options = _check_reset(msg.get("seed"), msg.get("options"))
                     entry.last_used = time.monotonic()
-                    obs, info = await channel.call(
-                        entry.remote, "env.reset", CALL_TIMEOUT_S, seed=seed, options=options
-                    )
-                    return {"observation": obs, "info": info}
+                    out = await channel.call(entry.remote, "env.reset", CALL_TIMEOUT_S, seed=seed, options=options)
+                    return reset_answer(out)
             finally:
                 entry.log.lock.release()
         return await asyncio.get_running_loop().run_in_executor(None, self.call, entry, msg)
@@ -226,16 +222,18 @@ class NodeAgent(BatchCalls):
         entry.channel = found
         return found
 
-    async def _astep(self, entry: AgentSession, channel: SandboxChannel, action: Any, seq: Any) -> dict[str, Any]:
+    async def _astep(
+        self, entry: AgentSession, channel: SandboxChannel, action: JSONValue, seq: JSONValue
+    ) -> JSONObject:
         """A numbered step over ``channel`` (the log's lock is held by the caller)."""
-        _check_action(action)
+        action = _check_action(action)
         entry.last_used = time.monotonic()
         log = entry.log
         n, recorded = log.check(seq)
         if recorded is not None:
             if isinstance(recorded, BaseException):
                 raise recorded
-            return recorded | {"replayed": True}
+            return replayed(recorded)
         try:
             out = await channel.call(entry.remote, "env.step", CALL_TIMEOUT_S, action=action)
         except Exception as e:

@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
+from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout
 from rockroll.sandbox.node.channel import CallTimeout, ChannelClosed, answer_of
 from rockroll.sandbox.node.sequence import StepLog
-from rockroll.sandbox.node.wire import WireError, error_answer, step_answer
-from rockroll.sandbox.session import RemoteSession, run_batch
+from rockroll.sandbox.node.wire import ErrorAnswer, WireError, error_answer, replayed, reset_answer, step_answer
+from rockroll.sandbox.session import EnvSession, RemoteSession, run_batch
 
 if TYPE_CHECKING:
     from rockroll.sandbox.node.channel import SandboxChannel
+    from rockroll.sandbox.node.tokens import SessionClaims
 
 
 @dataclass
@@ -34,7 +36,8 @@ class AgentSession:
     log: StepLog
     steps: int = 0
     last_used: float = field(default_factory=time.monotonic)
-    channel: Any = None  # its sandbox's SandboxChannel on the agent's event loop (None: not looked up yet; False: none)
+    # its sandbox's channel on the agent's event loop (None: not looked up yet; False: it has none)
+    channel: SandboxChannel | Literal[False] | None = None
 
 
 __all__ = ["AgentSession", "BatchCalls", "MAX_ACTION_CHARS", "CALL_TIMEOUT_S"]
@@ -44,10 +47,22 @@ CALL_TIMEOUT_S = 60.0
 """How long a step, a reset or a whole batch waits for its sandbox on the event loop's path."""
 
 
+#: a checked batch item: (its index, its session, the item)
+_Item = tuple[int, AgentSession, JSONObject]
+#: a batch's answers, one per item (an item's error answers it alone)
+_Results = list[JSONObject | ErrorAnswer]
+
+
 class BatchCalls:
     """The batch calls of a :class:`~rockroll.sandbox.node.agent.NodeAgent` (see the module docstring)."""
 
-    async def abatch(self, items: list[dict[str, object]]) -> list[dict[str, object]]:
+    if TYPE_CHECKING:  # NodeAgent's own
+
+        def authorise(self, token: str, session_id: str | None = None) -> tuple[AgentSession, SessionClaims]: ...
+
+        async def _channel(self, entry: AgentSession) -> SandboxChannel | None: ...
+
+    async def abatch(self, items: list[JSONValue]) -> _Results:
         """:meth:`batch` from the event loop: the items of each sandbox go over its channel (one frame,
         as they are queued together); on a thread where a session is busy or a sandbox has no channel."""
         results, todo = self._prepare(items)
@@ -61,8 +76,9 @@ class BatchCalls:
                 held.append(entry)
             if len(held) == len(todo):
                 channels = [await self._channel(entry) for _i, entry, _item in todo]
-                if None not in channels:
-                    await self._arun_locked(todo, channels, results)
+                found = [channel for channel in channels if channel is not None]
+                if len(found) == len(channels):
+                    await self._arun_locked(todo, found, results)
                     return results
         finally:
             for entry in held:
@@ -71,21 +87,22 @@ class BatchCalls:
 
     async def _arun_locked(
         self,
-        todo: list[tuple[int, AgentSession, dict[str, object]]],
-        channels: list[SandboxChannel | None],
-        results: list[dict[str, object]],
+        todo: list[_Item],
+        channels: list[SandboxChannel],
+        results: _Results,
     ) -> None:
         """Run checked batch items whose sessions' logs are held, over their sandboxes' channels."""
-        calls = []  # (result index, entry, step number or 0 for a reset, future of the answer)
+        # (result index, entry, step number or 0 for a reset, future of the answer)
+        calls: list[tuple[int, AgentSession, int, asyncio.Future[JSONValue]]] = []
         now = time.monotonic()
         for (i, entry, item), channel in zip(todo, channels, strict=True):
             entry.last_used = now
             remote = entry.remote
-            n = 0
+            n: int | None = 0
             try:
                 if item.get("op", "step") == "reset":
                     remote.check()
-                    args = {"session_id": remote.session_id, "seed": item.get("seed"), "options": None}
+                    args: JSONObject = {"session_id": remote.session_id, "seed": item.get("seed"), "options": None}
                     calls.append((i, entry, 0, channel.submit("env.reset", args, CALL_TIMEOUT_S)))
                     continue
                 n = _step_number(entry, item, results, i)
@@ -98,7 +115,7 @@ class BatchCalls:
                 if n:
                     entry.log.record(n, e)
                 results[i] = error_answer(e)
-        answers: list[object] = []
+        answers: list[JSONValue | ChannelClosed | CallTimeout] = []
         cancelled: BaseException | None = None
         for _i, _entry, _n, future in calls:
             try:
@@ -131,7 +148,7 @@ class BatchCalls:
                 results[i] = error_answer(e)
                 continue
             if n == 0:
-                results[i] = {"observation": out[0], "info": out[1]}
+                results[i] = reset_answer(out)
             else:
                 results[i] = answer = step_answer(out, n)
                 entry.log.record(n, answer)
@@ -139,7 +156,7 @@ class BatchCalls:
         if cancelled is not None:
             raise cancelled
 
-    def batch(self, items: list[dict[str, object]]) -> list[dict[str, object]]:
+    def batch(self, items: list[JSONValue]) -> _Results:
         """Steps (or resets) of several sessions, one round trip per sandbox; each item answered or errored.
 
         Each item is ``{"token", "op": "step" | "reset", "seq", "action", "seed"}``; a session may
@@ -148,20 +165,19 @@ class BatchCalls:
         results, todo = self._prepare(items)
         return self._batch_prepared(todo, results)
 
-    def _prepare(
-        self, items: list[dict[str, object]]
-    ) -> tuple[list[dict[str, object]], list[tuple[int, AgentSession, dict[str, object]]]]:
+    def _prepare(self, items: list[JSONValue]) -> tuple[_Results, list[_Item]]:
         """Authorise and check the items of a batch: ``(results, todo)``, refused items answered in
         ``results``, the others in ``todo`` in session order (locks are taken in one order: no two
         batches deadlock)."""
-        results: list[dict[str, object]] = [{} for _ in items]
-        todo: list[tuple[int, AgentSession, dict[str, object]]] = []
+        results: _Results = [{} for _ in items]
+        todo: list[_Item] = []
         seen: set[str] = set()
         for i, item in enumerate(items):
             try:
                 if not isinstance(item, dict):
                     raise WireError(422, "validation_error", "each batch item must be an object")
-                entry, _claims = self.authorise(item.get("token", ""))
+                token = item.get("token", "")
+                entry, _claims = self.authorise(token if isinstance(token, str) else "")
                 if entry.id in seen:
                     raise WireError(400, "bad_request", "each session may appear once per batch")
                 if item.get("op", "step") not in ("step", "reset"):
@@ -173,9 +189,7 @@ class BatchCalls:
         todo.sort(key=lambda t: t[1].id)
         return results, todo
 
-    def _batch_prepared(
-        self, todo: list[tuple[int, AgentSession, dict[str, object]]], results: list[dict[str, object]]
-    ) -> list[dict[str, object]]:
+    def _batch_prepared(self, todo: list[_Item], results: _Results) -> _Results:
         held = []
         try:
             for _i, entry, _item in todo:
@@ -187,17 +201,15 @@ class BatchCalls:
                 entry.log.lock.release()
         return results
 
-    def _run_locked(
-        self, todo: list[tuple[int, AgentSession, dict[str, object]]], results: list[dict[str, object]]
-    ) -> None:
+    def _run_locked(self, todo: list[_Item], results: _Results) -> None:
         """Run checked batch items whose sessions' logs are held (see :meth:`batch`)."""
-        wire, slots = [], []
+        wire: list[tuple[RemoteSession, str, JSONObject]] = []
+        slots: list[tuple[int, AgentSession, int]] = []
         for i, entry, item in todo:
             entry.last_used = time.monotonic()
             try:
                 if item.get("op", "step") == "reset":
-                    args = {"seed": item.get("seed"), "options": None}
-                    wire.append((entry.remote, "reset", args))
+                    wire.append((entry.remote, "reset", {"seed": item.get("seed"), "options": None}))
                     slots.append((i, entry, 0))
                     continue
                 n = _step_number(entry, item, results, i)
@@ -215,19 +227,18 @@ class BatchCalls:
             answers = [_one(remote, op, args) for remote, op, args in wire]
         for (i, entry, n), answer in zip(slots, answers, strict=True):
             if n == 0:  # a reset
-                results[i] = error_answer(answer) if isinstance(answer, Exception) else {
-                    "observation": answer[0], "info": answer[1]}  # fmt: skip
+                results[i] = error_answer(answer) if isinstance(answer, Exception) else reset_answer(answer)
                 continue
             if isinstance(answer, Exception):
                 entry.log.record(n, answer)
                 results[i] = error_answer(answer)
             else:
-                results[i] = step_answer(answer, n)
-                entry.log.record(n, results[i])
+                results[i] = played = step_answer(answer, n)
+                entry.log.record(n, played)
                 entry.steps += 1
 
 
-def _step_number(entry: AgentSession, item: dict[str, object], results: list[dict[str, object]], i: int) -> int | None:
+def _step_number(entry: AgentSession, item: JSONObject, results: _Results, i: int) -> int | None:
     """The step number of batch item ``i`` (its action checked); None when that number was applied before
     (``results[i]`` is then its recorded answer)."""
     action = item.get("action")
@@ -236,7 +247,7 @@ def _step_number(entry: AgentSession, item: dict[str, object], results: list[dic
     n, recorded = entry.log.check(item.get("seq"))
     if recorded is None:
         return n
-    results[i] = error_answer(recorded) if isinstance(recorded, Exception) else recorded | {"replayed": True}
+    results[i] = error_answer(recorded) if isinstance(recorded, BaseException) else replayed(recorded)
     return None
 
 
@@ -247,20 +258,29 @@ def _interrupted(entry: AgentSession) -> SandboxTimeout:
     )
 
 
-def _check_action(action: object) -> None:
+def _check_action(action: object) -> str:
+    """``action`` when it is a step's action (WireError otherwise)."""
     if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
         raise WireError(422, "validation_error", f"'action' must be a string of at most {MAX_ACTION_CHARS} characters")
+    return action
 
 
-def _check_reset(seed: object, options: object) -> None:
+def _check_reset(seed: object, options: object) -> tuple[int | None, dict[str, JSONValue] | None]:
+    """``(seed, options)`` when they are a reset's (WireError otherwise)."""
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
         raise WireError(422, "validation_error", "'seed' must be null or an int in [0, 2**32)")
     if options is not None and not isinstance(options, dict):
         raise WireError(422, "validation_error", "'options' must be null or an object")
+    return seed, options
 
 
-def _one(remote: RemoteSession, op: str, args: dict[str, object]) -> object:
+def _one(remote: object, op: str, args: JSONObject) -> object:
+    """One step or reset on a session that is no sandbox's (a :class:`RemoteSession` is batched instead)."""
     try:
-        return remote.step(args["action"]) if op == "step" else remote.reset(seed=args.get("seed"))
+        if not isinstance(remote, EnvSession):
+            raise TypeError(f"not a session: {type(remote).__name__}")
+        if op == "step":
+            return remote.step(_check_action(args.get("action")))
+        return remote.reset(seed=_check_reset(args.get("seed"), None)[0])
     except Exception as e:  # noqa: BLE001 - an answer like run_batch's
         return e

@@ -25,14 +25,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from collections.abc import Callable
+from typing import cast
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidHandshake
 from websockets.frames import Frame
+from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
+from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox.client import _to_exception
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout, SessionLost, SessionNotFound
 from rockroll.sandbox.server.channel import (
@@ -41,25 +44,28 @@ from rockroll.sandbox.server.channel import (
     FRAMES,
     MAX_MESSAGE_BYTES,
     channel_path,
-    dumps,
-    loads,
-    send_pending,
-    whole_message,
 )
+from rockroll.sandbox.server.wire import dumps, loads, send_pending, whole_message
 from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["CallTimeout", "ChannelClosed", "SandboxChannel", "Channels", "answer_of"]
+
+#: the future of a call's answer (``{"result"}`` or ``{"error"}``, as the sandbox sent it)
+Answer = asyncio.Future[JSONValue]
 
 OPEN_TIMEOUT_S = 5.0
 SWEEP_S = 0.25
 """How often a channel with waiting calls fails those past their deadline (their timeouts are this coarse)."""
 
 
-def answer_of(remote: RemoteSession, answer: dict[str, Any]) -> Any:
+def answer_of(remote: RemoteSession, answer: JSONValue) -> JSONValue:
     """The result of a call's ``answer`` (``{"result"}`` or ``{"error"}``), or its error raised typed."""
+    if not isinstance(answer, dict):
+        raise SandboxLost(remote.sandbox_id, f"the sandbox answered a call with {type(answer).__name__}")
     if "error" not in answer:
         return answer.get("result")
-    err = _to_exception(answer["error"])
+    error = answer["error"]
+    err = _to_exception(error if isinstance(error, dict) else {})
     if isinstance(err, SessionNotFound):
         raise SandboxLost(remote.sandbox_id, "the server no longer knows this session") from err
     if isinstance(err, SessionLost):
@@ -89,20 +95,20 @@ class SandboxChannel(asyncio.Protocol):
         self.opened: asyncio.Future[None] = self.loop.create_future()
         self.boot = ""
         self.frames = False  # the server takes frames (an earlier release's does not)
-        self.transport: Any = None
+        self.transport: asyncio.Transport | None = None
         self._ids = itertools.count(1)
-        self._waiting: dict[int, tuple[asyncio.Future[Any], float]] = {}  # id -> its caller's future, deadline
+        self._waiting: dict[int, tuple[Answer, float]] = {}  # id -> its caller's future, deadline
         self._sweeper: asyncio.TimerHandle | None = None
-        self._outbox: list[list[Any]] = []  # calls for the next frame
+        self._outbox: list[tuple[int, str, JSONObject]] = []  # calls for the next frame: (id, op, args)
         self._flush_soon = False
         self._paused = False  # the transport's buffer is full: frames wait
         self._parts: list[bytes] = []  # the fragments of a message not complete yet
         self._closing = False  # the closing handshake began
         self.closed = False
-        self.on_close: Any = None  # called once when the channel is done (its table forgets it)
+        self.on_close: Callable[[SandboxChannel], object] | None = None  # called once when it is done
 
     # ------------------------------------------------------------ calls
-    def submit(self, op: str, args: dict[str, Any], timeout_s: float = 60.0) -> asyncio.Future[Any]:
+    def submit(self, op: str, args: JSONObject, timeout_s: float = 60.0) -> Answer:
         """Queue one call for the next frame (sent on the loop's next turn, with every call queued
         until then); a future of its answer ``{"result"}`` or ``{"error"}``, or of :class:`ChannelClosed`,
         or of :class:`CallTimeout` when no answer came within about ``timeout_s`` (its late answer
@@ -113,13 +119,13 @@ class SandboxChannel(asyncio.Protocol):
             self.loop.call_soon(self._flush)
         return future
 
-    def send_now(self, op: str, args: dict[str, Any], timeout_s: float = 60.0) -> asyncio.Future[Any]:
+    def send_now(self, op: str, args: JSONObject, timeout_s: float = 60.0) -> Answer:
         """:meth:`submit`, sent at once (with whatever is queued): for a call that finds the channel idle."""
         future = self._enter(op, args, timeout_s)
         self._flush()
         return future
 
-    async def call(self, remote: RemoteSession, op: str, timeout_s: float = 60.0, **args: Any) -> Any:
+    async def call(self, remote: RemoteSession, op: str, timeout_s: float = 60.0, **args: JSONValue) -> JSONValue:
         """Run ``op`` on ``remote``'s session (``session_id`` is added); its result, or its error raised typed."""
         remote.check()
         args["session_id"] = remote.session_id
@@ -142,18 +148,18 @@ class SandboxChannel(asyncio.Protocol):
             raise
         return answer_of(remote, answer)
 
-    def forget(self, future: asyncio.Future[Any]) -> None:
+    def forget(self, future: Answer) -> None:
         """Drop a call whose caller gave up (its answer, if it comes, is ignored)."""
         for cid in [cid for cid, (f, _deadline) in self._waiting.items() if f is future]:
             del self._waiting[cid]
 
-    def _enter(self, op: str, args: dict[str, Any], timeout_s: float) -> asyncio.Future[Any]:
+    def _enter(self, op: str, args: JSONObject, timeout_s: float) -> Answer:
         if self.closed:
             raise ChannelClosed("the sandbox's channel is closed")
         cid = next(self._ids)
-        future = self.loop.create_future()
+        future: Answer = self.loop.create_future()
         self._waiting[cid] = (future, self.loop.time() + timeout_s)
-        self._outbox.append([cid, op, args])
+        self._outbox.append((cid, op, args))
         if self._sweeper is None:
             self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
         return future
@@ -180,16 +186,23 @@ class SandboxChannel(asyncio.Protocol):
     def _answers(self, message: bytes) -> None:
         waiting = self._waiting
         try:
-            for cid, answer in loads(message):
-                found = waiting.pop(cid, None)
+            frame = loads(message)
+            if not isinstance(frame, list):
+                raise ValueError("a frame is a list of [id, answer]")
+            for pair in frame:
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise ValueError("an answer is [id, answer]")
+                cid, answer = pair
+                found = waiting.pop(cid, None) if isinstance(cid, int) else None
                 if found is not None and not found[0].done():
                     found[0].set_result(answer)
-        except (ValueError, TypeError):  # not a frame of answers: the server is not one to trust further
+        except ValueError:  # not a frame of answers: the server is not one to trust further
             self.abort()
 
     # ------------------------------------------------------------ asyncio.Protocol
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a unix socket's stream transport (uvloop's is no subclass of asyncio.Transport)
+        self.transport = cast(asyncio.Transport, transport)
         self.proto.send_request(self.proto.connect())
         self._write()
 
@@ -198,7 +211,8 @@ class SandboxChannel(asyncio.Protocol):
         proto.receive_data(data)
         for event in proto.events_received():
             if type(event) is not Frame:  # the handshake's response
-                self._handshake(event)
+                if isinstance(event, Response):
+                    self._handshake(event)
             else:
                 message = whole_message(event, self._parts)
                 if message is not None:
@@ -224,7 +238,7 @@ class SandboxChannel(asyncio.Protocol):
         self._paused = False
         self._flush()
 
-    def _handshake(self, response: Any) -> None:
+    def _handshake(self, response: Response) -> None:
         if self.opened.done():
             return
         if self.proto.handshake_exc is not None:
@@ -237,6 +251,8 @@ class SandboxChannel(asyncio.Protocol):
     def _write(self) -> None:
         """Send what the protocol has to send (frames, pongs, the closing handshake)."""
         transport = self.transport
+        if transport is None:
+            return
         send_pending(self.proto, transport)
         if not self._closing and self.proto.close_expected():
             self._closing = True
@@ -283,9 +299,9 @@ class Channels:
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self._open: dict[tuple[str, str], SandboxChannel | asyncio.Future[Any] | None] = {}
+        self._open: dict[tuple[str, str], SandboxChannel | asyncio.Future[SandboxChannel | None] | None] = {}
 
-    async def get(self, remote: Any) -> SandboxChannel | None:
+    async def get(self, remote: object) -> SandboxChannel | None:
         """The channel of ``remote``'s sandbox (a :class:`RemoteSession`), or None where it has none."""
         if not isinstance(remote, RemoteSession):
             return None
@@ -304,7 +320,7 @@ class Channels:
             except asyncio.CancelledError:
                 if not found.cancelled():  # this caller was cancelled, not the opening
                     raise
-        opening: asyncio.Future[Any] = self.loop.create_future()
+        opening: asyncio.Future[SandboxChannel | None] = self.loop.create_future()
         self._open[key] = opening
         try:
             channel = await _connect(remote)

@@ -26,18 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
+from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from rockroll.sandbox import errors as sb
 from rockroll.sandbox.body_limit import BodyError, read_limited
-from rockroll.sandbox.node.agent import NodeAgent
-from rockroll.sandbox.node.tokens import TokenExpired, TokenRejected, TokenRevoked
+from rockroll.sandbox.node.agent import AgentSession, NodeAgent
+from rockroll.sandbox.node.tokens import SessionClaims, TokenExpired, TokenRejected, TokenRevoked
 from rockroll.sandbox.node.wire import WireError, dumps, error_answer, loads
 
 __all__ = ["dataplane_routes", "MAX_MESSAGE_CHARS", "MAX_BATCH", "bearer"]
@@ -48,11 +49,11 @@ MAX_BATCH_BYTES = 32 * 1024 * 1024
 PREFIX = "/v1/node"
 
 
-def _dumps(payload: Any) -> str:
+def _dumps(payload: object) -> str:
     return dumps(payload).decode()
 
 
-def json_response(payload: Any, status: int = 200) -> Response:
+def json_response(payload: object, status: int = 200) -> Response:
     return Response(dumps(payload), status_code=status, media_type="application/json")
 
 
@@ -66,14 +67,14 @@ class _Asgi:
     """An ASGI app of a function ``fn(scope, receive, send)`` (Starlette routes a plain function as
     ``fn(websocket)``, an object as an ASGI app)."""
 
-    def __init__(self, fn: Callable[[Any, Any, Any], Any]) -> None:
+    def __init__(self, fn: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
         self.fn = fn
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.fn(scope, receive, send)
 
 
-async def _serve(agent: NodeAgent, entry: Any, claims: Any, receive: Any, send: Any) -> None:
+async def _serve(agent: NodeAgent, entry: AgentSession, claims: SessionClaims, receive: Receive, send: Send) -> None:
     """Answer the messages of an accepted session socket until it closes, its token expires or is revoked."""
     task, loop = asyncio.current_task(), asyncio.get_running_loop()
     flags = {"receiving": False, "revoked": False}
@@ -133,13 +134,13 @@ async def _serve(agent: NodeAgent, entry: Any, claims: Any, receive: Any, send: 
         unwatch()
 
 
-async def _refuse(send: Any, e: TokenRejected) -> None:
+async def _refuse(send: Send, e: TokenRejected) -> None:
     """Answer the refusal and close with 4401 and its code (token_expired, token_revoked)."""
     await send({"type": "websocket.send", "text": _dumps(error_answer(e))})
     await send({"type": "websocket.close", "code": 4401, "reason": e.code})
 
 
-def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]:
+def dataplane_routes(find: Callable[[Starlette], NodeAgent | None]) -> list[BaseRoute]:
     """The data plane's routes on the agent ``find(app)`` returns (see the module docstring).
 
     ``find`` is called per request (an app builds its agent at start-up, after its routes); when it
@@ -152,7 +153,7 @@ def dataplane_routes(find: Callable[[Any], NodeAgent | None]) -> list[BaseRoute]
             raise WireError(404, "no_node", "this server runs no node agent")
         return agent
 
-    async def session_socket(scope: Any, receive: Any, send: Any) -> None:
+    async def session_socket(scope: Scope, receive: Receive, send: Send) -> None:
         """The socket as a plain ASGI app: the handshake through Starlette's ``WebSocket``, then the
         messages on the raw ASGI ``receive``/``send``, in a task of its own (each message resumes a
         short chain of coroutines, not the whole middleware stack)."""

@@ -34,18 +34,21 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from rockroll.envs.json_types import JSONValue
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.dataplane import bearer, json_response
 from rockroll.sandbox.node.wire import NodeSessionNotFound, WireError, error_answer
+from rockroll.sandbox.server.wire import OpenedSession
+from rockroll.sandbox.session import RemoteSession
 
 __all__ = ["NodeHost", "admin_routes", "SESSION_POOL"]
 
@@ -66,8 +69,8 @@ class NodeHost:
         self._opening: set[str] = set()
         self._closed: OrderedDict[str, float] = OrderedDict()  # ids closed before (or while) they were opened
 
-    def open(self, session_id: str, env: str, kwargs: dict[str, Any], owner: str) -> dict[str, Any]:
-        if not _ID.match(session_id):
+    def open(self, session_id: JSONValue, env: JSONValue, kwargs: JSONValue, owner: JSONValue) -> OpenedSession:
+        if not isinstance(session_id, str) or not _ID.match(session_id):
             raise WireError(422, "validation_error", "'session_id' must look like se-<hex>")
         if not isinstance(env, str) or not isinstance(kwargs, dict) or not isinstance(owner, str):
             raise WireError(422, "validation_error", "'env' and 'owner' are strings, 'kwargs' an object")
@@ -79,7 +82,7 @@ class NodeHost:
             self._opening.add(session_id)
         try:
             spec = SandboxSpec(name=owner_pool(owner), max_sessions=self.max_sessions_per_sandbox)
-            remote = self.manager.open_session(env, spec=spec, **kwargs)
+            remote = self.manager.open_session(env, spec=spec, avoid=(), **kwargs)
             with self._lock:
                 cancelled = session_id in self._closed
                 if not cancelled:
@@ -95,23 +98,24 @@ class NodeHost:
     def _ids(self) -> list[str]:
         return list(self.agent._sessions)
 
-    def _attach(self, session_id: str, owner: str, remote: Any) -> dict[str, Any]:
+    def _attach(self, session_id: str, owner: str, remote: RemoteSession) -> OpenedSession:
         self.agent.attach(session_id, owner, remote)
         return {"session_id": session_id, "sandbox_id": remote.sandbox_id, "env_id": remote.env_id,
                 "system_prompt": remote.system_prompt()}  # fmt: skip
 
-    def call(self, session_id: str, msg: Any) -> dict[str, Any]:
+    def call(self, session_id: str, msg: JSONValue) -> Mapping[str, object]:
         entry = self.agent.get(session_id)
         op = msg.get("op") if isinstance(msg, dict) else None
-        if op == "set_state":
-            if not isinstance(msg.get("state"), dict):
+        if op == "set_state" and isinstance(msg, dict):
+            state = msg.get("state")
+            if not isinstance(state, dict):
                 raise WireError(422, "validation_error", "'state' must be an object")
             with entry.log.lock:
-                entry.remote.set_state(msg["state"])
+                entry.remote.set_state(state)
             return {"ok": True}
         if op == "idle":  # the control plane's idle reaper: seconds since the session was last used here
             return {"idle_s": time.monotonic() - entry.last_used}
-        if op == "fork":
+        if op == "fork" and isinstance(msg, dict):
             new_id = str(msg.get("new_session_id", ""))
             if not _ID.match(new_id):
                 raise WireError(422, "validation_error", "'new_session_id' must look like se-<hex>")
@@ -158,14 +162,14 @@ def admin_routes(host: NodeHost, secret: str) -> list[BaseRoute]:
     """The control plane's routes on ``host`` (see the module docstring)."""
     key = secret.encode()
 
-    async def guarded(request: Request, fn: Any, *args: Any) -> Response:
+    async def guarded(request: Request, fn: Callable[..., object], *args: str) -> Response:
         presented = bearer(request.headers.get("authorization", "")).encode()
         if not presented or not hmac.compare_digest(presented, key):
             body = {"code": "unauthorized", "message": "admin routes need the cluster secret", "details": {}}
             return json_response({"error": body}, 401)
         try:
             raw = await request.body()
-            msg = json.loads(raw) if raw else {}
+            msg: JSONValue = json.loads(raw) if raw else {}
             out = await run_in_threadpool(fn, *args, msg)
         except Exception as e:  # noqa: BLE001 - answered as a typed error
             answer = error_answer(e if not isinstance(e, ValueError) or isinstance(e, WireError) else
@@ -174,7 +178,7 @@ def admin_routes(host: NodeHost, secret: str) -> list[BaseRoute]:
         return Response(status_code=204) if out is None else json_response(out)
 
     async def open_session(request: Request) -> Response:
-        def run(msg: dict[str, Any]) -> dict[str, Any]:
+        def run(msg: JSONValue) -> OpenedSession:
             if not isinstance(msg, dict):
                 raise WireError(422, "validation_error", "the body must be an object")
             return host.open(msg.get("session_id", ""), msg.get("env"), msg.get("kwargs") or {}, msg.get("owner"))
@@ -191,11 +195,11 @@ def admin_routes(host: NodeHost, secret: str) -> list[BaseRoute]:
         return await guarded(request, lambda _msg: {"session_ids": host.agent.session_ids()})
 
     async def revoked(request: Request) -> Response:
-        def run(msg: Any) -> dict[str, Any]:
+        def run(msg: JSONValue) -> dict[str, int]:
             ids = msg.get("token_ids") if isinstance(msg, dict) else None
             if not isinstance(ids, list) or len(ids) > 100_000 or not all(isinstance(i, str) for i in ids):
                 raise WireError(422, "validation_error", "'token_ids' must be a list of strings")
-            return {"closed": host.agent.revoke(ids)}
+            return {"closed": host.agent.revoke(str(i) for i in ids)}
 
         return await guarded(request, run)
 

@@ -20,6 +20,7 @@ Threat model: the agent is part of the deployment (it holds the secret); its ans
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -27,6 +28,7 @@ import httpx
 from rockroll.envhub.errors import UnknownEnvError
 from rockroll.envs.errors import EnvError, ResetNeeded
 from rockroll.sandbox import errors as sb
+from rockroll.sandbox.server.wire import OpenedSession
 
 __all__ = ["NodeAdmin", "NodeSession", "NodeLost"]
 
@@ -61,13 +63,13 @@ class NodeAdmin:
         self.lost = self.lost or reason
 
     def request(
-        self, method: str, path: str, body: dict[str, Any] | None = None, *, timeout_s: float | None = None
+        self, method: str, path: str, body: dict[str, object] | None = None, *, timeout_s: float | None = None
     ) -> Any:
         if self.lost:
             raise NodeLost(self.node_id, self.lost)
         try:
-            extra = {} if timeout_s is None else {"timeout": timeout_s}
-            resp = self._http.request(method, path, json=body, **extra)
+            timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s
+            resp = self._http.request(method, path, json=body, timeout=timeout)
         except httpx.HTTPError as e:
             raise sb.SandboxLost("", f"node agent {self.endpoint} unreachable: {e}") from e
         if resp.status_code == 204:
@@ -86,14 +88,14 @@ class NodeAdmin:
         """The ids of the sessions the agent holds now."""
         return {str(i) for i in self.request("GET", "/sessions", timeout_s=10.0)["session_ids"]}
 
-    def open(self, session_id: str, env: str, kwargs: dict[str, Any], owner: str) -> NodeSession:
+    def open(self, session_id: str, env: str, kwargs: dict[str, object], owner: str) -> NodeSession:
         info = self.request(
             "POST", "/sessions", {"session_id": session_id, "env": env, "kwargs": kwargs, "owner": owner}
         )
         return NodeSession(self, info)
 
 
-def _to_exception(err: dict[str, Any], status: int) -> Exception:
+def _to_exception(err: Mapping[str, Any], status: int) -> Exception:
     code, message = str(err.get("code", "")), str(err.get("message", f"HTTP {status}"))
     details = err.get("details") or {}
     if code in ("sandbox_lost", "session_not_found"):
@@ -116,7 +118,7 @@ def _to_exception(err: dict[str, Any], status: int) -> Exception:
 class NodeSession:
     """One session on a standalone agent (see the module docstring)."""
 
-    def __init__(self, admin: NodeAdmin, info: dict[str, Any]) -> None:
+    def __init__(self, admin: NodeAdmin, info: OpenedSession) -> None:
         self.admin = admin
         self.session_id: str = info["session_id"]  # the control plane's id is the agent's too
         self.sandbox_id: str = info.get("sandbox_id", "")
@@ -129,7 +131,7 @@ class NodeSession:
         """Why the agent holding this session was declared lost ('' while it serves)."""
         return self.admin.lost
 
-    def _call(self, op: str, **args: Any) -> Any:
+    def _call(self, op: str, **args: object) -> Any:
         if self.closed:
             raise sb.SessionNotFound(self.session_id)
         return self.admin.request("POST", f"/sessions/{self.session_id}/call", {"op": op, **args})

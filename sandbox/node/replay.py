@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any
 
 __all__ = [
     "ReplayBudget",
@@ -141,7 +140,7 @@ def set_replay_budget(budget: ReplayBudget) -> None:
         _budget = budget
 
 
-def answer_bytes(answer: Any, cap: int) -> int:
+def answer_bytes(answer: object, cap: int) -> int:
     """The memory ``answer`` (a JSON value, or a recorded error) holds; counting stops once past ``cap``."""
     if isinstance(answer, BaseException):
         return EXCEPTION_BYTES + sys.getsizeof(str(answer))

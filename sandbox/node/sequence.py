@@ -20,8 +20,8 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
+from rockroll.envs.json_types import JSONObject
 from rockroll.sandbox.errors import SandboxError
 from rockroll.sandbox.node.replay import FLOOR_BYTES, ReplayBudget, answer_bytes, replay_budget
 
@@ -43,7 +43,7 @@ class SequenceError(SandboxError, ValueError):
             why = f"is older than the last {REPLAY_WINDOW} recorded steps"
         super().__init__(f"step number {got} of session {session_id!r} {why}; the next step is number {expected}")
         self.session_id = session_id
-        self.got = got
+        self.got: int | float | str = got  # what was sent (a SequenceRangeError's: shown as text unless a number)
         self.expected = expected
 
 
@@ -54,7 +54,7 @@ MAX_SEQ = 2**63 - 1
 class SequenceRangeError(SequenceError):
     """A step number that is no integer from 1 to :data:`MAX_SEQ` (``got``: what was sent, as sent)."""
 
-    def __init__(self, session_id: str, got: Any, expected: int) -> None:
+    def __init__(self, session_id: str, got: object, expected: int) -> None:
         shown = got if isinstance(got, (int, float)) and not isinstance(got, bool) else repr(got)[:40]
         SandboxError.__init__(
             self,
@@ -83,6 +83,10 @@ class ReplayNotKept(SequenceError):
         self.size = size
 
 
+#: what a step number is recorded with: the step's answer, or the error it raised
+Recorded = JSONObject | BaseException
+
+
 class _NotKept:
     """The place of an answer that was not kept (or dropped for room) in a session's record."""
 
@@ -105,7 +109,7 @@ class StepLog:
         self.owner = owner  # whose bytes the kept answers count against (ReplayBudget.owner_bytes)
         self.last = 0
         self.budget = budget if budget is not None else replay_budget()
-        self._answers: OrderedDict[int, Any] = OrderedDict()
+        self._answers: OrderedDict[int, Recorded | _NotKept] = OrderedDict()
         self._sizes: dict[int, int] = {}  # bytes of each kept answer
         self._held = [0]  # bytes this log holds, given back to the budget when the log goes
         weakref.finalize(self, _give_back, self.budget, self._held, owner)
@@ -115,7 +119,7 @@ class StepLog:
     def held_bytes(self) -> int:
         return self._held[0]
 
-    def check(self, seq: int | None) -> tuple[int, Any]:
+    def check(self, seq: object) -> tuple[int, Recorded | None]:
         """Call under :attr:`lock`: ``(seq, recorded answer or None)``; raise :class:`SequenceError`
         (:class:`ReplayNotKept` for a recorded number whose answer was not kept)."""
         if seq is None:
@@ -131,7 +135,7 @@ class StepLog:
             return seq, recorded
         raise SequenceError(self.session_id, seq, self.last + 1)
 
-    def record(self, seq: int, answer: Any) -> None:
+    def record(self, seq: int, answer: Recorded) -> None:
         """Call under :attr:`lock`: step ``seq`` was applied with ``answer`` (errors are answers too).
 
         The answer is kept for replays within the byte bounds (older answers of the session make
@@ -173,7 +177,7 @@ class StepLog:
             self.budget.give(size, self.owner)
         return size
 
-    def run(self, seq: int | None, step: Callable[[], Any]) -> tuple[Any, bool]:
+    def run(self, seq: object, step: Callable[[], JSONObject]) -> tuple[JSONObject, bool]:
         """Apply ``step`` as number ``seq`` (or replay it): ``(answer, replayed)``.
 
         A step that raises is recorded as applied with its error (the env may have moved) and the

@@ -10,16 +10,19 @@ client handles both planes alike. :func:`dumps` and :func:`loads` are the data p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from rockroll.envhub.errors import UnknownEnvError
 from rockroll.envs.errors import EnvError, ResetNeeded
+from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox import errors as sb
 from rockroll.sandbox.node.sequence import SequenceError
 from rockroll.sandbox.node.tokens import TokenRejected
-from rockroll.sandbox.server.channel import dumps, loads
+from rockroll.sandbox.server.wire import dumps, loads
 
-__all__ = ["NodeSessionNotFound", "WireError", "dumps", "error_answer", "loads", "step_answer"]
+__all__ = [
+    "NodeSessionNotFound", "WireError", "dumps", "error_answer", "loads", "replayed", "reset_answer", "step_answer",
+]  # fmt: skip
 
 
 class NodeSessionNotFound(sb.SandboxError, LookupError):
@@ -28,6 +31,19 @@ class NodeSessionNotFound(sb.SandboxError, LookupError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no session {session_id!r} on this node")
         self.session_id = session_id
+
+
+class ErrorBody(TypedDict):
+    code: str
+    message: str
+    details: JSONObject
+
+
+class ErrorAnswer(TypedDict):
+    """An error on the data plane: its body and the HTTP status the control plane gives the same error."""
+
+    error: ErrorBody
+    status: int
 
 
 class WireError(sb.SandboxError, ValueError):
@@ -39,13 +55,32 @@ class WireError(sb.SandboxError, ValueError):
         self.code = code
 
 
-def step_answer(out: tuple, seq: int) -> dict[str, Any]:
-    obs, reward, terminated, truncated, info = out
+def _items(out: object, n: int, what: str) -> list[JSONValue]:
+    """``out`` (an env's tuple, or the list a sandbox answered) as its ``n`` values; ValueError otherwise."""
+    if not isinstance(out, (list, tuple)) or len(out) != n:
+        raise ValueError(f"a {what} answers {n} values, got {type(out).__name__}")
+    return list(out)
+
+
+def step_answer(out: object, seq: int) -> JSONObject:
+    """The answer to step number ``seq`` that played ``out``: ``(obs, reward, terminated, truncated, info)``."""
+    obs, reward, terminated, truncated, info = _items(out, 5, "step")
     return {"seq": seq, "observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated,
             "info": info}  # fmt: skip
 
 
-def _status(e: Exception) -> tuple[int, str, dict[str, Any]]:
+def reset_answer(out: object) -> JSONObject:
+    """The answer to a reset that gave ``out``: ``(obs, info)``."""
+    obs, info = _items(out, 2, "reset")
+    return {"observation": obs, "info": info}
+
+
+def replayed(answer: JSONObject) -> JSONObject:
+    """A recorded step's answer, sent again."""
+    return answer | {"replayed": True}
+
+
+def _status(e: BaseException) -> tuple[int, str, JSONObject]:
     if isinstance(e, WireError):
         return e.status, e.code, {}
     if isinstance(e, TokenRejected):
@@ -75,7 +110,7 @@ def _status(e: Exception) -> tuple[int, str, dict[str, Any]]:
     return 500, "internal_error", {}
 
 
-def error_answer(e: Exception) -> dict[str, Any]:
+def error_answer(e: BaseException) -> ErrorAnswer:
     """``{"error": {"code", "message", "details"}, "status": N}`` for ``e``."""
     status, code, details = _status(e)
     message = str(e) if status != 500 else f"{type(e).__name__}: {e}"

@@ -29,15 +29,18 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox.body_limit import BodyError, read_body
 from rockroll.sandbox.server.agents import Agents
 from rockroll.sandbox.server.channel import serve_channel
 from rockroll.sandbox.server.execs import run_command
 from rockroll.sandbox.server.files import Workspace
 from rockroll.sandbox.server.sessions import SessionStore
+from rockroll.sandbox.server.wire import Answer, error_info
 
 __all__ = ["SandboxServer", "serve", "make_httpd", "MAX_REQUEST_BYTES"]
 
@@ -49,7 +52,7 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
     allow_reuse_address = True
     request_queue_size = 128  # many clients connect at once (the default backlog of 5 refuses them)
 
-    def get_request(self) -> tuple[socket.socket, Any]:
+    def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
         sock, _ = self.socket.accept()
         return sock, ("sandbox", 0)
 
@@ -69,7 +72,7 @@ class SandboxServer:
         self.own_files = Workspace(self.agents.server_dir) if self.agents.server_dir else self.workspace
         self.sessions = SessionStore(max_sessions, self.agents)
         threading.Thread(target=self.sessions.preload, name="preload", daemon=True).start()
-        self.ops = {
+        self.ops: dict[str, Callable[..., object]] = {
             "health": self.health,
             "env.make": lambda env_id, kwargs=None: self.sessions.make(env_id, kwargs),
             "env.reset": self.sessions.reset,
@@ -91,13 +94,13 @@ class SandboxServer:
             "files.list": lambda path=".": self._files(path).list(path),
         }
 
-    def _files(self, path: Any) -> Workspace:
+    def _files(self, path: object) -> Workspace:
         """The server's own files for ``.rockroll/...`` (normalised: no ``..`` trick), else the workspace."""
         if isinstance(path, str) and os.path.normpath(path).split(os.sep)[0] == ".rockroll":
             return self.own_files
         return self.workspace
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JSONObject:
         t = os.times()
         return {
             "boot_id": self.boot_id,
@@ -112,7 +115,7 @@ class SandboxServer:
             "agent_uid": self.agents.exec_identity.uid if self.agents.exec_identity else os.geteuid(),
         }
 
-    def batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def batch(self, items: list[JSONValue]) -> list[Answer]:
         """Run many ``step``/``reset`` items (any sessions here) in one round trip, in order.
 
         Each item is ``{"session_id", "op": "step"|"reset", "action" | "seed", "options"}``; each
@@ -120,30 +123,29 @@ class SandboxServer:
         """
         if not isinstance(items, list) or len(items) > MAX_BATCH:
             raise ValueError(f"items must be a list of at most {MAX_BATCH} step/reset items")
-        out: list[dict[str, Any]] = []
+        out: list[Answer] = []
         for item in items:
             try:
                 if not isinstance(item, dict):
                     raise ValueError("each batch item must be an object")
-                op = item.get("op", "step")
+                op, sid = item.get("op", "step"), item["session_id"]
                 if op == "step":
-                    out.append({"result": self.sessions.step(item["session_id"], item["action"])})
+                    out.append({"result": self.sessions.step(sid, item["action"])})
                 elif op == "reset":
-                    result = self.sessions.reset(item["session_id"], item.get("seed"), item.get("options"))
-                    out.append({"result": result})
+                    out.append({"result": self.sessions.reset(sid, item.get("seed"), item.get("options"))})
                 else:
                     raise ValueError(f"batch op must be 'step' or 'reset', got {op!r}")
             except Exception as e:  # noqa: BLE001 - answered per item, typed
-                out.append({"error": _error_dict(e)})
+                out.append({"error": error_info(e)})
         return out
 
-    def exec(self, cmd: Any, **kwargs: Any) -> dict[str, Any]:
+    def exec(self, cmd: str | list[str], **kwargs: Any) -> JSONObject:
         return run_command(
             cmd, workspace=self.workspace.root, resolve=self.workspace.resolve,
             identity=self.agents.exec_identity, **kwargs,
         )  # fmt: skip
 
-    def dispatch(self, op: str, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def dispatch(self, op: str, args: Mapping[str, object]) -> tuple[int, Answer]:
         fn = self.ops.get(op)
         if fn is None:
             return 404, {"error": {"type": "UnknownOp", "message": f"unknown op {op!r}", "attrs": {}}}
@@ -152,14 +154,9 @@ class SandboxServer:
         except TypeError as e:
             if type(e) is TypeError and "argument" in str(e):
                 return 400, {"error": {"type": "BadRequest", "message": f"{op}: {e}", "attrs": {}}}
-            return 200, {"error": _error_dict(e)}
+            return 200, {"error": error_info(e)}
         except Exception as e:  # noqa: BLE001 - every failure goes back to the caller, typed
-            return 200, {"error": _error_dict(e)}
-
-
-def _error_dict(e: Exception) -> dict[str, Any]:
-    attrs = {k: v for k, v in vars(e).items() if isinstance(v, (str, int, float, bool, list, type(None)))}
-    return {"type": type(e).__name__, "message": str(e), "attrs": attrs}
+            return 200, {"error": error_info(e)}
 
 
 def _memory_bytes() -> int:
@@ -213,7 +210,7 @@ def _make_handler(server: SandboxServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by default
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet by default
             return
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
@@ -233,7 +230,7 @@ def _make_handler(server: SandboxServer) -> type[BaseHTTPRequestHandler]:
             status, payload = server.dispatch(self.path.lstrip("/"), args)
             self._send(status, payload)
 
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
+        def _send(self, status: int, payload: Answer) -> None:
             body = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -40,20 +40,20 @@ malformed call is answered with an error and spoils no other call of its frame.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
 import threading
 from collections import deque
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 from typing import Protocol as Interface
 
-if TYPE_CHECKING:
-    from websockets.http11 import Request
-    from websockets.protocol import Protocol
+from rockroll.envs.json_types import JSONValue
+from rockroll.sandbox.server.wire import Answer, bad_request, dumps, loads, send_pending, whole_message
 
+if TYPE_CHECKING:
     from rockroll.sandbox.server.agents import Agents
     from rockroll.sandbox.server.sessions import SessionStore
 
@@ -65,14 +65,17 @@ class SandboxServer(Interface):
     agents: Agents
     sessions: SessionStore
 
-    def dispatch(self, op: str, args: dict[str, Any]) -> tuple[int, dict[str, Any]]: ...
+    def dispatch(self, op: str, args: Mapping[str, object]) -> tuple[int, Answer]: ...
 
 
 try:
-    from websockets.frames import Frame, Opcode
+    from websockets.frames import Frame
+    from websockets.http11 import Request
     from websockets.server import ServerProtocol
 except ImportError:  # pragma: no cover - an image without websockets: no channel
-    ServerProtocol = None
+    _WEBSOCKETS = False
+else:
+    _WEBSOCKETS = True
 
 __all__ = [
     "ChannelServer",
@@ -80,6 +83,8 @@ __all__ = [
     "serve_channel",
     "dumps",
     "loads",
+    "send_pending",
+    "whole_message",
     "MAX_MESSAGE_BYTES",
     "BOOT_HEADER",
     "CHANNEL_HEADER",
@@ -94,69 +99,15 @@ FRAMES = "frames"
 QUICK_OPS = frozenset({"env.step", "env.reset"})
 """Ops that may run on the channel's thread (when their session is quick); any other op runs on the pool."""
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
-try:  # a faster codec where the image has it; the json module's text otherwise
-    import orjson
-except ImportError:  # pragma: no cover - an image without orjson
-    orjson = None
-
-
-def dumps(payload: object) -> bytes:
-    """Compact JSON (UTF-8 bytes), written by orjson where it can (it writes NaN as null), else by ``json``."""
-    if orjson is not None:
-        try:
-            return orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)
-        except TypeError:  # what orjson does not write (an int past 64 bits...): as the json module writes it
-            pass
-    return _encode(payload).encode()
-
-
-def loads(data: str | bytes) -> Any:
-    """Parse JSON (orjson where it can; the json module's dialect, NaN included, otherwise); ValueError when bad,
-    nested too deep included (the json module's RecursionError is no crash of the caller)."""
-    if orjson is not None:
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-    try:
-        return json.loads(data)
-    except RecursionError as e:
-        raise ValueError("JSON nested too deeply") from e
+#: a call's arguments (a JSON object; the op's function checks them)
+Args = dict[str, JSONValue]
+#: a call waiting for its session's running one: (call id, op, arguments)
+_Call = tuple[object, str, Args]
 
 
 def channel_path(socket_path: str) -> str:
     """The channel's socket next to the HTTP socket ``socket_path``."""
     return socket_path[: -len(".sock")] + ".ws.sock" if socket_path.endswith(".sock") else socket_path + ".ws"
-
-
-def _bad(message: str) -> dict[str, object]:
-    return {"error": {"type": "BadRequest", "message": message, "attrs": {}}}
-
-
-def send_pending(proto: Protocol, transport: asyncio.WriteTransport) -> None:
-    """Write what a sans-I/O WebSocket protocol object has to send; its end of stream half-closes."""
-    for data in proto.data_to_send():
-        if data:
-            transport.write(data)
-        elif transport.can_write_eof():
-            transport.write_eof()
-
-
-def whole_message(frame: Frame, parts: list[bytes]) -> bytes | None:
-    """The message ``frame`` completes (its earlier fragments are kept in ``parts``); None while one is
-    incomplete, and for control frames (ping, pong, close: the protocol object answers those)."""
-    if frame.opcode is not Opcode.TEXT and frame.opcode is not Opcode.BINARY and frame.opcode is not Opcode.CONT:
-        return None
-    if not frame.fin:
-        parts.append(frame.data)
-        return None
-    if not parts:
-        return frame.data
-    message = b"".join([*parts, frame.data])
-    parts.clear()
-    return message
 
 
 class _Link(asyncio.Protocol):
@@ -173,17 +124,16 @@ class _Link(asyncio.Protocol):
         self.quick = state.sessions.quick
         self.transport: asyncio.Transport | None = None
         self.parts: list[bytes] = []  # the fragments of a message not complete yet
-        self.out: list[list[object]] = []  # answers not sent yet
-        self.busy: dict[
-            object, deque[tuple[object, str, dict[str, object]]]
-        ] = {}  # session -> calls waiting for its running one
+        self.out: list[tuple[object, Answer]] = []  # answers not sent yet: (call id, answer)
+        self.busy: dict[object, deque[_Call]] = {}  # session -> calls waiting for its running one
         self.flush_soon = False
         self.closing = False  # the closing handshake began
         self.closed = False
 
     # ------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+        # a unix socket's stream transport (uvloop's is no subclass of asyncio.Transport)
+        self.transport = cast(asyncio.Transport, transport)
         self.handle.links.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -191,7 +141,8 @@ class _Link(asyncio.Protocol):
         proto.receive_data(data)
         for event in proto.events_received():
             if type(event) is not Frame:  # the handshake's request
-                self._accept(event)
+                if isinstance(event, Request):
+                    self._accept(event)
             else:
                 message = whole_message(event, self.parts)
                 if message is not None:
@@ -220,12 +171,14 @@ class _Link(asyncio.Protocol):
     def _write(self) -> None:
         """Send what the protocol has to send (answers, pongs, the closing handshake)."""
         transport = self.transport
+        if transport is None:
+            return
         send_pending(self.proto, transport)
         if not self.closing and self.proto.close_expected():
             self.closing = True
             self.loop.call_later(1.0, transport.close)  # if the agent has not closed it by then
 
-    def _take_out(self) -> list[list[object]]:
+    def _take_out(self) -> list[tuple[object, Answer]]:
         out, self.out = self.out, []
         return out
 
@@ -241,17 +194,15 @@ class _Link(asyncio.Protocol):
         try:
             msg = loads(message)
         except ValueError as e:
-            self._send_one(_bad(f"not JSON: {e}"))
+            self._send_one(bad_request(f"not JSON: {e}"))
             return
         if type(msg) is list:
             self.take(msg)
             return
-        try:  # one call (an agent of an earlier release): answered alone, one at a time
-            op, args = msg["op"], msg.get("args") or {}
-            if not isinstance(op, str) or not isinstance(args, dict):
-                raise ValueError("a message is {'op': str, 'args': object}")
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            self._send_one(_bad(str(e)))
+        # one call (an agent of an earlier release): answered alone, one at a time
+        op, args = (msg.get("op"), msg.get("args") or {}) if isinstance(msg, dict) else (None, None)
+        if not isinstance(op, str) or not isinstance(args, dict):
+            self._send_one(bad_request("a message is {'op': str, 'args': object}"))
             return
         waiting = self.busy.get(_ONE)
         if waiting is not None:  # the previous one still runs
@@ -259,20 +210,20 @@ class _Link(asyncio.Protocol):
         else:
             self._run(_ONE, None, op, args)
 
-    def _send_one(self, payload: dict[str, object]) -> None:
+    def _send_one(self, payload: Answer) -> None:
         self.proto.send_text(dumps(payload))
         self._write()
 
-    def take(self, frame: list[object]) -> None:
+    def take(self, frame: list[JSONValue]) -> None:
         """Run or queue the calls of ``frame``; their answers go to :attr:`out` (or later, from the pool)."""
         dispatch, out, busy, quick = self.state.dispatch, self.out, self.busy, self.quick
         for item in frame:
             if type(item) is not list or len(item) != 3:
-                out.append([item[0] if type(item) is list and item else None, _bad("a call is [id, op, args]")])
+                out.append((item[0] if type(item) is list and item else None, bad_request("a call is [id, op, args]")))
                 continue
             cid, op, args = item
             if type(op) is not str or type(args) is not dict:
-                out.append([cid, _bad("a call is [id, op: str, args: object]")])
+                out.append((cid, bad_request("a call is [id, op: str, args: object]")))
                 continue
             sid = args.get("session_id")
             if type(sid) is not str:
@@ -281,25 +232,27 @@ class _Link(asyncio.Protocol):
             if waiting is not None:  # the session's earlier call still runs: this one goes after it
                 waiting.append((cid, op, args))
             elif op in QUICK_OPS and quick(sid, op):
-                out.append([cid, dispatch(op, args)[1]])
+                out.append((cid, dispatch(op, args)[1]))
             else:
                 self._run(sid, cid, op, args)
 
-    def _run(self, sid: object, cid: object, op: str, args: dict[str, object]) -> None:
+    def _run(self, sid: object, cid: object, op: str, args: Args) -> None:
         """Run a call on the pool; the session's next calls wait for it."""
         self.busy[sid] = deque()
         self._submit(sid, cid, op, args)
 
-    def _submit(self, sid: object, cid: object, op: str, args: dict[str, object]) -> None:
+    def _submit(self, sid: object, cid: object, op: str, args: Args) -> None:
         try:
             self.pool.submit(self._work, sid, cid, op, args)
         except RuntimeError:  # the pool is shut down: the server is closing
             self.busy.pop(sid, None)
             self.closed = True
-            self.transport.abort()
+            if self.transport is not None:
+                self.transport.abort()
 
-    def _work(self, sid: object, cid: object, op: str, args: dict[str, object]) -> None:
+    def _work(self, sid: object, cid: object, op: str, args: Args) -> None:
         """On a pool thread: run one call and hand its answer to the loop."""
+        payload: Answer
         try:
             payload = self.state.dispatch(op, args)[1]
         except BaseException as e:  # noqa: BLE001 - dispatch answers errors itself; this is a last resort
@@ -309,7 +262,7 @@ class _Link(asyncio.Protocol):
         except RuntimeError:  # the loop is closed: the server is going away
             pass
 
-    def _done(self, sid: object, cid: object, payload: dict[str, object]) -> None:
+    def _done(self, sid: object, cid: object, payload: Answer) -> None:
         if self.closed:
             return
         waiting = self.busy.get(sid)
@@ -320,7 +273,7 @@ class _Link(asyncio.Protocol):
         if sid is _ONE:
             self._send_one(payload)
             return
-        self.out.append([cid, payload])
+        self.out.append((cid, payload))
         if not self.flush_soon:  # answers done in the same turn of the loop go in one frame
             self.flush_soon = True
             self.loop.call_soon(self._flush)
@@ -330,19 +283,20 @@ _ONE = object()
 """The queue of the calls sent one per message (an agent of an earlier release)."""
 
 
-def _encode_answers(answers: list[list[object]]) -> bytes:
-    """The frame's text; an answer that is not JSON becomes an error answer of its call alone."""
+def _encode_answers(answers: list[tuple[object, Answer]]) -> bytes:
+    """The frame's text (``[[id, answer], ...]``); an answer that is not JSON becomes an error answer of its call
+    alone."""
     try:
         return dumps(answers)
     except (TypeError, ValueError):
         pass
-    fixed = []
+    fixed: list[tuple[object, Answer]] = []
     for cid, payload in answers:
         try:
             dumps(payload)
         except (TypeError, ValueError) as e:
             payload = {"error": {"type": "BadResponse", "message": f"the answer is not JSON: {e}", "attrs": {}}}
-        fixed.append([cid, payload])
+        fixed.append((cid, payload))
     return dumps(fixed)
 
 
@@ -356,7 +310,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 def serve_channel(socket_path: str, state: SandboxServer) -> ChannelServer | None:
     """Start the channel for ``state`` (a ``SandboxServer``) on a daemon thread; None when it cannot run."""
-    if ServerProtocol is None:
+    if not _WEBSOCKETS:
         log.info("no websockets library: the channel is off, the HTTP socket serves every call")
         return None
     path = channel_path(socket_path)
@@ -425,5 +379,7 @@ class ChannelServer:
 
     def _close(self) -> None:
         for link in list(self.links):
-            link.transport.close()
-        self.server.close()
+            if link.transport is not None:
+                link.transport.close()
+        if self.server is not None:
+            self.server.close()

@@ -12,16 +12,17 @@ Threat model: none of its own (the registry is the server's, see :mod:`rockroll.
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
 
 import rockroll.envhub as envhub
 import rockroll.envhub.registry as registry
 from rockroll.envhub import errors as envhub_errors
+from rockroll.envs.wrappers import MaxSteps
 
 __all__ = ["make", "known", "error_modules"]
 
 
-def make(env_id: str, **kwargs: Any) -> Any:
+def make(env_id: str, **kwargs: object) -> MaxSteps:
     """``envhub.make``: the env of ``env_id`` (wrapped in its step limit)."""
     return envhub.make(env_id, **kwargs)
 
@@ -36,6 +37,6 @@ def known(env_id: str) -> bool:
     return True
 
 
-def error_modules() -> tuple[Any, ...]:
+def error_modules() -> tuple[ModuleType, ...]:
     """The modules whose exported errors a custom env's worker may answer with (beside ``rockroll.envs.errors``)."""
     return (envhub_errors,)

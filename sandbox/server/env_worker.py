@@ -27,7 +27,15 @@ import json
 import os
 import struct
 import sys
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO
+
+from rockroll.envs.errors import StateError
+from rockroll.envs.json_types import JSONValue
+from rockroll.sandbox.server.wire import ErrorInfo
+
+if TYPE_CHECKING:
+    from rockroll.envs.wrappers import MaxSteps
 
 __all__ = ["main", "read_frame", "write_frame", "MAX_FRAME_BYTES"]
 
@@ -36,7 +44,7 @@ MAX_FRAME_BYTES = 32 * 1024 * 1024
 _HEADER = struct.Struct(">I")
 
 
-def write_frame(out: BinaryIO, payload: Any) -> None:
+def write_frame(out: BinaryIO, payload: object) -> None:
     """Write one frame (raises ``ValueError`` for a payload over :data:`MAX_FRAME_BYTES`)."""
     body = json.dumps(payload).encode()
     if len(body) > MAX_FRAME_BYTES:
@@ -55,7 +63,7 @@ def _read_exact(inp: BinaryIO, n: int) -> bytes:
     return bytes(buf)
 
 
-def read_frame(inp: BinaryIO) -> Any:
+def read_frame(inp: BinaryIO) -> JSONValue:
     """Read one frame (the worker's side: blocking, the server is trusted to send whole frames)."""
     (n,) = _HEADER.unpack(_read_exact(inp, _HEADER.size))
     if n > MAX_FRAME_BYTES:
@@ -63,8 +71,8 @@ def read_frame(inp: BinaryIO) -> Any:
     return json.loads(_read_exact(inp, n))
 
 
-def _error(e: BaseException) -> dict[str, Any]:
-    attrs = {k: v for k, v in vars(e).items() if isinstance(v, (str, int, float, bool, type(None)))}
+def _error(e: BaseException) -> ErrorInfo:
+    attrs: dict[str, object] = {k: v for k, v in vars(e).items() if isinstance(v, (str, int, float, bool, type(None)))}
     return {"type": type(e).__name__, "message": str(e)[:4000], "attrs": attrs}
 
 
@@ -82,31 +90,39 @@ class _Host:
     """The one env of this worker and its calls."""
 
     def __init__(self) -> None:
-        self.env: Any = None
+        self.made: MaxSteps | None = None
 
-    def make(self, env_id: str, kwargs: dict[str, Any] | None = None, state: Any = None) -> dict[str, Any]:
+    @property
+    def env(self) -> MaxSteps:
+        if self.made is None:
+            raise RuntimeError("no env was made in this worker")
+        return self.made
+
+    def make(self, env_id: str, kwargs: dict[str, object] | None = None, state: JSONValue = None) -> dict[str, str]:
         _import_modules()
         # here: the server imports this module's framing without the env libraries
         from rockroll.sandbox.server.env_registry import make
 
-        self.env = make(env_id, **(kwargs or {}))
+        self.made = make(env_id, **(kwargs or {}))
         if state is not None:
-            self.env.set_state(state)
+            self.set_state(state)
         prompt = self.env.system_prompt() if hasattr(self.env, "system_prompt") else ""
         return {"env_id": str(getattr(self.env.unwrapped, "spec_id", "") or env_id), "system_prompt": str(prompt)}
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+    def reset(self, seed: int | None = None, options: dict[str, JSONValue] | None = None) -> list[object]:
         obs, info = self.env.reset(seed=seed, options=options)
         return [obs, info]
 
-    def step(self, action: Any) -> Any:
+    def step(self, action: str) -> list[object]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return [obs, float(reward), bool(terminated), bool(truncated), info]
 
-    def get_state(self) -> Any:
+    def get_state(self) -> object:
         return self.env.get_state()
 
-    def set_state(self, state: Any) -> None:
+    def set_state(self, state: JSONValue) -> None:
+        if not isinstance(state, dict):  # what the env's set_state says of it
+            raise StateError(f"a snapshot is an object, got {type(state).__name__}")
         self.env.set_state(state)
 
     def action_candidates(self) -> list[str]:
@@ -117,8 +133,8 @@ class _Host:
         return str(self.env.render())
 
     def close(self) -> None:
-        if self.env is not None:
-            self.env.close()
+        if self.made is not None:
+            self.made.close()
 
 
 def main() -> None:
@@ -130,7 +146,7 @@ def main() -> None:
     os.dup2(2, 1)  # prints of env code go to stderr, never into a frame
     sys.stdout = sys.stderr
     host = _Host()
-    ops = {name: getattr(host, name) for name in (
+    ops: dict[str, Callable[..., object]] = {name: getattr(host, name) for name in (
         "make", "reset", "step", "get_state", "set_state", "action_candidates", "render", "close")}  # fmt: skip
     while True:
         try:
@@ -138,11 +154,12 @@ def main() -> None:
         except EOFError:
             break
         try:
-            if not isinstance(call, dict) or call.get("op") not in ops or not isinstance(call.get("args"), dict):
+            op, args = (call.get("op"), call.get("args")) if isinstance(call, dict) else (None, None)
+            if not isinstance(op, str) or op not in ops or not isinstance(args, dict):
                 raise ValueError("a call is {'op', 'args'} with a known op")
-            if call["op"] != "make" and host.env is None:
+            if op != "make" and host.made is None:
                 raise RuntimeError("no env was made in this worker")
-            answer: dict[str, Any] = {"result": ops[call["op"]](**call["args"])}
+            answer: dict[str, object] = {"result": ops[op](**args)}
         except Exception as e:  # noqa: BLE001 - every failure goes back, typed
             answer = {"error": _error(e)}
         try:

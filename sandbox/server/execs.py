@@ -38,9 +38,10 @@ import selectors
 import signal
 import subprocess
 import time
-from typing import Any
+from collections.abc import Callable
 
 from rockroll.envs.agent_identity import AgentIdentity, argv_as, fs_as
+from rockroll.envs.json_types import JSONObject
 from rockroll.sandbox.retry import FIRST_DELAY_S, Backoff
 
 __all__ = ["run_command", "oom_kill_count", "kill_running"]
@@ -125,7 +126,8 @@ def _collect(
                     pending = pending[:0]
                 if not pending:
                     sel.unregister(fd)
-                    proc.stdin.close()  # type: ignore[union-attr]  # stdin_fd is set only with a pipe
+                    if proc.stdin is not None:  # stdin_fd is set only with a pipe
+                        proc.stdin.close()
                 continue
             try:
                 chunk = os.read(fd, 65536)
@@ -201,9 +203,9 @@ def run_command(
     env: dict[str, str] | None = None,
     max_output: int = 1_000_000,
     stdin: str | None = None,
-    resolve: Any = None,
+    resolve: Callable[[str], str] | None = None,
     identity: AgentIdentity | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Run one command and return the fields of an :class:`~rockroll.sandbox.base.ExecResult`."""
     if isinstance(cmd, str):
         argv = ["/bin/sh", "-c", cmd]
@@ -244,7 +246,7 @@ def run_command(
 def _finish(
     proc: subprocess.Popen[bytes], stdin: str | None, max_output: int, cmd_timeout_s: float, exec_id: str,
     identity: AgentIdentity | None, oom_before: int, start: float,
-) -> dict[str, Any]:  # fmt: skip
+) -> JSONObject:  # fmt: skip
     """Collect a started command's output and end, kill what it left as :func:`run_command` says."""
     out, err, truncated, timed_out = _collect(
         proc, stdin.encode() if stdin is not None else None, max_output, float(cmd_timeout_s)

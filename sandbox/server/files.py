@@ -24,25 +24,27 @@ import functools
 import os
 import stat
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from rockroll.envs.agent_identity import AgentIdentity, fs_as
 from rockroll.sandbox.errors import FileTooLarge, SandboxPathError
+from rockroll.sandbox.server.wire import FileEntry
 
 __all__ = ["Workspace"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _as_agent(fn: _F) -> _F:
+def _as_agent(fn: Callable[Concatenate[Workspace, P], R]) -> Callable[Concatenate[Workspace, P], R]:
     """Run the method with the workspace's agent identity's file rights."""
 
     @functools.wraps(fn)
-    def wrapper(self: Workspace, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Workspace, /, *args: P.args, **kwargs: P.kwargs) -> R:
         with fs_as(self.identity):
             return fn(self, *args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class Workspace:
@@ -101,11 +103,11 @@ class Workspace:
         return len(data)
 
     @_as_agent
-    def list(self, path: str = ".") -> list[dict[str, Any]]:
+    def list(self, path: str = ".") -> list[FileEntry]:
         full = self.resolve(path, must_exist=True)
         if not os.path.isdir(full):
             raise SandboxPathError(path, "not a directory")
-        out = []
+        out: list[FileEntry] = []
         for entry in sorted(os.scandir(full), key=lambda e: e.name):
             st = entry.stat(follow_symlinks=False)
             kind = "dir" if entry.is_dir(follow_symlinks=False) else "link" if entry.is_symlink() else "file"

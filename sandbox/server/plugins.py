@@ -30,7 +30,6 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import rockroll.envhub as envhub
 import rockroll.envhub.registry as registry
@@ -94,7 +93,7 @@ def install(root: str | None = None) -> None:
 
     lock = threading.Lock()
 
-    def spec(env_id: str) -> Any:
+    def spec(env_id: str) -> registry.EnvSpec:
         try:
             return original(env_id)
         except UnknownEnvError:
@@ -104,7 +103,7 @@ def install(root: str | None = None) -> None:
                 load_manifests(root)
             return original(env_id)
 
-    spec._rockroll_plugins = True  # type: ignore[attr-defined]
+    vars(spec)["_rockroll_plugins"] = True  # the mark the check above reads
     registry.spec = spec
 
 

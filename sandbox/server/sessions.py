@@ -47,12 +47,21 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rockroll.envs.agent_identity import AgentIdentity, using_agent
+from rockroll.envs.errors import ActionTypeError, StateError
+from rockroll.envs.json_types import JSONValue
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
 from rockroll.sandbox.server.agents import Agents
+from rockroll.sandbox.server.wire import OpenedSession
 from rockroll.sandbox.server.worker_env import WorkerEnv
+
+if TYPE_CHECKING:
+    from rockroll.envs.wrappers import MaxSteps
+
+    #: a session's env: one of the server's registry (in this process), or a custom env's worker
+    Env = MaxSteps | WorkerEnv
 
 __all__ = ["SessionStore", "trusted_module", "QUICK_S"]
 
@@ -70,16 +79,41 @@ warm pool sets it on its idle sandboxes (:mod:`rockroll.sandbox.warm`); a cold s
 a burst of starts does not spend its CPU on imports no session asked for yet."""
 
 
-def _registry() -> Any:
-    """:mod:`rockroll.sandbox.server.env_registry`, imported on first use (it imports gymnasium and numpy)."""
+def _make(env_id: str, kwargs: dict[str, object]) -> MaxSteps:
+    """``envhub.make`` through :mod:`rockroll.sandbox.server.env_registry`, imported on first use (it imports
+    gymnasium and numpy)."""
     from rockroll.sandbox.server import env_registry
 
-    return env_registry
+    return env_registry.make(env_id, **kwargs)
+
+
+def _known(env_id: str) -> bool:
+    from rockroll.sandbox.server import env_registry
+
+    return env_registry.known(env_id)
+
+
+def _import_registry() -> None:
+    from rockroll.sandbox.server import env_registry  # noqa: F401 - imported for its side effect (the preload)
 
 
 def trusted_module(name: str) -> bool:
     """Whether a module of ``ROCKROLL_ENV_MODULES`` ships with rockroll (imported by the server itself)."""
     return name.startswith("rockroll.") and name not in _LOADERS
+
+
+def _float(x: object) -> float:
+    """A reward as a float (a custom env's worker may answer anything: ``float()``'s own TypeError then)."""
+    if isinstance(x, (int, float, str)):
+        return float(x)
+    raise TypeError(f"float() argument must be a string or a real number, not '{type(x).__name__}'")
+
+
+def _state(state: JSONValue) -> dict[str, JSONValue]:
+    """A snapshot as ``set_state`` takes it (an object; the env checks the rest)."""
+    if not isinstance(state, dict):  # what the env's set_state says of it
+        raise StateError(f"a snapshot is an object, got {type(state).__name__}")
+    return state
 
 
 class _Agent:
@@ -108,8 +142,8 @@ class _Agent:
 @dataclass
 class _Session:
     env_id: str
-    kwargs: dict[str, Any]
-    env: Any
+    kwargs: dict[str, object]
+    env: Env
     agent: _Agent
     lock: threading.Lock = field(default_factory=threading.Lock)
     # the recent time (s) of its "env.step" and "env.reset" calls: up at once, down slowly; < 0: not known yet
@@ -155,7 +189,7 @@ class SessionStore:
         try:
             if os.environ.get(PRELOAD_ENV) == "1":
                 try:
-                    _registry()
+                    _import_registry()
                 except Exception as e:  # noqa: BLE001 - env.make raises it again, with its session
                     print(f"sandbox server: cannot import the env registry: {e}", file=sys.stderr, flush=True)
             for name in [m.strip() for m in os.environ.get("ROCKROLL_ENV_MODULES", "").split(",") if m.strip()]:
@@ -175,13 +209,13 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def _get(self, session_id: str) -> _Session:
-        try:
-            return self._sessions[session_id]
-        except KeyError:
-            raise SessionNotFound(session_id) from None
+    def _get(self, session_id: JSONValue) -> _Session:
+        found = self._sessions.get(session_id) if isinstance(session_id, str) else None
+        if found is None:
+            raise SessionNotFound(str(session_id))
+        return found
 
-    def _add(self, env_id: str, kwargs: dict[str, Any], env: Any, agent: _Agent) -> str:
+    def _add(self, env_id: str, kwargs: dict[str, object], env: Env, agent: _Agent) -> str:
         with self._lock:
             if len(self._sessions) < self.max_sessions:
                 sid = secrets.token_hex(8)
@@ -192,7 +226,7 @@ class SessionStore:
         agent.release()
         raise CapacityError(len(self._sessions), self.max_sessions, "sessions")
 
-    def _build(self, env_id: str, kwargs: dict[str, Any], state: Any = None) -> tuple[Any, _Agent]:
+    def _build(self, env_id: str, kwargs: dict[str, object], state: JSONValue = None) -> tuple[Env, _Agent]:
         """A new env (its state set, if given) built with a fresh agent identity; both, or nothing on failure."""
         agent = _Agent(self._agents)
         try:
@@ -201,9 +235,9 @@ class SessionStore:
                 assert identity is not None  # _custom is true only with agent uids
                 return WorkerEnv(identity, env_id, kwargs, state), agent
             with using_agent(agent):
-                env = _registry().make(env_id, **kwargs)
+                env = _make(env_id, kwargs)
                 if state is not None:
-                    env.set_state(state)
+                    env.set_state(_state(state))
         except BaseException:
             agent.release()
             raise
@@ -214,37 +248,40 @@ class SessionStore:
         not know (it holds only rockroll's own envs then, see the module docstring)."""
         if self._agents is None or self._agents.mode != "uid":
             return False
-        return not _registry().known(env_id)
+        return not _known(env_id)
 
     def _reserve_check(self) -> None:
         if len(self._sessions) >= self.max_sessions:
             raise CapacityError(len(self._sessions), self.max_sessions, "sessions")
 
-    def make(self, env_id: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    def make(self, env_id: str, kwargs: dict[str, object] | None = None) -> OpenedSession:
         self._wait_loaded()
         self._reserve_check()
         kwargs = dict(kwargs or {})
         env, agent = self._build(env_id, kwargs)
-        sid = self._add(env_id, kwargs, env, agent)
-        return {"session_id": sid, **self._describe(env)}
+        return self._opened(self._add(env_id, kwargs, env, agent), env)
 
     @staticmethod
-    def _describe(env: Any) -> dict[str, Any]:
+    def _opened(sid: str, env: Env) -> OpenedSession:
         prompt = env.system_prompt() if hasattr(env, "system_prompt") else ""
-        return {"env_id": getattr(env.unwrapped, "spec_id", ""), "system_prompt": prompt}
+        return {"session_id": sid, "env_id": str(getattr(env.unwrapped, "spec_id", "")), "system_prompt": str(prompt)}
 
-    def quick(self, session_id: Any, op: str) -> bool:
+    def quick(self, session_id: object, op: str) -> bool:
         """Whether ``op`` (``env.step`` or ``env.reset``) on this session can run on the caller's thread
         without holding it up: an env in this process (not a custom env's worker) whose recent calls of
         that op each took under :data:`QUICK_S`, and that no other call holds now. An unknown session
         is quick (its call fails at once). The channel runs quick calls inline and the others on a pool;
         a session's first step and first reset are never quick (their time is not known yet)."""
-        s = self._sessions.get(session_id)
+        s = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if s is None:
             return True
         return 0 <= s.cost.get(op, -1.0) < QUICK_S and not s.lock.locked() and not isinstance(s.env, WorkerEnv)
 
-    def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+    def reset(self, session_id: JSONValue, seed: JSONValue = None, options: JSONValue = None) -> list[object]:
+        if seed is not None and not isinstance(seed, int):
+            raise TypeError(f"a seed is an int or None, got {type(seed).__name__}")
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"reset options are an object or None, got {type(options).__name__}")
         s = self._get(session_id)
         with _locked(s):
             t = time.perf_counter()
@@ -254,7 +291,9 @@ class SessionStore:
                 s.timed("env.reset", time.perf_counter() - t)
             return [obs, info]
 
-    def step(self, session_id: str, action: Any) -> Any:
+    def step(self, session_id: JSONValue, action: JSONValue) -> list[object]:
+        if not isinstance(action, str):
+            raise ActionTypeError(action)
         s = self._get(session_id)
         with _locked(s):
             t = time.perf_counter()
@@ -262,41 +301,40 @@ class SessionStore:
                 obs, reward, terminated, truncated, info = s.env.step(action)
             finally:
                 s.timed("env.step", time.perf_counter() - t)
-            return [obs, float(reward), bool(terminated), bool(truncated), info]
+            return [obs, _float(reward), bool(terminated), bool(truncated), info]
 
-    def get_state(self, session_id: str) -> Any:
+    def get_state(self, session_id: JSONValue) -> object:
         s = self._get(session_id)
         with _locked(s):
             return s.env.get_state()
 
-    def set_state(self, session_id: str, state: Any) -> None:
+    def set_state(self, session_id: JSONValue, state: JSONValue) -> None:
         s = self._get(session_id)
         with _locked(s):
-            s.env.set_state(state)
+            s.env.set_state(_state(state))
 
-    def action_candidates(self, session_id: str) -> list[str]:
+    def action_candidates(self, session_id: JSONValue) -> list[str]:
         s = self._get(session_id)
         with _locked(s):
             fn = getattr(s.env, "action_candidates", None)
             return list(fn()) if fn else []
 
-    def render(self, session_id: str) -> str:
+    def render(self, session_id: JSONValue) -> str:
         s = self._get(session_id)
         with _locked(s):
             return str(s.env.render())
 
-    def fork(self, session_id: str) -> dict[str, Any]:
+    def fork(self, session_id: JSONValue) -> OpenedSession:
         s = self._get(session_id)
         self._reserve_check()
         with _locked(s):
             state = s.env.get_state()
         env, agent = self._build(s.env_id, s.kwargs, state)
-        sid = self._add(s.env_id, s.kwargs, env, agent)
-        return {"session_id": sid, **self._describe(env)}
+        return self._opened(self._add(s.env_id, s.kwargs, env, agent), env)
 
-    def close(self, session_id: str) -> None:
+    def close(self, session_id: JSONValue) -> None:
         with self._lock:
-            s = self._sessions.pop(session_id, None)
+            s = self._sessions.pop(session_id, None) if isinstance(session_id, str) else None
         if s is not None:
             if isinstance(s.env, WorkerEnv):
                 s.env.kill()  # now, not after a hung call gives up the session's lock

@@ -21,6 +21,7 @@ errors it reports are rebuilt only as rockroll's env errors or ``ValueError``/``
 from __future__ import annotations
 
 import collections
+import io
 import json
 import os
 import select
@@ -29,10 +30,10 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
 
 from rockroll.envs import errors as envs_errors
 from rockroll.envs.agent_identity import AgentIdentity, argv_as
+from rockroll.envs.json_types import JSONValue
 from rockroll.sandbox.errors import RemoteError, SessionLost
 from rockroll.sandbox.server.env_worker import _HEADER, MAX_FRAME_BYTES
 
@@ -50,7 +51,7 @@ def _timeout_s() -> float:
         return DEFAULT_TIMEOUT_S
 
 
-def _rebuild(err: Any) -> Exception:
+def _rebuild(err: JSONValue) -> Exception:
     """The worker's error as an exception of the server (see the module docstring)."""
     if not isinstance(err, dict):
         return RemoteError("BadAnswer", "the env worker answered a malformed error")
@@ -87,7 +88,9 @@ class _Unwrapped:
 class WorkerEnv:
     """A custom env hosted in a worker process running as ``identity`` (see the module docstring)."""
 
-    def __init__(self, identity: AgentIdentity, env_id: str, kwargs: dict[str, Any], state: Any = None) -> None:
+    def __init__(
+        self, identity: AgentIdentity, env_id: str, kwargs: dict[str, object], state: JSONValue = None
+    ) -> None:
         self.identity = identity
         self.timeout_s = _timeout_s()
         self._lost = ""
@@ -117,18 +120,20 @@ class WorkerEnv:
     def system_prompt(self) -> str:
         return self._system_prompt
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, JSONValue] | None = None
+    ) -> tuple[JSONValue, JSONValue]:
         obs, info = self._shaped(self._call("reset", seed=seed, options=options), 2)
         return obs, info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, Any]:
+    def step(self, action: str) -> tuple[JSONValue, JSONValue, JSONValue, JSONValue, JSONValue]:
         obs, reward, terminated, truncated, info = self._shaped(self._call("step", action=action), 5)
         return obs, reward, terminated, truncated, info
 
-    def get_state(self) -> Any:
+    def get_state(self) -> JSONValue:
         return self._call("get_state")
 
-    def set_state(self, state: Any) -> None:
+    def set_state(self, state: JSONValue) -> None:
         self._call("set_state", state=state)
 
     def action_candidates(self) -> list[str]:
@@ -153,7 +158,8 @@ class WorkerEnv:
                 self._proc.kill()
         for f in (self._proc.stdin, self._proc.stdout):
             try:
-                f.close()  # type: ignore[union-attr]
+                if f is not None:
+                    f.close()
             except OSError:
                 pass
         try:
@@ -161,7 +167,7 @@ class WorkerEnv:
         except subprocess.TimeoutExpired:
             pass
 
-    def _shaped(self, value: Any, n: int) -> list[Any]:
+    def _shaped(self, value: JSONValue, n: int) -> list[JSONValue]:
         if not isinstance(value, list) or len(value) != n:
             raise self._fail(f"the env worker answered a malformed result (expected a list of {n})")
         return value
@@ -177,7 +183,7 @@ class WorkerEnv:
         self._lost = reason
         return SessionLost(reason)
 
-    def _call(self, op: str, **args: Any) -> Any:
+    def _call(self, op: str, **args: object) -> JSONValue:
         if self._lost:
             raise SessionLost(self._lost)
         deadline = time.monotonic() + self.timeout_s
@@ -240,7 +246,7 @@ class WorkerEnv:
         f, size = self._proc.stderr, 0
         while f is not None:
             try:
-                chunk = f.read1(4096)  # type: ignore[attr-defined]
+                chunk = f.read1(4096) if isinstance(f, io.BufferedIOBase) else f.read(4096)
             except (OSError, ValueError):
                 break
             if not chunk:
