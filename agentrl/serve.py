@@ -36,6 +36,7 @@ engine rockroll trains with (CPU or CUDA, the tiny test model, weights shared wi
 from __future__ import annotations
 
 import errno
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -182,5 +183,11 @@ def serve_model(
     if episode is not None:
         print(f"as trained ({episode.source.name}; --no-episode turns it off): {episode.describe()}", flush=True)
     auth = "API key required" if api_key else "no API key: keep it on 127.0.0.1"
+    sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    port = int(sock.getsockname()[1])  # the port bound (--port 0: a free one, named below)
     print(f"serving {name} on http://{host}:{port}/v1 (OpenAI-compatible; {auth}; Ctrl-C stops)", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_S)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_S)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

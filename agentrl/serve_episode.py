@@ -7,8 +7,9 @@ decoded for at most ``max_tokens_per_turn`` tokens until an EOS token, at the ru
 and ``top_p``. :class:`EpisodeDefaults` makes a chat request the same turn by default:
 
 * ``system_prompt: none``: the policy never saw a system message, so a request's system (and
-  developer) messages are dropped. ``env`` (one env in the run): the env's instructions are the
-  system message when the request brings none (a request's own system message is kept).
+  developer) messages are dropped. ``env`` (one env in the run): the env's instructions (recorded in the
+  export as ``system_text``) are the system message when the request brings none (a request's own system
+  message is kept).
 * ``observation_format: cells``: user messages are spaced out cell by cell as the policy saw them
   (send the observation as the env renders it).
 * ``history: last_k``: only the last ``history_k`` exchanges before the newest user message are kept.
@@ -99,9 +100,9 @@ def load_episode(model_dir: str | Path) -> EpisodeDefaults | None:
     if not isinstance(data, dict) or "max_tokens_per_turn" not in data:
         return None  # not a multi-turn run: no turn settings were recorded
     envs = data.get("envs") or []
-    system_text = None
-    if data.get("system_prompt", "env") == "env" and len(envs) == 1:
-        system_text = _env_instructions(envs[0])
+    system_text = data.get("system_text") if isinstance(data.get("system_text"), str) else None
+    if system_text is None and data.get("system_prompt", "env") == "env" and len(envs) == 1:
+        system_text = _env_instructions(envs[0])  # an export written before the text was recorded
     return EpisodeDefaults(
         source=path,
         max_tokens=_int(data.get("max_tokens_per_turn")),

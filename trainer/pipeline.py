@@ -33,7 +33,7 @@ from rockroll.trainer.evaluation.selection import BestCheckpoint, run_notes, sel
 from rockroll.trainer.learner.learn import cap_hit_share, learn, truncated
 from rockroll.trainer.rollout.base import Rollout
 from rockroll.trainer.rollout.env_check import check_train_envs
-from rockroll.trainer.rollout.multiturn import check_context, mean_success, write_episode
+from rockroll.trainer.rollout.multiturn import check_context, env_instructions, mean_success, write_episode
 from rockroll.trainer.rollout.setup import make_rollout
 
 __all__ = ["run_training", "sandbox_manager", "sandbox_manager_name", "ProgressCallback", "EventCallback"]
@@ -128,6 +128,7 @@ class _Run:
     eval_seeds: list[int] = field(default_factory=list)
     t_run: float = 0.0  # when this process's RL steps began
     ran_before: float = 0.0  # RL seconds of the run before a resume
+    system_text: str | None = None  # the env instructions the policy sees (recorded in its exports)
 
     def evaluate(self, prefix: str = "eval") -> dict[str, float]:
         """Greedy success on the held-out seeds (``<prefix>/<tag>/...``), timed and reported to ``emit``."""
@@ -189,7 +190,7 @@ def run_training(
         stack.callback(rollout.close)
         seeds = list(range(r.eval_seed_offset, r.eval_seed_offset + r.eval_episodes))
         run = _Run(cfg, run_dir, tok, rollout, logger, on_event or (lambda kind, info: None), {"run_dir": str(run_dir)},
-                   eval_seeds=seeds)  # fmt: skip
+                   eval_seeds=seeds, system_text=env_instructions(cfg, source))  # fmt: skip
         if state is None and cfg.sft.steps > 0:
             _warm_start(run, model)
         run.workers = make_workers(model, cfg)
@@ -232,7 +233,7 @@ def _warm_start(run: _Run, model: Any) -> None:
     )  # fmt: skip
     run.rollout.update_weights(model.state_dict(), 0)
     warm = export_model(model, run.tok, run.run_dir / "export" / "warmstart")
-    run.summary["export_warmstart"] = str(write_episode(warm, cfg))
+    run.summary["export_warmstart"] = str(write_episode(warm, cfg, run.system_text))
     run.logger.log(-1, {**pre, **sft_m, **demo_metrics})
 
 
@@ -329,7 +330,7 @@ def _finish(run: _Run, step: int, version: int, best: BestCheckpoint) -> None:
     chosen = best.weights if best.weights is not None else run.workers.policy_weights()
     meta = {"run_dir": str(run.run_dir), "export": "final", "step": summary.get("best_step", step)}
     final_dir = export_weights(chosen, cfg.model.path, run.run_dir / "export" / "final", metadata=meta)
-    summary["export_final"] = str(write_episode(final_dir, cfg))
+    summary["export_final"] = str(write_episode(final_dir, cfg, run.system_text))
     summary["success_end"] = mean_success(final, "eval", run.rollout.tags)
     summary["eval_end"] = final
     summary["steps"] = step + 1

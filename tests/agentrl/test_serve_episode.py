@@ -101,3 +101,30 @@ def test_no_episode_serves_messages_as_sent(export: Path) -> None:
         body = {"model": "policy", "messages": messages, "temperature": 0, "max_tokens": 3, "return_token_ids": True}
         choice = httpx.post(url + "/v1/chat/completions", json=body, timeout=120).json()["choices"][0]
         assert len(choice["prompt_token_ids"]) > len(prompt)  # the system message went in
+
+
+def test_an_export_records_the_env_instructions_and_the_server_applies_them(tmp_path: Path) -> None:
+    """A run with ``system_prompt: env`` records its env's instructions beside the export; serve-model applies
+    them even where the env cannot be made (an owner's env registered on a server); an RLVR export names its
+    dataset and no env."""
+    from rockroll.agentrl.serve_episode import load_episode
+    from rockroll.trainer.config_io import config_from_dict
+    from rockroll.trainer.rollout.multiturn import env_instructions, write_episode
+
+    cfg = config_from_dict({"rollout": {"mode": "multiturn", **ENV, "episode": {"system_prompt": "env"}}})
+    text = env_instructions(cfg)
+    env = envhub.make(ENV["env_id"], **ENV["env_kwargs"])
+    env.reset(seed=0)
+    assert text and text == env.system_prompt()
+    episode = json.loads((write_episode(tmp_path, cfg, text) / "rockroll_episode.json").read_text())
+    assert episode["system_text"] == text and episode["envs"][0]["env_id"] == ENV["env_id"]
+    episode["envs"][0]["env_id"] = "alice/Nim-v0"  # not makeable here: the recorded text is what applies
+    (tmp_path / "rockroll_episode.json").write_text(json.dumps(episode))
+    served = load_episode(tmp_path)
+    assert served is not None and served.system_text == text
+    none = config_from_dict({"rollout": {"mode": "multiturn", **ENV, "episode": {"system_prompt": "none"}}})
+    assert env_instructions(none) is None
+    rlvr = config_from_dict({"rollout": {"mode": "rlvr"}})
+    recorded = json.loads((write_episode(tmp_path, rlvr) / "rockroll_episode.json").read_text())
+    assert recorded["mode"] == "rlvr" and "envs" not in recorded and recorded["rlvr"]["dataset"]
+    assert load_episode(tmp_path) is None  # no turn settings: served with OpenAI's defaults

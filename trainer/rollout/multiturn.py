@@ -42,6 +42,7 @@ __all__ = [
     "scheduler_config",
     "success_metrics",
     "write_episode",
+    "env_instructions",
 ]
 
 
@@ -132,13 +133,34 @@ def scheduler_config(cfg: TrainConfig) -> SchedulerConfig:
     )
 
 
-def write_episode(model_dir: Path, cfg: TrainConfig) -> Path:
-    """Record beside an exported model how its episodes were played (``rockroll eval --model`` reads the
-    prompt settings) and on which envs (``envs``: id, kwargs, tag, ratio of each)."""
-    data: dict[str, Any] = cfg.rollout.episode.model_dump() if cfg.rollout.mode == "multiturn" else {}
-    data["envs"] = [e.model_dump() for e in cfg.rollout.env_mix()]
+def write_episode(model_dir: Path, cfg: TrainConfig, system_text: str | None = None) -> Path:
+    """Record beside an exported model how its episodes were played (``rockroll eval --model`` and
+    ``serve-model`` read the prompt settings) and on which envs (``envs``: id, kwargs, tag, ratio of each),
+    or, for an RLVR run, on which dataset (``rlvr``). ``system_text``: the env instructions the policy saw as
+    its system message (``env_instructions``), so a server that cannot make the env applies them too."""
+    if cfg.rollout.mode == "rlvr":
+        data: dict[str, Any] = {"mode": "rlvr", "rlvr": {"dataset": cfg.rollout.rlvr.dataset.model_dump()}}
+    else:
+        data = {"mode": "multiturn", **cfg.rollout.episode.model_dump()}
+        data["envs"] = [e.model_dump() for e in cfg.rollout.env_mix()]
+        if system_text:
+            data["system_text"] = system_text
     (Path(model_dir) / EPISODE_FILE).write_text(json.dumps(data, indent=2) + "\n")
     return Path(model_dir)
+
+
+def env_instructions(cfg: TrainConfig, source: Any = None) -> str | None:
+    """The system message a multi-turn run's policy sees: its one env's instructions (None with
+    ``system_prompt: none``, several envs, or an env that cannot be made here)."""
+    mix = cfg.rollout.env_mix()
+    if cfg.rollout.mode != "multiturn" or cfg.rollout.episode.system_prompt != "env" or len(mix) != 1:
+        return None
+    try:
+        with env_replica(mix[0].env_id, dict(mix[0].env_kwargs), source) as env:
+            env.reset(seed=0)
+            return str(env.system_prompt()) or None
+    except Exception:  # noqa: BLE001 - the export then lacks the text; serve-model makes the env itself
+        return None
 
 
 def check_context(cfg: TrainConfig, tokenizer: Any, source: Any = None) -> None:
