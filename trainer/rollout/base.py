@@ -11,8 +11,9 @@ these calls, whichever mode plays the episodes:
 * ``update_weights(weights, version)`` -> sync metrics: the engine generates with ``weights`` from now on.
 * ``close()``.
 
-Two implementations: :class:`rockroll.trainer.rollout.plan_driver.PlanDriver` (``rollout.mode: plan``) and
-:class:`rockroll.trainer.rollout.multiturn.MultiTurnDriver` (``multiturn``: agentrl's scheduler).
+Three implementations: :class:`rockroll.trainer.rollout.plan_driver.PlanDriver` (``rollout.mode: plan``),
+:class:`rockroll.trainer.rollout.multiturn.MultiTurnDriver` (``multiturn``: agentrl's scheduler) and
+:class:`rockroll.trainer.rollout.rlvr.RLVRRollout` (``rlvr``: one answer per prompt, a verifiable reward).
 :func:`rockroll.trainer.rollout.setup.make_rollout` builds the run's, with its engine from
 ``rollout.engine``.
 """
