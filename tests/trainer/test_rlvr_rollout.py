@@ -1,13 +1,14 @@
 """The RLVR rollout (trainer/rollout/rlvr.py) with a scripted engine, real rewards and a JSONL dataset.
 
 The engine answers by the prompt: rows marked ``easy`` are always right, ``hard`` always wrong, the
-others right on every other answer; ``long`` rows run into the token cap. Rewards are the real router
+others right on every other answer of a group (and held-out row); ``long`` rows run into the token cap. Rewards are the real router
 (``exact`` on ``\\boxed{}``), plus a reward that fails on some answers (an infra failure).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,10 @@ class Scripted:
     async def generate_batch(self, reqs: list[Any]) -> list[GenerationResult]:
         self.calls += 1
         out = []
-        for i, req in enumerate(reqs):
+        for req in reqs:
             prompt = self.tok.decode(req.prompt_ids)
             answer = prompt.split("ANSWER=")[1].split(" ")[0]
+            i = int(re.search(r"(\d+)$", req.request_id).group(1))  # the answer's index in its group (eval: row)
             right = "easy" in prompt or ("hard" not in prompt and i % 2 == 0)
             text = f"\\boxed{{{answer if right else 'x'}}}"
             if "long" in prompt:
@@ -112,11 +114,13 @@ def groups(trajs: list[Any]) -> dict[str, list[Any]]:
     return out
 
 
-def test_a_batch_holds_groups_with_a_signal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_batch_holds_groups_with_a_signal(tmp_path: Path, overlap: bool) -> None:
     train = rows("hard", 6) + rows("mid", 2, start=6) + rows("easy", 4, start=8)
-    ro = make(tmp_path, train, rows("mid", 2, start=50), max_sampling_tries=16)
+    ro = make(tmp_path, train, rows("mid", 2, start=50), max_sampling_tries=16, overlap_rewards=overlap)
     try:
         trajs, m = ro.next_batch(0)
+        assert ro.engine.calls == (m["rollout/groups_drawn"] * 3 if overlap else m["rollout/sampling_tries"])
         by_group = groups(trajs)
         assert len(by_group) == 2 and all(len(g) == 2 for g in by_group.values())
         for members in by_group.values():  # every group kept teaches: one right, one wrong

@@ -94,3 +94,17 @@ def test_variance_and_bad_plans() -> None:
         SamplingPlan(groups=1, group_size=2, oversample=0.5)
     with pytest.raises(ValueError, match="group_size"):
         SamplingPlan(groups=1, group_size=0)
+
+
+@pytest.mark.parametrize(
+    ("dynamic", "filter_overlong", "drawn"), [(True, False, 3), (False, True, 3), (False, False, 2)]
+)
+def test_the_first_draw_oversamples_only_where_groups_get_dropped(
+    dynamic: bool, filter_overlong: bool, drawn: int
+) -> None:
+    script = Script([mixed(f"g{k}") for k in range(6)])
+    plan = SamplingPlan(
+        groups=2, group_size=2, oversample=1.5, max_tries=2, dynamic=dynamic, filter_overlong=filter_overlong
+    )
+    trajs, _ = fill_batch(script, plan)
+    assert script.asked == [drawn] and len(trajs) == 4

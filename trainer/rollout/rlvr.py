@@ -1,8 +1,9 @@
 """Single-turn RLVR behind the trainer's rollout boundary (``rollout.mode: rlvr``): :class:`RLVRRollout`.
 
 Each step draws training rows of ``rollout.rlvr.dataset`` (:mod:`rockroll.trainer.rollout.rlvr_data`), asks
-the engine for ``group_size`` (+ ``group_size_redundancy``) answers to each (one batched call), scores
-them with the :class:`~rockroll.agentrl.rewards.router.RewardRouter` of ``rollout.rlvr.rewards`` (the row's
+the engine for ``group_size`` (+ ``group_size_redundancy``) answers to each (concurrent calls the engine
+batches), scores each as soon as it is generated (``rollout.rlvr.overlap_rewards``; off: one batched call,
+then every score) with the :class:`~rockroll.agentrl.rewards.router.RewardRouter` of ``rollout.rlvr.rewards`` (the row's
 tag picks the reward) and refills the batch until it holds ``num_env_groups`` groups with a signal
 (:mod:`rockroll.trainer.rollout.rlvr_sampling`). The losses and advantage estimators are the trainer's,
 unchanged: an answer is a one-turn :class:`~rockroll.agentrl.trajectory.Trajectory` whose reward is its score.
@@ -174,13 +175,12 @@ class RLVRRollout(Rollout):
             )  # fmt: skip
             for i, t in enumerate(tasks)
         ]
+        if self.rl.overlap_rewards:  # each answer is scored once it is generated, while the others generate
+            self.router.check([t.sample for t in tasks])
+            return list(await asyncio.gather(*(self._answer(t, q) for t, q in zip(tasks, reqs, strict=True))))
         results, failure, retries = await self._generate(reqs)
         if results is None:  # the engine failed every try: every answer of the call is masked
-            return [
-                Trajectory(t.episode_id, t.group_id, self.source, t.row, env_tag=t.sample.tag, failure=failure,
-                           infra_retries=retries)
-                for t in tasks
-            ]  # fmt: skip
+            return [self._masked(t, failure, retries) for t in tasks]
         texts = [self.tok.decode(r.token_ids, skip_special_tokens=True) for r in results]
         outcomes = await self.router.score_batch([t.sample for t in tasks], texts)
         self._outcomes += outcomes
@@ -188,6 +188,21 @@ class RLVRRollout(Rollout):
             self._trajectory(t, q.prompt_ids, r, x, o, retries)
             for t, q, r, x, o in zip(tasks, reqs, results, texts, outcomes, strict=True)
         ]
+
+    async def _answer(self, task: _Task, req: GenerationRequest) -> Trajectory:
+        """One answer, generated (the engine batches concurrent calls) and scored at once."""
+        results, failure, retries = await self._generate([req])
+        if results is None:
+            return self._masked(task, failure, retries)
+        text = self.tok.decode(results[0].token_ids, skip_special_tokens=True)
+        outcome = await self.router.score(task.sample, text)
+        self._outcomes.append(outcome)
+        return self._trajectory(task, req.prompt_ids, results[0], text, outcome, retries)
+
+    def _masked(self, task: _Task, failure: FailureTag | None, retries: int) -> Trajectory:
+        """The answer of a generation that failed every try (masked, never trained on)."""
+        return Trajectory(task.episode_id, task.group_id, self.source, task.row, env_tag=task.sample.tag,
+                          failure=failure, infra_retries=retries)  # fmt: skip
 
     # ------------------------------------------------------------------ the trainer's calls
     def _draw(self, step: int, rng: random.Random, attempt: int, groups: int) -> list[list[Trajectory]]:

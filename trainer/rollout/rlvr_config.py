@@ -174,6 +174,11 @@ class RLVRConfig(ConfigModel):
         "and more are drawn until num_env_groups are kept or this many tries were made "
         "(rollout/sampling_tries, rollout/kept_share); 1: one draw, no refill",
     )
+    overlap_rewards: bool = Field(
+        True,
+        description="score each answer as soon as it is generated, while the engine generates the rest (rewards "
+        "off the step's critical path); false: generate the whole draw, then score it",
+    )
     overlong: Literal["filter", "penalty", "none"] = Field(
         "filter",
         description="answers that hit rollout.episode.max_tokens_per_turn: filter (never trained on; the group "

@@ -5,7 +5,8 @@ forward and backward pass and teaches nothing. :func:`fill_batch` draws groups t
 n)``, keeps the first ``group_size`` usable answers of each group (an answer masked by an infra
 failure is never usable; with ``overlong: filter`` neither is one that hit the token cap), drops a
 group that has too few of them (``groups_failed``) and, with ``dynamic``, one whose usable answers all
-earned the same reward (``groups_uniform``), and draws again (``ceil(missing x oversample)`` groups) until
+earned the same reward (``groups_uniform``), and draws again (``ceil(missing x oversample)`` groups; without ``dynamic`` or the overlong filter,
+``missing`` groups: nothing but an infra failure drops one) until
 ``groups`` groups are kept or ``max_tries`` draws were made. A batch that is still short goes as it
 is (``rollout/groups_short``): the step then trains on fewer groups, or on none.
 
@@ -49,6 +50,12 @@ class SamplingPlan:
         if self.oversample < 1 or self.max_tries < 1:
             raise ValueError(f"oversample must be >= 1 and max_tries >= 1, got {self.oversample}, {self.max_tries}")
 
+    @property
+    def draw_factor(self) -> float:
+        """``oversample`` where groups get dropped for their rewards or lengths; else 1 (only a group an infra
+        failure left short is dropped, and the next try draws its replacement)."""
+        return self.oversample if self.dynamic or self.filter_overlong else 1.0
+
 
 def overlong(traj: Trajectory) -> bool:
     """Whether the answer was cut at the token cap."""
@@ -86,7 +93,7 @@ def fill_batch(draw: Draw, plan: SamplingPlan) -> tuple[list[Trajectory], dict[s
     kept: list[list[Trajectory]] = []
     tally = _Tally()
     while len(kept) < plan.groups and tally.tries < plan.max_tries:
-        wanted = math.ceil((plan.groups - len(kept)) * plan.oversample)
+        wanted = math.ceil((plan.groups - len(kept)) * plan.draw_factor)
         drawn = draw(tally.tries, wanted)
         tally.tries += 1
         for members in drawn:
