@@ -114,13 +114,13 @@ def groups(trajs: list[Any]) -> dict[str, list[Any]]:
     return out
 
 
-@pytest.mark.parametrize("overlap", [True, False])
-def test_a_batch_holds_groups_with_a_signal(tmp_path: Path, overlap: bool) -> None:
+@pytest.mark.parametrize("chunks", [1, 2, 64])
+def test_a_batch_holds_groups_with_a_signal(tmp_path: Path, chunks: int) -> None:
     train = rows("hard", 6) + rows("mid", 2, start=6) + rows("easy", 4, start=8)
-    ro = make(tmp_path, train, rows("mid", 2, start=50), max_sampling_tries=16, overlap_rewards=overlap)
+    ro = make(tmp_path, train, rows("mid", 2, start=50), max_sampling_tries=16, overlap_chunks=chunks)
     try:
         trajs, m = ro.next_batch(0)
-        assert ro.engine.calls == (m["rollout/groups_drawn"] * 3 if overlap else m["rollout/sampling_tries"])
+        assert ro.engine.calls == m["rollout/sampling_tries"] * chunks if chunks < 64 else m["rollout/groups_drawn"]
         by_group = groups(trajs)
         assert len(by_group) == 2 and all(len(g) == 2 for g in by_group.values())
         for members in by_group.values():  # every group kept teaches: one right, one wrong

@@ -1,8 +1,8 @@
 """Single-turn RLVR behind the trainer's rollout boundary (``rollout.mode: rlvr``): :class:`RLVRRollout`.
 
 Each step draws training rows of ``rollout.rlvr.dataset`` (:mod:`rockroll.trainer.rollout.rlvr_data`), asks
-the engine for ``group_size`` (+ ``group_size_redundancy``) answers to each (concurrent calls the engine
-batches), scores each as soon as it is generated (``rollout.rlvr.overlap_rewards``; off: one batched call,
+the engine for ``group_size`` (+ ``group_size_redundancy``) answers to each (batched calls of
+``rollout.rlvr.overlap_chunks`` runs of whole groups: a run is scored while the next generates; 1: one call,
 then every score) with the :class:`~rockroll.agentrl.rewards.router.RewardRouter` of ``rollout.rlvr.rewards`` (the row's
 tag picks the reward) and refills the batch until it holds ``num_env_groups`` groups with a signal
 (:mod:`rockroll.trainer.rollout.rlvr_sampling`). The losses and advantage estimators are the trainer's,
@@ -160,7 +160,8 @@ class RLVRRollout(Rollout):
         )  # fmt: skip
 
     async def _answers(self, tasks: list[_Task], *, temperature: float, seed: int) -> list[Trajectory]:
-        """One answer per task (one batched generation), scored; masked ones included (``traj.masked``)."""
+        """One answer per task (``overlap_chunks`` batched generations of whole groups, each scored while the next
+        generates), scored; masked ones included (``traj.masked``)."""
         ep: EpisodeConfig = self.cfg.rollout.episode
         reqs = [
             GenerationRequest(
@@ -175,11 +176,20 @@ class RLVRRollout(Rollout):
             )  # fmt: skip
             for i, t in enumerate(tasks)
         ]
-        if self.rl.overlap_rewards:  # each answer is scored once it is generated, while the others generate
-            self.router.check([t.sample for t in tasks])
-            return list(await asyncio.gather(*(self._answer(t, q) for t, q in zip(tasks, reqs, strict=True))))
-        results, failure, retries = await self._generate(reqs)
-        if results is None:  # the engine failed every try: every answer of the call is masked
+        b = self.cfg.rollout.scheduler
+        chunks = _chunks(len(tasks), self.rl.overlap_chunks, b.group_size + b.group_size_redundancy)
+        scoring: list[asyncio.Task[list[Trajectory]]] = []
+        for lo, hi in chunks:  # a chunk is scored while the next one generates
+            results, failure, retries = await self._generate(reqs[lo:hi])
+            scoring.append(asyncio.ensure_future(self._scored(tasks[lo:hi], reqs[lo:hi], results, failure, retries)))
+        return [t for part in await asyncio.gather(*scoring) for t in part]
+
+    async def _scored(
+        self, tasks: list[_Task], reqs: list[GenerationRequest], results: list[Any] | None,
+        failure: FailureTag | None, retries: int,
+    ) -> list[Trajectory]:  # fmt: skip
+        """The trajectories of one generated chunk, scored (all masked when its generation failed every try)."""
+        if results is None:
             return [self._masked(t, failure, retries) for t in tasks]
         texts = [self.tok.decode(r.token_ids, skip_special_tokens=True) for r in results]
         outcomes = await self.router.score_batch([t.sample for t in tasks], texts)
@@ -188,16 +198,6 @@ class RLVRRollout(Rollout):
             self._trajectory(t, q.prompt_ids, r, x, o, retries)
             for t, q, r, x, o in zip(tasks, reqs, results, texts, outcomes, strict=True)
         ]
-
-    async def _answer(self, task: _Task, req: GenerationRequest) -> Trajectory:
-        """One answer, generated (the engine batches concurrent calls) and scored at once."""
-        results, failure, retries = await self._generate([req])
-        if results is None:
-            return self._masked(task, failure, retries)
-        text = self.tok.decode(results[0].token_ids, skip_special_tokens=True)
-        outcome = await self.router.score(task.sample, text)
-        self._outcomes.append(outcome)
-        return self._trajectory(task, req.prompt_ids, results[0], text, outcome, retries)
 
     def _masked(self, task: _Task, failure: FailureTag | None, retries: int) -> Trajectory:
         """The answer of a generation that failed every try (masked, never trained on)."""
@@ -294,3 +294,10 @@ class RLVRRollout(Rollout):
             self.router.close()
         finally:
             asyncio.run(self.engine.close())
+
+
+def _chunks(n: int, parts: int, group: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` bounds splitting ``n`` answers into at most ``parts`` runs of whole groups of ``group``."""
+    groups = max(1, -(-n // max(group, 1)))
+    per = -(-groups // max(1, min(parts, groups))) * max(group, 1)
+    return [(lo, min(n, lo + per)) for lo in range(0, n, per)] or [(0, 0)]

@@ -174,10 +174,12 @@ class RLVRConfig(ConfigModel):
         "and more are drawn until num_env_groups are kept or this many tries were made "
         "(rollout/sampling_tries, rollout/kept_share); 1: one draw, no refill",
     )
-    overlap_rewards: bool = Field(
-        True,
-        description="score each answer as soon as it is generated, while the engine generates the rest (rewards "
-        "off the step's critical path); false: generate the whole draw, then score it",
+    overlap_chunks: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="generate a draw in this many batched calls of whole groups, each scored while the next "
+        "generates (rewards off the step's critical path; smaller batches); 1: one call, then every score",
     )
     overlong: Literal["filter", "penalty", "none"] = Field(
         "filter",
