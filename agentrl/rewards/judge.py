@@ -148,5 +148,11 @@ class JudgeReward(Reward):
         return RewardResult(score, {"judge_text": text[-1000:], "raw_score": raw})
 
     def close(self) -> None:
-        """Drop the HTTP client (its connections close with their loop)."""
+        """Close the HTTP client on its loop when that loop is idle and open (else its connections close with it)."""
+        state, loop = self._http_state, self._loop
         self._http_state, self._loop = None, None
+        if state is not None and loop is not None and not loop.is_closed() and not loop.is_running():
+            try:
+                loop.run_until_complete(state[0].aclose())
+            except Exception:  # noqa: BLE001 - closing: the connections go with the loop anyway
+                pass

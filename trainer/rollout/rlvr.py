@@ -112,6 +112,7 @@ class RLVRRollout(Rollout):
             filter_overlong=self.rl.overlong == "filter",
         )  # fmt: skip
         self._outcomes: list[RewardOutcome] = []
+        self._loop = asyncio.new_event_loop()  # one loop for every draw: clients bound to it (a judge's) live on
 
     def _tags(self) -> list[str]:
         """The run's tags in the router's order; each evaluated tag needs held-out rows among the evaluated."""
@@ -217,7 +218,7 @@ class RLVRRollout(Rollout):
         ]
         ep: EpisodeConfig = self.cfg.rollout.episode
         seed = (self.cfg.seed * 7919 + step) * 64 + attempt
-        trajs = asyncio.run(self._answers(tasks, temperature=ep.temperature, seed=seed))
+        trajs = self._loop.run_until_complete(self._answers(tasks, temperature=ep.temperature, seed=seed))
         return [trajs[g * size : (g + 1) * size] for g in range(len(rows))]
 
     def next_batch(self, step: int) -> tuple[list[Trajectory], dict[str, float]]:
@@ -241,7 +242,7 @@ class RLVRRollout(Rollout):
         """Greedy answers to the held-out rows ``seeds`` name (see the module docstring)."""
         rows = [self._heldout_row(s) for s in seeds]
         tasks = [_Task(self.heldout[row], row, f"{prefix}{row}", f"{prefix}{row}") for row in rows]
-        trajs = asyncio.run(self._answers(tasks, temperature=0.0, seed=0))
+        trajs = self._loop.run_until_complete(self._answers(tasks, temperature=0.0, seed=0))
         out: dict[str, float] = {}
         for tag in self.tags:
             mine = [t for t in trajs if t.env_tag == tag]
@@ -291,9 +292,12 @@ class RLVRRollout(Rollout):
 
     def close(self) -> None:
         try:
-            self.router.close()
+            self.router.close()  # a judge's HTTP client closes on this loop, still open
         finally:
-            asyncio.run(self.engine.close())
+            try:
+                self._loop.run_until_complete(self.engine.close())
+            finally:
+                self._loop.close()
 
 
 def _chunks(n: int, parts: int, group: int) -> list[tuple[int, int]]:
