@@ -216,8 +216,15 @@ def run_restart(backend: str = "docker", groups: int = 16, group_size: int = 4, 
                 containers = _containers(name)
                 res.checks["every container adopted or reaped"] = len(containers) == listed
                 res.notes.append(f"{len(containers)} containers for {listed} sandboxes the server lists")
-            pools = c.overview().get("pools", [])
-            orphans = sum(p["sessions"] for p in pools if p["name"] == "sessions")
+            # an open of the killed server that ended after it died leaves a session nobody holds: the monitor
+            # replaces its sandbox after a few probes (replace_stray), so the count is waited on, not read once
+            deadline = time.monotonic() + 30
+            while True:
+                pools = c.overview().get("pools", [])
+                orphans = sum(p["sessions"] for p in pools if p["name"] == "sessions")
+                if orphans == 0 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
             res.checks["no orphaned sessions in sandboxes"] = orphans == 0 and not c.list_sessions()
             if orphans:
                 res.notes.append(f"{orphans} env sessions of the killed server still held in session sandboxes")

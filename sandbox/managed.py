@@ -51,7 +51,9 @@ class ManagedSandbox:
         self.generation = 0
         self.restarts = 0
         self.failures = 0
-        self.sessions = 0
+        self.sessions = 0  # slots taken: this manager's sessions, or more when the sandbox reports more
+        self.opened = 0  # this manager's own sessions here (opening, open or forked; not yet closed)
+        self.stray_probes = 0  # probes in a row that found sessions here while this manager holds none
         self.leased = False
         self.deleted = False
         self.created_at = time.time()
@@ -137,8 +139,14 @@ class ManagedSandbox:
         with self.lock:
             if self.sessions >= self.spec.max_sessions:
                 raise CapacityError(self.sessions, self.spec.max_sessions, "sessions")
-            self.sessions += 1
+            self.reserve()
         return self.open_reserved(env_id, kwargs)
+
+    def reserve(self) -> None:
+        """Take a session slot for an open about to be made (given back by :meth:`session_closed`)."""
+        with self.lock:
+            self.sessions += 1
+            self.opened += 1
 
     def open_reserved(self, env_id: str, kwargs: dict[str, object]) -> RemoteSession:
         """Open a session in a slot already counted in ``sessions`` (given back on failure)."""
@@ -160,13 +168,13 @@ class ManagedSandbox:
 
     def attach_session(self, info: OpenedSession) -> RemoteSession:
         """Wrap a session the server already opened (by ``fork``)."""
-        with self.lock:
-            self.sessions += 1
+        self.reserve()
         return RemoteSession(self, info, self.client())
 
     def session_closed(self) -> None:
         with self.lock:
             self.sessions = max(0, self.sessions - 1)
+            self.opened = max(0, self.opened - 1)
         self.touch()
 
     def to_record(self) -> dict[str, Any]:

@@ -261,7 +261,7 @@ class SandboxManager(Placing):
                 return False
             sb.state = SandboxState.RESTARTING
             sb.generation += 1
-            sb.sessions = 0
+            sb.sessions = sb.opened = sb.stray_probes = 0
             return True
 
     def _replace(self, sb: ManagedSandbox, reason: str) -> ManagedSandbox:

@@ -81,6 +81,12 @@ class ManagerConfig(ConfigModel):
     auto_restart: bool = Field(
         default=True, description="replace dead or unhealthy sandboxes (and restore lost ones on start)"
     )
+    replace_stray: bool = Field(
+        default=False,
+        description="replace a shared sandbox that holds sessions while this manager holds none there, for "
+        "monitor.STRAY_PROBES probes in a row (set where sessions never outlive their manager: the API, a node "
+        "agent); off, an adopted sandbox's sessions play on under the next manager",
+    )
 
     @field_validator("backend")
     @classmethod

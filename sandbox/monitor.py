@@ -4,7 +4,10 @@ Every ``monitor_interval_s`` (or at once when a caller reports an unreachable sa
 or unhealthy sandbox gets a ``health`` probe. A probe that fails on a dead container/process
 replaces the sandbox at once; a live sandbox that stays silent for ``failure_threshold`` probes in
 a row is marked unhealthy, then replaced. A server with a different boot id than recorded (it
-restarted behind the manager's back) is replaced too, since its sessions are gone.
+restarted behind the manager's back) is replaced too, since its sessions are gone. With
+``replace_stray``, a shared (not leased) sandbox that holds sessions while this manager holds none there, for ``STRAY_PROBES`` probes
+in a row, is replaced: nobody can close them (a dead server's opens that ended after it died, a close
+that never reached the sandbox), and they would hold its slots forever.
 
 Threat model: a sandbox can hang, lie about its load or die at any time; the monitor never blocks
 on one for longer than ``probe_timeout_s``.
@@ -26,6 +29,9 @@ from rockroll.sandbox.manager_config import ManagerConfig
 from rockroll.sandbox.pool import PoolConfig
 
 __all__ = ["HealthMonitor", "MonitoredManager"]
+
+#: probes in a row that must find sessions in a shared sandbox where this manager holds none before it is replaced
+STRAY_PROBES = 3
 
 
 class MonitoredManager(Protocol):
@@ -138,7 +144,12 @@ class HealthMonitor:
             sb.failures = 0
             if sb.state == SandboxState.UNHEALTHY:
                 sb.state = SandboxState.READY
-            sb.sessions = max(sb.sessions, health.sessions) if sb.sessions else health.sessions
+            sb.sessions = max(sb.opened, health.sessions)
+            stray = not sb.leased and sb.opened == 0 and health.sessions > 0
+            sb.stray_probes = sb.stray_probes + 1 if stray else 0
+            replace = sb.stray_probes >= STRAY_PROBES and m.config.auto_restart and m.config.replace_stray
+        if replace:  # sessions nobody holds (a dead server's, or a close that never reached the sandbox)
+            m.schedule_restart(sb, f"{health.sessions} sessions that no one holds", gen)
         return True
 
     def reap_idle(self) -> None:

@@ -95,8 +95,7 @@ class Placing:
                 ]
                 best = min(candidates, key=lambda s: (s.load, s.last_used), default=None)
                 if best is not None:
-                    with best.lock:  # the counter's own lock: session_closed decrements under it
-                        best.sessions += 1  # reserve the slot before leaving the manager lock
+                    best.reserve()  # the slot is taken before leaving the manager lock
             if best is None:
                 try:
                     best = self.create(spec, pool=spec.name)
@@ -107,8 +106,7 @@ class Placing:
                         raise
                     last = e
                     continue
-                with best.lock:
-                    best.sessions += 1
+                best.reserve()
             try:
                 return best.open_reserved(env_id, kwargs)
             except CapacityError as e:  # full since we looked: try another

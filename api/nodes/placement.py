@@ -89,6 +89,7 @@ class Placement:
             default_spec=self.session_spec,
             pools=pools,
             idle_ttl_s=None,  # reap_idle below: it also drops the owner records
+            replace_stray=True,  # the API's env sessions live in its memory: none outlives this server
             warm_pool=WarmPoolConfig(size=warm_pool_size, max_total=max(1, min(64, warm_pool_size * 4))),
         )
         self.manager = SandboxManager(config)
@@ -222,8 +223,7 @@ class Placement:
 
     @staticmethod
     def _reserve_slot(sb: ManagedSandbox) -> None:
-        with sb.lock:  # the counter's own lock: session_closed decrements under it
-            sb.sessions += 1
+        sb.reserve()
         sb.touch()
 
     def _coming_up(self, pool: str) -> bool:

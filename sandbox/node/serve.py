@@ -111,6 +111,7 @@ def build_node_app(options: NodeOptions, endpoint: str) -> tuple[Starlette, Node
         max_sandboxes=options.max_sandboxes,
         default_spec=SandboxSpec(max_sessions=options.max_sessions_per_sandbox),
         idle_ttl_s=600.0,
+        replace_stray=True,  # an agent's sessions live in its memory: none outlives it
     )
     agent = NodeAgent(options.node_id, SessionTokens(options.secret), capacity=options.capacity, endpoint=endpoint)
     host = NodeHost(agent, SandboxManager(config), max_sessions_per_sandbox=options.max_sessions_per_sandbox)

@@ -93,7 +93,14 @@ def test_sigint_stops_serve_api_without_a_traceback(when: str) -> None:
                 break
         assert marker is None or marker in seen[-1], "".join(seen)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        for _press in range(3):  # a ^C can be swallowed (Python drops a KeyboardInterrupt raised in a finalizer,
+            try:  # and one that lands mid-import under load): pressed again, as a user would, at most 3 times
+                out, err = proc.communicate(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGINT)
+        else:
+            out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

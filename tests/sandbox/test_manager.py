@@ -76,6 +76,33 @@ def test_killed_sandbox_is_replaced_and_sessions_lost(make_manager: Any) -> None
     assert [h.ref for h in m.backend.list_managed(m.config.name)] == [sb.handle.ref]
 
 
+def test_a_sandbox_holding_sessions_nobody_holds_is_replaced(make_manager: Any) -> None:
+    """Sessions in a shared sandbox that its manager never opened (a dead server's open that ended after it
+    died, a close that never arrived) are found by the probes and the sandbox replaced; one whose sessions
+    the manager holds is left alone."""
+    m = make_manager(replace_stray=True)
+    ours = m.open_session("FrozenLake-v0")
+    kept = ours.sandbox
+    stray = m.create()
+    client = stray.client()
+    try:
+        client.call("env.make", env_id="FrozenLake-v0", kwargs={})  # opened behind the manager's back
+    finally:
+        client.close()
+    assert m.wait_until(lambda: stray.generation == 1 and stray.state == "ready", 20), stray
+    seen: list[object] = []
+
+    def probed_five_more_times() -> bool:  # the monitor keeps probing the sandbox whose session is the manager's
+        if kept.last_health is not None and (not seen or kept.last_health is not seen[-1]):
+            seen.append(kept.last_health)
+        return len(seen) >= 5
+
+    assert m.wait_until(probed_five_more_times, 20)
+    assert kept.generation == 0 and kept.opened == 1 and ours.reset(seed=0)
+    ours.close()
+    assert stray.last_health is not None and m.wait_until(lambda: stray.last_health.sessions == 0, 10)
+
+
 def test_hung_sandbox_is_replaced_after_failed_probes(make_manager: Any) -> None:
     m = make_manager(failure_threshold=2, probe_timeout_s=0.3)
     sb = m.create()
