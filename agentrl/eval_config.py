@@ -81,11 +81,12 @@ class SourceConfig(ConfigModel):
     kind: Annotated[str, OneOf(source_kinds)] = Field(
         "local",
         description="local: in this process; sandbox: sessions in a local SandboxManager (warm sandboxes reused); "
-        "remote: sessions of a `rockroll serve` control plane",
+        "remote: sessions of a `rockroll serve` control plane; openenv: an OpenEnv env server at url "
+        "(agentrl/openenv_source.py); other kinds: register_source_kind (agentrl/env_source.py)",
     )
     backend: Annotated[str, OneOf(backend_names)] = Field("process", description="sandbox backend (kind sandbox)")
     max_sandboxes: int = Field(2, ge=1, description="most sandboxes the local manager starts (kind sandbox)")
-    url: str = Field("http://127.0.0.1:8080", description="control-plane URL (kind remote)")
+    url: str = Field("http://127.0.0.1:8080", description="control-plane URL (kind remote) or env server URL (openenv)")
     token_env: str = Field("ROCKROLL_TOKEN", description="environment variable holding the API token (kind remote)")
 
 
