@@ -113,12 +113,15 @@ def child(mode: str, args: argparse.Namespace) -> None:
 
 def play(model_dir: Path, seeds: list[int], threads: int) -> float:
     """Held-out success of ``model_dir`` on Sokoban (in-process, no delay), greedy, with the run's episode settings."""
+    from rockroll.agentrl.config import EpisodeConfig
     from rockroll.agentrl.env_source import LocalSource
     from rockroll.agentrl.eval import run_eval
     from rockroll.agentrl.eval_config import EPISODE_FILE
 
-    settings = json.loads((model_dir / EPISODE_FILE).read_text())
-    settings.pop("envs", None)
+    recorded = json.loads((model_dir / EPISODE_FILE).read_text())
+    settings = {
+        k: v for k, v in recorded.items() if k in EpisodeConfig.model_fields
+    }  # envs, system_text: not episode keys
     config = {
         "name": str(model_dir),
         "engine": {"kind": "hf", "args": {"model_path": str(model_dir), "device": "cpu", "num_threads": threads}},

@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.env_source import LocalSource
 from rockroll.agentrl.eval import run_eval
 from rockroll.agentrl.eval_config import EPISODE_FILE
@@ -60,9 +61,9 @@ class RecordingSource(LocalSource):
 
 def evaluate_model(model_dir: Path, seeds: list[int], threads: int) -> dict[str, float]:
     """Play ``seeds`` greedily with the model in ``model_dir``; the table row of that model."""
-    settings = json.loads((model_dir / EPISODE_FILE).read_text())
-    (env,) = settings.pop("envs")
-    episode = {**settings, "temperature": 0.0}
+    recorded = json.loads((model_dir / EPISODE_FILE).read_text())
+    (env,) = recorded["envs"]
+    episode = {**{k: v for k, v in recorded.items() if k in EpisodeConfig.model_fields}, "temperature": 0.0}
     config = {
         "name": str(model_dir),
         "engine": {"kind": "hf", "args": {"model_path": str(model_dir), "device": "cpu", "num_threads": threads}},

@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from rockroll.api.server.serve_proc import ROCKROLL, ROOT, NodeProc, ServerProc, create_token, scratch_dir
 from rockroll.client.remote_env import RemoteEnv
 from rockroll.client.sdk import ApiClientError, Client
-from tests.cluster.conftest import ENV, KWARGS, wait_for_node
+from tests.cluster.conftest import ENV, KWARGS, node_views, wait_for_node
 
 PG_URL = os.environ.get("ROCKROLL_TEST_PG_URL", "")
 pytestmark = pytest.mark.skipif(not PG_URL, reason="set ROCKROLL_TEST_PG_URL (scripts/setup-ci-services.sh)")
@@ -350,6 +350,14 @@ def test_a_groups_sessions_spread_over_node_agents_before_free_capacity_decides(
             busy = [c.create_session(ENV, KWARGS)["id"] for _ in range(6)]  # all on n1: the only node
             nodes[1].start()
             wait_for_node(server.url, root, nodes[1].node_id)
+            deadline = time.monotonic() + 30  # the control plane's view settles (heartbeats are slow under load)
+            while True:
+                view = {n["id"]: n for n in node_views(server.url, root)}
+                settled = view[nodes[0].node_id]["sessions"] >= 6 and view[nodes[1].node_id]["sessions"] == 0
+                if settled and all(view[n.node_id]["live"] for n in nodes):
+                    break
+                assert time.monotonic() < deadline, view
+                time.sleep(0.1)
             plain = c.create_session(ENV, KWARGS)
             assert plain["data_plane"]["node"] == nodes[1].node_id  # the most free capacity
             grouped = [c.create_session(ENV, KWARGS, group="g-1")["data_plane"]["node"] for _ in range(4)]

@@ -44,7 +44,7 @@ def test_episodes_on_a_frozen_sandbox_are_hedged_on_another(make_manager: Any) -
 
         freezer = asyncio.create_task(freeze_a())
         try:
-            batch = await asyncio.wait_for(s.run_batch(), 90)  # a bound, not a speed check: loaded runners are slow
+            batch = await asyncio.wait_for(s.run_batch(), 240)  # a bound, not a speed check: loaded runners are slow
         finally:
             await freezer
             if frozen:

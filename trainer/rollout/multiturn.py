@@ -141,7 +141,7 @@ def write_episode(model_dir: Path, cfg: TrainConfig, system_text: str | None = N
     if cfg.rollout.mode == "rlvr":
         data: dict[str, Any] = {"mode": "rlvr", "rlvr": {"dataset": cfg.rollout.rlvr.dataset.model_dump()}}
     else:
-        data = {"mode": "multiturn", **cfg.rollout.episode.model_dump()}
+        data = cfg.rollout.episode.model_dump()
         data["envs"] = [e.model_dump() for e in cfg.rollout.env_mix()]
         if system_text:
             data["system_text"] = system_text
