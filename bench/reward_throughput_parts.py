@@ -5,13 +5,9 @@ pool, the ``code`` reward's process sandboxes, ``rockroll serve-model``, and the
 from __future__ import annotations
 
 import math
-import os
-import queue
 import random
 import re
-import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -173,50 +169,14 @@ def build_judge_model(out: Path) -> Path:
     return Path(build_tiny_model(out, shape))
 
 
-def _wait_healthy(proc: subprocess.Popen, root: str, deadline: float) -> None:
-    import httpx
-
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"serve-model exited ({proc.returncode}) before answering /health")
-        try:
-            if httpx.get(root + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise TimeoutError("serve-model did not answer /health in time")
-
-
 @contextmanager
-def serve_model(model_dir: Path, name: str, max_batch: int, timeout_s: float = 120.0) -> Iterator[str]:
+def serve_model(model_dir: Path, name: str, max_batch: int) -> Iterator[str]:
     """``rockroll serve-model DIR --port 0`` on 127.0.0.1; yields its ``.../v1`` URL; stopped on exit."""
-    cmd = [ROCKROLL, "serve-model", str(model_dir), "--host", "127.0.0.1", "--port", "0", "--model-name", name,
-           "--max-batch-size", str(max_batch), "--threads", "1"]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    deadline, url, seen = time.monotonic() + timeout_s, "", []
-    try:
-        while not url:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"serve-model named no URL: {''.join(seen)[-1500:]}")
-            try:
-                seen.append(lines.get(timeout=0.5))
-            except queue.Empty:
-                continue
-            found = re.search(r"serving .* on (http://127\.0\.0\.1:\d+)/v1", seen[-1])
-            url = found.group(1) if found else ""
-        _wait_healthy(proc, url, deadline)
+    from rockroll.api.server.serve_proc import serve_model_proc
+
+    args = ("--max-batch-size", str(max_batch), "--threads", "1")
+    with serve_model_proc(model_dir, name, args) as (url, _proc):
         yield url + "/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def bench_judge(url: str, n: int, concurrency: int, max_tokens: int, pattern: str | None, timeout_s: float) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -11,9 +12,11 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ServerProc", "NodeProc", "scratch_dir", "create_token", "sandbox_pids"]
+__all__ = ["ServerProc", "NodeProc", "scratch_dir", "create_token", "sandbox_pids", "serve_model_proc"]
 
 ROOT = Path(__file__).resolve().parents[2]
 ROCKROLL = [sys.executable, "-m", "rockroll.cli"]
@@ -241,3 +244,61 @@ def _kill_sandbox(sandbox_dir: Path) -> None:
             except OSError:
                 pass
     time.sleep(0.05)
+
+
+@contextmanager
+def serve_model_proc(
+    model_dir: Path, name: str = "tiny", args: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``rockroll serve-model MODEL_DIR --port 0 --model-name NAME ARGS`` on 127.0.0.1 (one OMP thread unless
+    ``env`` says otherwise); yields its root URL (the port it named) and the process, stopped on exit."""
+    import httpx
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    cmd = [*ROCKROLL, "serve-model", str(model_dir), "--port", "0", "--model-name", name, *args]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    out = proc.stdout
+    assert out is not None
+
+    def pump() -> None:  # drains the output, so the server never blocks on a full pipe
+        for line in out:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
+    url = ""
+    deadline = time.monotonic() + 120
+    try:
+        while not url:  # --port 0: the server names the port it bound
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"serve-model named no port in 120 s: {''.join(seen)[-2000:]}")
+            try:
+                seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"serve-model exited: {''.join(seen)[-2000:]}") from None
+                continue
+            found = re.search(r"serving .* on (http://127\.0\.0\.1:(\d+))/v1", seen[-1])
+            if found:
+                assert found.group(2) != "0", seen[-1]
+                url = found.group(1)
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"serve-model exited: {''.join(seen)[-2000:]}")
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("serve-model did not come up in 120 s")
+            time.sleep(0.3)
+        yield url, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
