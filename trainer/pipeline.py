@@ -289,9 +289,13 @@ def _loop(run: _Run, start: int, version: int, progress: ProgressCallback | None
             metrics.update(run.summary.pop("_eval0"))
         last = step == cfg.total_steps - 1
         out_of_time = bool(cfg.time_budget_s) and time.perf_counter() - t_run > cfg.time_budget_s
-        if (cfg.rollout.eval_every and (step + 1) % cfg.rollout.eval_every == 0) or last or out_of_time:
+        evaluate, validate = _due(cfg, step, last or out_of_time)
+        if evaluate:
             metrics.update(run.evaluate())
+        if validate:
+            t_val = time.perf_counter()
             metrics.update(best.consider(rollout, step, workers.policy_weights()))
+            metrics["time/validate"] = time.perf_counter() - t_val
         # seconds of RL so far, evaluations included (a resumed run goes on from its checkpoint's)
         run.summary["rl_time_s"] = metrics["time/run_s"] = ran_before + time.perf_counter() - t_run
         run.logger.log(step, metrics)
@@ -304,6 +308,16 @@ def _loop(run: _Run, start: int, version: int, progress: ProgressCallback | None
         if out_of_time:
             break
     return step, version, best
+
+
+def _due(cfg: TrainConfig, step: int, final: bool) -> tuple[bool, bool]:
+    """``(evaluate, validate)`` after ``step``: played evaluation every ``eval_every`` steps, validation every
+    ``select_every`` (None: with each evaluation); both after the last step."""
+    r = cfg.rollout
+    evaluate = final or bool(r.eval_every and (step + 1) % r.eval_every == 0)
+    every = r.select_every
+    validate = evaluate if every is None else final or bool(every and (step + 1) % every == 0)
+    return evaluate, validate
 
 
 def _save(run: _Run, step: int, version: int) -> None:

@@ -140,3 +140,22 @@ def test_main_job_runs_a_fixed_number_of_steps() -> None:
     assert cfg.total_steps == 1000 and cfg.time_budget_s == 0
     assert cfg.rollout.episode.restrict_answers and cfg.rollout.select_episodes >= 200
     assert "time_budget_s" not in (ROOT / "configs/frozenlake_slippery.yaml").read_text()
+
+
+def test_validation_runs_on_its_own_cadence_apart_from_played_evaluation() -> None:
+    """``select_every`` validates (exactly, where it can) without a played evaluation; None keeps them together;
+    both run after the last step."""
+    from rockroll.trainer.config_io import load_config
+    from rockroll.trainer.pipeline import _due
+
+    cfg = load_config(ROOT / "configs/frozenlake_slippery.yaml")
+    apart = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"eval_every": 0, "select_every": 25})})
+    due = [(s, _due(apart, s, s == 99)) for s in range(100)]
+    assert [s for s, (e, v) in due if v] == [24, 49, 74, 99]
+    assert [s for s, (e, v) in due if e] == [99]
+    together = cfg.model_copy(
+        update={"rollout": cfg.rollout.model_copy(update={"eval_every": 10, "select_every": None})}
+    )
+    assert all(_due(together, s, False) == ((s + 1) % 10 == 0,) * 2 for s in range(50))
+    never = cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"eval_every": 10, "select_every": 0})})
+    assert not any(_due(never, s, False)[1] for s in range(50)) and _due(never, 60, True) == (True, True)

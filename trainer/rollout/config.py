@@ -142,6 +142,13 @@ class RolloutConfig(ConfigModel):
     )
     eval_episodes: int = f(64, "held-out episodes for greedy evaluation (per env of a mix)", ge=0)
     eval_every: int = f(10, "evaluate every N steps (0: only at start and end)", ge=0)
+    select_every: int | None = f(
+        None,
+        "validate (select_episodes) every N steps, apart from the played evaluation (None: with each evaluation; "
+        "0: only at the end). An exact validator costs a fraction of a played evaluation, so it can run often "
+        "while played evaluation runs only at the start and the end (eval_every: 0)",
+        ge=0,
+    )
     eval_seed_offset: int = f(1_000_000, "held-out seeds start here (training seeds never reach it)", ge=0)
     train_seeds: int = f(
         0,
