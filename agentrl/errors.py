@@ -8,7 +8,7 @@ Stages: ``sandbox_start`` (opening the env), ``env_reset``, ``env_step``, ``gene
   retried from the start on a fresh env while its deadline allows, else masked out of the batch
   and counted in metrics. Never scored as the agent's failure, never a crash of the batch.
 * **fatal** (:class:`FatalRolloutError`): the run is misconfigured (unknown env id, invalid env
-  kwargs, a 4xx answer of the API other than a lost sandbox). Retrying cannot help, so it is
+  kwargs, a 4xx answer of the API other than a lost sandbox or session). Retrying cannot help, so it is
   raised to the caller at once.
 * **agent** failures are not exceptions: the env scores invalid actions itself, and running out of
   context ends the episode with a ``FailureTag(kind="agent")`` (see :mod:`rockroll.agentrl.env_manager`).
@@ -52,6 +52,11 @@ class InfraFailure(RockrollError):
         super().__init__(f"{stage}: {self.error}: {self.message}")
 
 
+#: 4xx codes that say the platform lost the episode's session (a replica's reconciliation closed it, its
+#: sandbox died), not that the run is misconfigured: a fresh env can succeed
+_NOT_CONFIG = ("sandbox_lost", "session_not_found")
+
+
 def classify(exc: BaseException) -> Literal["infra", "fatal"]:
     """Whether ``exc`` (raised by an env, sandbox, API client or engine) is infra or fatal.
 
@@ -61,7 +66,7 @@ def classify(exc: BaseException) -> Literal["infra", "fatal"]:
     if isinstance(exc, (UnknownEnvError, RegistrationError, EnvConfigError, ActionTypeError)):
         return "fatal"
     if isinstance(exc, StatusError) and isinstance(exc.status, int):
-        if 400 <= exc.status < 500 and exc.status not in (408, 409, 410, 429) and exc.code != "sandbox_lost":
+        if 400 <= exc.status < 500 and exc.status not in (408, 409, 410, 429) and exc.code not in _NOT_CONFIG:
             return "fatal"
     return "infra"
 

@@ -121,7 +121,9 @@ class RemoteEnv(gym.Env[str, str]):
             except (ApiClientError, AttributeError):
                 return None
         try:
-            return DataPlaneSession(dp["endpoint"], self.session_id, dp["token"], refresh=self._fresh_token)
+            timeout_s = float(getattr(self.client, "timeout_s", 120.0))  # the client's bound holds at the agent too
+            return DataPlaneSession(dp["endpoint"], self.session_id, dp["token"], refresh=self._fresh_token,
+                                    timeout_s=timeout_s)  # fmt: skip
         except DataPlaneError:  # e.g. an in-process test client's endpoint: fall back to the session routes
             return None
 

@@ -40,6 +40,9 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT"})
 _DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 # the request never reached a server: safe to send to another replica, whatever its method
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+# the replica took the request and gave no answer in the client's timeout (stopped, hung, dying with its
+# sockets held): a request safe to resend goes to the next replica, once to each
+_STALLED = (httpx.ReadTimeout, httpx.WriteTimeout)
 
 
 def _raise_for(resp: httpx.Response) -> None:
@@ -137,6 +140,13 @@ class _Routes:
         """The replicas to try for one request, the last one that answered first, each ``retries + 1`` times."""
         n = len(self.urls)
         return [(self._at + i) % n for i in range(n)] * (self.retries + 1)
+
+    def _stalled_at(self, at: int, resend: bool, stalled: set[int]) -> bool:
+        """Whether a request that replica ``at`` left unanswered goes to the next replica (resendable, and not
+        every replica stalled on it yet); the next request starts at the next replica too."""
+        stalled.add(at)
+        self._at = (at + 1) % len(self.urls)
+        return resend and len(stalled) < len(self.urls)
 
     def _retry(self, method: str, idempotent: bool = False) -> dict[str, Any]:
         """How a request is retried beyond the transport's connect retries (see the module docstring)."""

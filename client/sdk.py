@@ -30,7 +30,7 @@ import httpx
 from rockroll.client.errors import ApiClientError, SandboxLostError
 from rockroll.client.job_state import TERMINAL_STATES
 from rockroll.client.remote_env import RemoteEnv
-from rockroll.client.routes import _NOT_SENT, IDEMPOTENT_METHODS, _decode, _new_text, _Routes, elsewhere
+from rockroll.client.routes import _NOT_SENT, _STALLED, IDEMPOTENT_METHODS, _decode, _new_text, _Routes, elsewhere
 from rockroll.client.types import JobInfo
 from rockroll.sandbox.retry import Backoff, aretry_call, retry_call
 
@@ -54,6 +54,7 @@ class Client(_Routes):
     ) -> None:
         super().__init__(url, token, retries)
         transport = httpx.HTTPTransport(retries=self._transport_retries())
+        self.timeout_s = timeout_s  # also each direct (data-plane) call of a RemoteEnv
         self._http = httpx.Client(base_url=self.url, headers=self._auth, timeout=timeout_s, transport=transport)
 
     def close(self) -> None:
@@ -69,14 +70,19 @@ class Client(_Routes):
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Send a request (retried as the module docstring says) and decode the answer."""
         policy = self._retry(method, kwargs.pop("idempotent", False))
-        return _decode(retry_call(lambda: self._send(method, path, **kwargs), **policy))
+        resend = bool(policy["retry_on"])
+        return _decode(retry_call(lambda: self._send(method, path, resend, **kwargs), **policy))
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request; with several replicas, to the next one while a replica refuses the connection."""
+    def _send(self, method: str, path: str, resend: bool = False, **kwargs: Any) -> httpx.Response:
+        """One request; with several replicas, to the next one while a replica refuses the connection, or (a
+        request safe to resend: ``resend``) leaves it unanswered for the client's timeout."""
         if len(self.urls) == 1:
             return self._http.request(method, path, **kwargs)
         error: Exception | None = None
+        stalled: set[int] = set()
         for i, at in enumerate(self._order()):
+            if at in stalled:
+                continue
             if i and i % len(self.urls) == 0:
                 time.sleep(min(2.0, 0.1 * 2 ** (i // len(self.urls))))  # every replica refused: back off
             try:
@@ -84,6 +90,10 @@ class Client(_Routes):
             except _NOT_SENT as e:
                 error = e
                 continue
+            except _STALLED:
+                if self._stalled_at(at, resend, stalled):
+                    continue
+                raise
             if elsewhere(resp) and i + 1 < len(self.urls):  # the session is another replica's: ask the next
                 continue
             self._at = at
@@ -141,6 +151,7 @@ class AsyncClient(_Routes):
         super().__init__(url, token, retries)
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         transport = httpx.AsyncHTTPTransport(retries=self._transport_retries(), limits=limits)
+        self.timeout_s = timeout_s  # also each direct (data-plane) call of a RemoteEnv
         self._http = httpx.AsyncClient(base_url=self.url, headers=self._auth, timeout=timeout_s, transport=transport)
 
     async def aclose(self) -> None:
@@ -156,14 +167,18 @@ class AsyncClient(_Routes):
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Send a request (retried as the module docstring says) and decode the answer."""
         policy = self._retry(method, kwargs.pop("idempotent", False))
-        return _decode(await aretry_call(lambda: self._send(method, path, **kwargs), **policy))
+        resend = bool(policy["retry_on"])
+        return _decode(await aretry_call(lambda: self._send(method, path, resend, **kwargs), **policy))
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def _send(self, method: str, path: str, resend: bool = False, **kwargs: Any) -> httpx.Response:
         """:meth:`Client._send`, awaited."""
         if len(self.urls) == 1:
             return await self._http.request(method, path, **kwargs)
         error: Exception | None = None
+        stalled: set[int] = set()
         for i, at in enumerate(self._order()):
+            if at in stalled:
+                continue
             if i and i % len(self.urls) == 0:
                 await asyncio.sleep(min(2.0, 0.1 * 2 ** (i // len(self.urls))))
             try:
@@ -171,6 +186,10 @@ class AsyncClient(_Routes):
             except _NOT_SENT as e:
                 error = e
                 continue
+            except _STALLED:
+                if self._stalled_at(at, resend, stalled):
+                    continue
+                raise
             if elsewhere(resp) and i + 1 < len(self.urls):  # the session is another replica's: ask the next
                 continue
             self._at = at

@@ -48,6 +48,7 @@ from rockroll.api.sessions.records import (
     record_close,
     record_intent,
     record_open,
+    rows_of,
 )
 from rockroll.envs.json_types import JSONObject
 from rockroll.sandbox.lease import tag_live
@@ -162,9 +163,20 @@ class SessionRegistry(SessionReaping):
             self.nodes.sync()
             serving = {n.id: n for n in self.nodes.standalone()}
             owner = None if who.admin else who.owner
-            self._settle([r for r in open_on_nodes(self.db, owner, list(serving)) if r.id not in self._live], serving)
+            rows = open_on_nodes(self.db, owner, list(serving))
+            self._settle([r for r in rows if r.id not in self._live], serving)
+            self._forget_closed({r.id for r in rows}, set(serving), who)
         out = [s for s in list(self._live.values()) if who.can_see(s.owner)]
         return sorted(out, key=lambda live: live.created_at)
+
+    def _forget_closed(self, open_ids: set[str], nodes: set[str], who: Principal) -> None:
+        """Drop the sessions on standalone agents (``nodes``) held here whose rows another replica closed (it
+        closed them at the agent too): a listing here must not show a session the others no longer do."""
+        held = [s.id for s in list(self._live.values()) if s.node in nodes and s.id not in open_ids
+                and who.can_see(s.owner)]  # fmt: skip
+        for sid, rec in rows_of(self.db, held).items():
+            if rec.closed_at is not None:
+                self._live.pop(sid, None)
 
     # ------------------------------------------------------------- calls
     def open(

@@ -47,6 +47,9 @@ __all__ = ["NodeOptions", "NodeServer", "Heartbeat", "build_node_app", "control_
 log = logging.getLogger("rockroll.node")
 
 HEARTBEAT_S = 1.0
+# a beat's HTTP bound: a replica that takes it and never answers (stopped, hung) costs this much before the beat
+# goes to the next replica, well inside the 5 s after which a control plane calls an agent stale
+BEAT_TIMEOUT = httpx.Timeout(2.0, connect=1.0)
 MAX_BODY_ENV = "ROCKROLL_NODE_MAX_BODY_BYTES"
 MAX_BODY_BYTES = 256 * 1024 * 1024
 """The server-side cap of the agent's request body limit."""
@@ -136,7 +139,7 @@ class Heartbeat:
         self._at = 0  # the replica that answered last: asked first
         self.boot = secrets.token_hex(8)  # this process: a restarted agent's old sessions are gone
         self._stop = threading.Event()
-        self._http = httpx.Client(timeout=5.0, headers={"Authorization": f"Bearer {options.secret}"})
+        self._http = httpx.Client(timeout=BEAT_TIMEOUT, headers={"Authorization": f"Bearer {options.secret}"})
         self._thread = threading.Thread(target=self._loop, name="node-heartbeat", daemon=True)
 
     def start(self) -> None:

@@ -154,6 +154,7 @@ def test_config_errors_are_raised_not_retried() -> None:
     assert classify(ApiClientError(503, "sandbox_error", "down")) == "infra"
     assert classify(ApiClientError(429, "capacity", "full")) == "infra"
     assert classify(ApiClientError(404, "env_not_found", "no such env")) == "fatal"
+    assert classify(ApiClientError(404, "session_not_found", "closed by a replica's reconciliation")) == "infra"
 
 
 def test_running_out_of_context_is_an_agent_failure() -> None:

@@ -258,6 +258,50 @@ def _held_rows(replicas: dict) -> list[tuple[object, ...]]:
         engine.dispose()
 
 
+def test_a_replica_that_stops_answering_costs_an_open_one_client_timeout(replicas: dict) -> None:
+    """A killed replica's sockets close at once, so its requests fail fast; a stopped one (SIGSTOP) takes requests
+    and never answers. An open (its idempotency key makes it safe to resend) goes to the other replica after one
+    client timeout and the next request starts there; a step, which must not be sent twice, raises the timeout.
+    The agent's heartbeat leaves the stopped replica in time for the other to keep placing sessions on it. Once
+    the stopped replica runs again, it answers the open it held with the same session and lists none closed."""
+    a, b = replicas["servers"]["a"], replicas["servers"]["b"]
+    token, timeout_s = replicas["tokens"]["bob"], 4.0  # bob: the SIGKILL test below counts alice's sessions
+    assert a.proc is not None
+    with Client(f"{a.url},{b.url}", token, timeout_s=timeout_s) as client, Client(b.url, token) as on_b:
+        try:
+            first = client.create_session(ENV, KWARGS)["id"]  # replica a answers: the client starts there
+            assert client.urls[client._at] == a.url
+            os.killpg(a.proc.pid, signal.SIGSTOP)
+            try:
+                t0 = time.monotonic()
+                opened = client.create_session(ENV, KWARGS)
+                took = time.monotonic() - t0
+                assert timeout_s <= took < timeout_s + 60, took  # one timeout at a, then b's answer
+                assert client.urls[client._at] == b.url
+                assert client.reset(opened["id"], seed=0)["observation"]  # b, at once
+                with Client(f"{a.url},{b.url}", token, timeout_s=timeout_s) as fresh:
+                    with pytest.raises(httpx.ReadTimeout):
+                        fresh.step(first, RIGHT)  # not safe to resend: the caller decides
+            finally:
+                os.killpg(a.proc.pid, signal.SIGCONT)
+            assert {s["id"] for s in on_b.list_sessions()} == {first, opened["id"]}
+            for sid in (first, opened["id"]):
+                on_b.close_session(sid)
+            with Client(a.url, token, timeout_s=60) as on_a:
+                deadline = time.monotonic() + 30
+                while on_a.list_sessions() or on_b.list_sessions():
+                    assert time.monotonic() < deadline, (
+                        first,
+                        opened["id"],
+                        on_a.list_sessions(),
+                        on_b.list_sessions(),
+                    )
+                    time.sleep(0.2)
+        finally:
+            for left in on_b.list_sessions():
+                on_b.close_session(left["id"])
+
+
 def test_sigkill_of_a_replica_during_a_256_episode_rollout_loses_no_episode(replicas: dict) -> None:
     """The rollout opens sessions through either replica and steps them at the agent; replica a is
     SIGKILLed mid-way: opens and closes go on at b, the episodes on the agent never notice."""
