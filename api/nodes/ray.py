@@ -109,6 +109,8 @@ class RayNodes(Periodic):
             # bound to loopback does not listen on) unless told this driver is not part of a multi-host
             # cluster; read when Ray is first imported
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        if self.init_args.get("address") == "local":  # a cluster started here: its agents serve at normal priority
+            os.environ.setdefault("RAY_worker_niceness", "0")
         import ray
 
         ray.init(**self.init_args)

@@ -51,6 +51,10 @@ LOCAL_NODE_IP = "127.0.0.1"
 
 
 def _init_ray() -> Any:
+    if not os.environ.get("RAY_ADDRESS"):
+        # a local cluster's workers run the update and generation: Ray starts them at niceness 15, where any
+        # other busy process on the machine starves them (a step of minutes); the driver's priority instead
+        os.environ.setdefault("RAY_worker_niceness", "0")
     import ray
 
     if not ray.is_initialized():
