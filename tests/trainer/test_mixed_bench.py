@@ -85,7 +85,7 @@ def test_mixed_bench_runs_end_to_end_with_sandboxes_killed(tmp_path: Path) -> No
     res = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "mixed_run.py"), "--warmstart", str(warm), "--steps", "2",
          "--eval-every", "1", "--eval-episodes", "4", "--runs", "mixed,faulted,sokoban", "--parallel", "1",
-         "--wave-s", "0.5", "--kill-fraction", "0.5", "--run-dir", str(tmp_path / "bench"), "--json", str(out)],
+         "--wave-s", "1", "--kill-fraction", "0.25", "--run-dir", str(tmp_path / "bench"), "--json", str(out)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "TERM": "dumb"}, check=False,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
