@@ -47,11 +47,14 @@ RUNS = ("mixed", "frozenlake", "sokoban", "faulted")
 
 
 class SandboxKiller(threading.Thread):
-    """Every ``wave_s`` seconds, SIGKILL each ready sandbox of ``manager`` with probability ``fraction``."""
+    """Every ``wave_s`` seconds, SIGKILL each ready sandbox of ``manager`` with probability ``fraction``;
+    after ``max_kills`` kills (None: no limit) it stops, so a short run ends however slowly sandboxes restart."""
 
-    def __init__(self, manager: Any, fraction: float, wave_s: float, seed: int = 0) -> None:
+    def __init__(
+        self, manager: Any, fraction: float, wave_s: float, seed: int = 0, max_kills: int | None = None
+    ) -> None:
         super().__init__(name="sandbox-killer", daemon=True)
-        self.manager, self.fraction, self.wave_s = manager, fraction, wave_s
+        self.manager, self.fraction, self.wave_s, self.max_kills = manager, fraction, wave_s, max_kills
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.kills: list[dict[str, Any]] = []
@@ -67,6 +70,8 @@ class SandboxKiller(threading.Thread):
             ready = [sb for sb in self.manager.list() if sb.state == SandboxState.READY and sb.handle is not None]
             self.exposures += len(ready)
             for sb in ready:
+                if self.max_kills is not None and len(self.kills) >= self.max_kills:
+                    return
                 if self.rng.random() >= self.fraction:
                     continue
                 pid = int(sb.handle.ref)  # the process backend's sandbox: a process group of its own
@@ -116,7 +121,7 @@ def child(name: str, args: argparse.Namespace) -> None:
         manager = sandbox_manager(cfg, run_dir)
         stack.callback(manager.close)
         if name == "faulted":
-            killer = SandboxKiller(manager, args.kill_fraction, args.wave_s, seed=args.seed)
+            killer = SandboxKiller(manager, args.kill_fraction, args.wave_s, seed=args.seed, max_kills=args.max_kills)
             killer.start()
             stack.callback(killer.stop.set)
         summary = run_training(cfg, env_source=SandboxSource(manager))
@@ -233,6 +238,9 @@ def main() -> None:
     ap.add_argument("--eval-episodes", type=int, default=200, help="held-out episodes per env and evaluation")
     ap.add_argument("--kill-fraction", type=float, default=0.1, help="chance per wave that a ready sandbox is killed")
     ap.add_argument("--wave-s", type=float, default=20.0, help="seconds between waves of the killer")
+    ap.add_argument(
+        "--max-kills", type=int, default=None, help="the killer stops after this many kills (default: never)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="the killer's RNG")
     ap.add_argument("--run-dir", default="runs")
     ap.add_argument("--report-only", action="store_true", help="only compare the runs already in --run-dir")
@@ -249,7 +257,7 @@ def main() -> None:
         argv = [
             f"--{k.replace('_', '-')}={v}"
             for k, v in vars(args).items()
-            if k not in ("runs", "one", "json", "report_only")
+            if k not in ("runs", "one", "json", "report_only") and v is not None
         ]
         run_children(__file__, argv, names, Path(args.run_dir), "mixrun-", args.parallel)
     res = report(args)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -70,6 +73,26 @@ def test_killer_kills_process_sandboxes_and_the_manager_replaces_them(tmp_path: 
         shutil.rmtree(state, ignore_errors=True)
 
 
+def test_killer_stops_after_its_kill_budget() -> None:
+    victims = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(3)]
+    ready = [
+        SimpleNamespace(id=f"sb{i}", state=SandboxState.READY, handle=SimpleNamespace(ref=str(p.pid)))
+        for i, p in enumerate(victims)
+    ]
+    killer = SandboxKiller(SimpleNamespace(list=lambda: ready), fraction=1.0, wave_s=0.05, max_kills=2)
+    try:
+        killer.start()
+        killer.join(20)
+        assert not killer.is_alive()  # it ended by itself once its budget was spent
+        assert len(killer.kills) == 2
+        assert sum(p.wait(10) is not None for p in victims[:2]) == 2 and victims[2].poll() is None
+    finally:
+        killer.stop.set()
+        for p in victims:
+            p.kill()
+            p.wait(10)
+
+
 def test_within_noise_uses_binomial_standard_errors() -> None:
     assert within_noise(0.50, 0.55, 200)  # 0.05 < 2 x 0.05
     assert not within_noise(0.50, 0.65, 200)
@@ -82,18 +105,25 @@ def test_mixed_bench_runs_end_to_end_with_sandboxes_killed(tmp_path: Path) -> No
     """The shipped mixed config's warm start, then the bench's mixed, faulted and single-env runs (two steps each)."""
     warm = smoke_run("mixed_frozenlake_sokoban.yaml", tmp_path, "mix") / "export" / "warmstart"
     out = tmp_path / "mixed.json"
-    res = subprocess.run(
+    bench = subprocess.Popen(
         [sys.executable, str(ROOT / "bench" / "mixed_run.py"), "--warmstart", str(warm), "--steps", "2",
          "--eval-every", "1", "--eval-episodes", "4", "--runs", "mixed,faulted,sokoban", "--parallel", "1",
-         "--wave-s", "1", "--kill-fraction", "0.25", "--run-dir", str(tmp_path / "bench"), "--json", str(out)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "TERM": "dumb"}, check=False,
+         "--wave-s", "1", "--kill-fraction", "0.25", "--max-kills", "6", "--run-dir", str(tmp_path / "bench"),
+         "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "TERM": "dumb"},
+        start_new_session=True,  # the bench and its runs: one process group, ended together below
     )  # fmt: skip
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    try:
+        output, _ = bench.communicate(timeout=480)  # inside the suite's 600 s per test: a bound, not a speed check
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(bench.pid, signal.SIGKILL)  # a bench cut off by the bound leaves no run behind
+    assert bench.returncode == 0, output[-4000:]
     data = json.loads(out.read_text())
     assert set(data["runs"]) == {"mixed", "faulted", "sokoban"}
     assert set(data["runs"]["mixed"]["curves"]) == {"frozenlake", "sokoban"}
     assert set(data["runs"]["sokoban"]["curves"]) == {"sokoban"}
     assert all(len(pts) == 2 for pts in data["runs"]["mixed"]["curves"].values())  # an evaluation every step
     assert set(data["mixed_vs_single"]) == {"sokoban"}
-    assert data["faults"]["kills"] >= 1  # sandboxes died under the run, and it still finished and reported
+    assert 1 <= data["faults"]["kills"] <= 6  # sandboxes died under the run, and it still finished and reported
     assert data["runs"]["faulted"]["steps"] == 2
