@@ -21,7 +21,16 @@ def test_episodes_on_a_frozen_sandbox_are_hedged_on_another(make_manager: Any) -
         max_sandboxes=2, monitor_interval_s=None, default_spec=SandboxSpec(max_sessions=16), failure_threshold=100
     )
     a, b = m.create(), m.create()
-    source = SandboxSource(m, reuse_sessions=False)
+
+    class CountingSource(SandboxSource):
+        opened = 0
+
+        def _new_session(self, *args: Any, **kwargs: Any) -> Any:
+            session = super()._new_session(*args, **kwargs)
+            CountingSource.opened += 1
+            return session
+
+    source = CountingSource(m, reuse_sessions=False)
     cfg = SchedulerConfig(
         env_ids=["FrozenLake-v0"], num_env_groups=2, group_size=4, seed=2,
         hedge_quantile=0.9, hedge_min_s=0.5, hedge_min_samples=8, hedge_max_share=1.0,
@@ -34,9 +43,11 @@ def test_episodes_on_a_frozen_sandbox_are_hedged_on_another(make_manager: Any) -
         s = RolloutScheduler(engine, source, cfg)
 
         async def freeze_a() -> None:  # once the env's call times are known, sandbox a stops answering
-            deadline = time.monotonic() + 25  # a loaded machine starts sandboxes and plays turns slowly
+            deadline = time.monotonic() + 60  # a loaded machine starts sandboxes and plays turns slowly
             while time.monotonic() < deadline:
-                if len(s.manager.watch.durations.get("FrozenLake-v0", ())) >= 8:
+                # every episode's env is open: a stalled env call is hedged, a stalled open is not (it waits
+                # out rollout.episode.start_timeout_s and is retried), which is not what this test is about
+                if CountingSource.opened >= 8 and len(s.manager.watch.durations.get("FrozenLake-v0", ())) >= 8:
                     os.killpg(int(a.handle.ref), signal.SIGSTOP)
                     frozen.append(a.id)
                     return
