@@ -238,7 +238,7 @@ class TrainConfig(ConfigModel):
     def _check(self) -> TrainConfig:
         if get_advantage_estimator(self.algo.adv_estimator).group_based and self.rollout.scheduler.group_size < 2:
             raise ValueError(f"adv_estimator {self.algo.adv_estimator} needs rollout.scheduler.group_size >= 2")
-        if self.rollout.mode == "multiturn" and self.sft.steps > 0:
+        if self.rollout.plays_envs and self.sft.steps > 0:
             for env in self.rollout.env_mix():
                 if not env.expert and expert_of(env.env_id) is None:
                     raise ValueError(
@@ -254,6 +254,11 @@ class TrainConfig(ConfigModel):
             raise ValueError(
                 "algo.turn_credit: gae is per-turn credit for rollout.mode: multiturn; in plan mode a critic comes "
                 "from algo.adv_estimator: gae"
+            )
+        if self.rollout.mode == "rlvr" and self.rollout.envs and self.algo.turn_credit in ("fork", "gae"):
+            raise ValueError(
+                f"algo.turn_credit: {self.algo.turn_credit} is not offered when rollout.mode: rlvr mixes in "
+                "rollout.envs (a dataset answer has no env state to fork or value): use episode or gigpo"
             )
         if not self.name or "/" in self.name:
             raise ValueError(f"name must be a non-empty string without '/', got {self.name!r}")

@@ -184,7 +184,7 @@ def run_training(
             ensure_task_model(cfg)
         model, tok = load_policy(cfg.model)
         source = env_source or _env_source(cfg, stack, run_dir)
-        if r.mode == "multiturn":
+        if r.plays_envs:
             check_context(cfg, tok, source)  # a history window that cannot fit fails here, before any rollout
         rollout = make_rollout(cfg, model, tok, source)
         stack.callback(rollout.close)
@@ -205,27 +205,14 @@ def run_training(
 
 def _warm_start(run: _Run, model: Any) -> None:
     """Greedy success before, then SFT on expert demonstrations (each env's expert, by ratio), synced to the engine."""
-    from rockroll.trainer.learner.sft import build_demos, build_mixed_turn_demos, build_turn_demos, sft_train
+    from rockroll.trainer.learner.sft import sft_train
     from rockroll.trainer.run.export import export_model
 
-    cfg, r = run.cfg, run.cfg.rollout
-    envs = r.env_mix()
+    cfg = run.cfg
     pre = run.evaluate("eval_pre_sft")
     run.summary["success_before_sft"] = mean_success(pre, "eval_pre_sft", run.rollout.tags)
     run.summary["eval_pre_sft"] = pre
-    demo_metrics: dict[str, float] = {}
-    if r.mode == "multiturn" and len(envs) > 1:
-        demos, demo_metrics = build_mixed_turn_demos(
-            envs, run.tok, r.episode, _demo_seeds(cfg), explore=cfg.sft.explore
-        )
-    elif r.mode == "multiturn":
-        demos = build_turn_demos(
-            r.env_id, r.env_kwargs, run.tok, r.episode, _demo_seeds(cfg), explore=cfg.sft.explore, expert=r.expert
-        )
-    elif r.mode == "rlvr":
-        demos = run.rollout.demos(cfg.sft.num_demos)  # type: ignore[attr-defined]
-    else:
-        demos = build_demos(run.rollout.plans, _demo_seeds(cfg))  # type: ignore[attr-defined]
+    demos, demo_metrics = _demos(run)
     sft_m = sft_train(
         model, demos, steps=cfg.sft.steps, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size, seed=cfg.seed,
         pad_id=run.tok.pad_token_id,
@@ -235,6 +222,32 @@ def _warm_start(run: _Run, model: Any) -> None:
     warm = export_model(model, run.tok, run.run_dir / "export" / "warmstart")
     run.summary["export_warmstart"] = str(write_episode(warm, cfg, run.system_text))
     run.logger.log(-1, {**pre, **sft_m, **demo_metrics})
+
+
+def _demos(run: _Run) -> tuple[list[Any], dict[str, float]]:
+    """The warm start's rows: each env's expert by ratio (multiturn), the dataset's answers (rlvr), both split by
+    the batch's ratio (rlvr beside envs), or whole plans (plan)."""
+    from rockroll.trainer.learner.sft import build_demos, build_mixed_turn_demos, build_turn_demos
+
+    cfg, r = run.cfg, run.cfg.rollout
+    envs = r.env_mix()
+    if r.mode == "rlvr" and r.envs:
+        from rockroll.trainer.rollout.mixed import demo_split
+
+        rows, episodes = demo_split(cfg)
+        demos = run.rollout.demos(rows)  # type: ignore[attr-defined]
+        env_demos, metrics = build_mixed_turn_demos(envs, run.tok, r.episode, _demo_seeds(cfg)[:episodes])
+        return demos + env_demos, {**metrics, "sft/rlvr/demo_rows": float(len(demos))}
+    if r.mode == "multiturn" and len(envs) > 1:
+        return build_mixed_turn_demos(envs, run.tok, r.episode, _demo_seeds(cfg), explore=cfg.sft.explore)
+    if r.mode == "multiturn":
+        demos = build_turn_demos(
+            r.env_id, r.env_kwargs, run.tok, r.episode, _demo_seeds(cfg), explore=cfg.sft.explore, expert=r.expert
+        )
+        return demos, {}
+    if r.mode == "rlvr":
+        return run.rollout.demos(cfg.sft.num_demos), {}  # type: ignore[attr-defined]
+    return build_demos(run.rollout.plans, _demo_seeds(cfg)), {}  # type: ignore[attr-defined]
 
 
 def _begin(run: _Run, state: dict[str, Any] | None) -> tuple[int, int]:
@@ -352,10 +365,10 @@ def _finish(run: _Run, step: int, version: int, best: BestCheckpoint) -> None:
     envs: list[Any] = cfg.rollout.env_mix()
     if cfg.rollout.mode == "rlvr":  # the report's rows are the reward tags
         envs = run.rollout.report_envs()  # type: ignore[attr-defined]
-    multiturn = cfg.rollout.mode == "multiturn"
+    played = {e.tag for e in cfg.rollout.env_mix()} if cfg.rollout.plays_envs else set()
     refs = {
         e.tag: env_references(e.env_id, e.env_kwargs, run.eval_seeds, cfg.rollout.episode.max_turns)
-        if multiturn
+        if e.tag in played
         else None
         for e in envs
     }

@@ -52,12 +52,12 @@ def test_bad_settings_name_their_key(data: dict[str, Any], key: str, says: str) 
     ("rollout", "key"),
     [
         ({"sandbox": "process"}, "rollout.sandbox"),
-        ({"envs": [{"env_id": "FrozenLake-v0"}]}, "rollout.envs"),
         ({"scheduler": {"extra_groups": 2}}, "rollout.scheduler.extra_groups"),
         ({"scheduler": {"async_generation_ratio": 1}}, "rollout.scheduler.async_generation_ratio"),
     ],
 )
 def test_env_settings_do_not_apply_to_rlvr(rollout: dict[str, Any], key: str) -> None:
+    """(``rollout.envs`` does apply: agentic envs beside the dataset, tests/trainer/test_rlvr_with_envs.py.)"""
     with pytest.raises(ConfigError, match=f"{key} does not apply to rollout.mode: rlvr"):
         config_from_dict(rlvr(rollout=rollout))
     config_from_dict({"rollout": {"mode": "multiturn", **rollout}})  # fine where envs play

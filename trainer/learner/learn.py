@@ -60,7 +60,7 @@ def learn(
     from rockroll.trainer.learner.prepare import compute_advantages
 
     t0 = time.perf_counter()
-    rows = _rows(cfg, workers, rollout, trajs, pad_id) if cfg.rollout.mode == "multiturn" else None
+    rows = _rows(cfg, workers, rollout, trajs, pad_id) if cfg.rollout.plays_envs else None
     samples = rows.samples if rows is not None else [s for t in trajs for s in t.to_samples("concat")]
     if not samples:
         return {**(rows.metrics if rows else {}), "actor/updates": 0.0, "system/sync_bytes": 0.0}, None

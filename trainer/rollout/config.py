@@ -14,6 +14,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, model_validator
 import rockroll.envhub as envhub
 from rockroll.agentrl.config import BatchConfig, EpisodeConfig, check_hedging
 from rockroll.agentrl.engines.config import EngineConfig, HFEngineConfig
+from rockroll.agentrl.env_mix import ratio_slots
 from rockroll.envs.config import ConfigModel, OneOf, with_defaults
 from rockroll.envs.experts import EXPERTS, is_known_expert
 from rockroll.sandbox.backends import backend_names
@@ -113,13 +114,15 @@ class RolloutConfig(ConfigModel):
         [],
         "several envs mixed by ratio, e.g. [{env_id: FrozenLake-v0, ratio: 2}, {env_id: Sokoban-v0, ratio: 1}] "
         "(multiturn): each batch's groups follow the ratios, metrics and evaluation per tag, the warm start draws "
-        "demos from each env's expert in proportion; empty: the one env of env_id/env_kwargs",
+        "demos from each env's expert in proportion; empty: the one env of env_id/env_kwargs. With mode: rlvr, "
+        "envs played beside the dataset's prompts, their groups set against rollout.rlvr.ratio",
     )
     mode: Literal["plan", "multiturn", "rlvr"] = f(
         "multiturn",
         "multiturn: one action per turn, the env answering each turn (agentrl scheduler); plan: one response holds "
         "the whole action plan, executed open loop (cheap, but blind to the env's answers); rlvr: one answer per "
-        "dataset prompt, scored by a verifiable reward (rollout.rlvr; no env)",
+        "dataset prompt, scored by a verifiable reward (rollout.rlvr), mixed by ratio with the multi-turn envs of "
+        "rollout.envs, if any",
     )
     sandbox: Annotated[str, OneOf(lambda: ("none", *backend_names()))] = f(
         "none",
@@ -203,12 +206,13 @@ class RolloutConfig(ConfigModel):
         return self
 
     def _check_rlvr(self) -> None:
-        """RLVR plays no env: the env and sandbox keys stay unset, and its batch shape is its own."""
+        """RLVR's batch shape is its own; agentic envs (``envs``) may join it by ratio, played in sandboxes
+        when ``sandbox`` names a backend (code rewards start their own)."""
         s = self.scheduler
         wrong = [
-            ("rollout.envs", bool(self.envs), "the prompts come from rollout.rlvr.dataset"),
-            ("rollout.sandbox", self.sandbox != "none",
-             "code rewards start their own process sandboxes (rollout.rlvr.rewards.routes.<tag>.options.sandboxes)"),
+            ("rollout.sandbox", self.sandbox != "none" and not self.envs,
+             "code rewards start their own process sandboxes (rollout.rlvr.rewards.routes.<tag>.options.sandboxes); "
+             "rollout.sandbox places the sessions of rollout.envs"),
             ("rollout.scheduler.extra_groups", s.extra_groups > 0, "RLVR oversamples with rollout.rlvr.oversample"),
             ("rollout.scheduler.async_generation_ratio", s.async_generation_ratio > 0,
              "RLVR generates each batch on-policy (set it to 0)"),
@@ -216,6 +220,26 @@ class RolloutConfig(ConfigModel):
         for key, bad, why in wrong:
             if bad:
                 raise ValueError(f"{key} does not apply to rollout.mode: rlvr: {why}")
+        if self.envs:
+            rlvr_groups, env_groups = self.rlvr_env_groups()
+            if not rlvr_groups or not env_groups:
+                raise ValueError(
+                    f"rollout.scheduler.num_env_groups ({s.num_env_groups}) split by rollout.rlvr.ratio "
+                    f"({self.rlvr.ratio}) and the envs' ratios gives {rlvr_groups} dataset and {env_groups} env "
+                    "groups; each side needs one: raise num_env_groups or bring the ratios closer"
+                )
+
+    def rlvr_env_groups(self) -> tuple[int, int]:
+        """``(dataset groups, env groups)`` of each batch of an RLVR run with ``envs``: ``num_env_groups``
+        split by ``rlvr.ratio`` against the envs' summed ratios (agentrl's ratio slots, so 3:1 of 8 is 6 + 2)."""
+        n = self.scheduler.num_env_groups
+        slots = ratio_slots([self.rlvr.ratio, sum(e.ratio for e in self.envs)], 0, n)
+        return slots.count(0), slots.count(1)
+
+    @property
+    def plays_envs(self) -> bool:
+        """Whether batches hold multi-turn env episodes (``multiturn``, or ``rlvr`` beside ``envs``)."""
+        return self.mode == "multiturn" or (self.mode == "rlvr" and bool(self.envs))
 
     def _check_envs(self) -> None:
         """Tags filled in and distinct; env_id/env_kwargs left alone (or equal to the first entry, as a saved

@@ -140,6 +140,8 @@ def write_episode(model_dir: Path, cfg: TrainConfig, system_text: str | None = N
     its system message (``env_instructions``), so a server that cannot make the env applies them too."""
     if cfg.rollout.mode == "rlvr":
         data: dict[str, Any] = {"mode": "rlvr", "rlvr": {"dataset": cfg.rollout.rlvr.dataset.model_dump()}}
+        if cfg.rollout.envs:  # agentic envs beside the dataset: their episodes were played as a multiturn run's
+            data.update(cfg.rollout.episode.model_dump(), envs=[e.model_dump() for e in cfg.rollout.envs])
     else:
         data = cfg.rollout.episode.model_dump()
         data["envs"] = [e.model_dump() for e in cfg.rollout.env_mix()]
@@ -206,13 +208,17 @@ class MultiTurnDriver(Rollout):
     With several envs (``rollout.envs``) every batch mixes them by ratio, and evaluation plays the
     held-out seeds on each env (``<prefix>/<tag>/...`` per env, ``<prefix>/success`` their mean).
     ``sync``: how weights reach the engine (sleep/wake, restarts); given by
-    :func:`rockroll.trainer.rollout.base.make_rollout`, whose driver then owns the engine and closes it.
+    :func:`rockroll.trainer.rollout.base.make_rollout`, whose driver then owns the engine and closes it
+    (``owns_engine``: False leaves a shared engine to its owner).
     """
 
-    def __init__(self, cfg: TrainConfig, engine: Any, source: Any, *, sync: EngineSync | None = None) -> None:
+    def __init__(
+        self, cfg: TrainConfig, engine: Any, source: Any, *, sync: EngineSync | None = None,
+        owns_engine: bool | None = None,
+    ) -> None:  # fmt: skip
         self.cfg, self.engine, self.source = cfg, engine, source
         self.sync = sync or EngineSync(engine)
-        self._owns_engine = sync is not None
+        self._owns_engine = sync is not None if owns_engine is None else owns_engine
         self.envs = cfg.rollout.env_mix()
         self.tags = [e.tag for e in self.envs]
         self.tag = self.tags[0]

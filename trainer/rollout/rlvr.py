@@ -79,6 +79,7 @@ class RLVRRollout(Rollout):
     """Training batches and greedy held-out evaluation of single-turn RLVR (see the module docstring).
 
     ``router``: the rewards (default: one built from ``rollout.rlvr.rewards``, closed by :meth:`close`).
+    ``owns_engine``: :meth:`close` closes the engine too (False: a shared engine, closed by its owner).
     """
 
     def __init__(
@@ -89,9 +90,11 @@ class RLVRRollout(Rollout):
         *,
         sync: EngineSync | None = None,
         router: RewardRouter | None = None,
+        owns_engine: bool = True,
     ) -> None:
         r = cfg.rollout
         self.cfg, self.rl, self.tok, self.engine = cfg, r.rlvr, tokenizer, engine
+        self._owns_engine = owns_engine
         self.sync = sync or EngineSync(engine)
         d = self.rl.dataset
         self.source = f"rlvr:{d.generator}" if d.source == "generator" else f"rlvr:{d.path}"
@@ -295,7 +298,8 @@ class RLVRRollout(Rollout):
             self.router.close()  # a judge's HTTP client closes on this loop, still open
         finally:
             try:
-                self._loop.run_until_complete(self.engine.close())
+                if self._owns_engine:
+                    self._loop.run_until_complete(self.engine.close())
             finally:
                 self._loop.close()
 

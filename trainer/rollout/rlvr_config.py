@@ -17,6 +17,7 @@ YAML::
         oversample: 1.5                # groups drawn per try: 1.5x the groups still missing
         max_sampling_tries: 4          # draws per batch before it goes with fewer groups
         overlong: filter               # answers that hit max_tokens_per_turn: filter | penalty | none
+        ratio: 1.0                     # with rollout.envs: the dataset's share of the groups beside the envs'
 
 Group shape (``rollout.scheduler.num_env_groups``, ``group_size``, ``group_size_redundancy``), sampling
 (``rollout.episode.temperature``, ``top_p``, ``max_tokens_per_turn``) and the held-out rows evaluated
@@ -188,3 +189,9 @@ class RLVRConfig(ConfigModel):
         "counted in rollout/overlong_share",
     )
     overlong_penalty: float = Field(1.0, ge=0, description="overlong: penalty: subtracted from the reward")
+    ratio: float = Field(
+        1.0,
+        gt=0,
+        description="with rollout.envs (agentic envs in the same run): the dataset's share of each batch's groups, "
+        "relative to each env entry's ratio (ratio 3 beside one env of ratio 1: three quarters of the groups)",
+    )

@@ -7,7 +7,8 @@ renders them, and the warm start's answers), with every digit a token of its own
 digit by digit, so a sum's digits line up with its operands'), and a randomly initialised Qwen2-shaped
 model of ``model.tiny_hidden_size`` x ``model.tiny_layers``. The folder is marked as a tiny model, so it
 loads like one (:func:`rockroll.agentrl.tiny.load_tokenizer`: the chat template, ``<|im_end|>`` as EOS).
-Held-out rows are not read: the tokenizer sees no evaluation prompt.
+Held-out rows are not read: the tokenizer sees no evaluation prompt. Agentic envs in the same run
+(``rollout.envs``) add their own text (random episodes' observations) and one token per action answer.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rockroll.agentrl.tiny import TinyModelConfig, build_tokenizer, save_tiny_model
+from rockroll.agentrl.tiny import TinyModelConfig, answer_tokens, build_tokenizer, corpus_texts, save_tiny_model
 from rockroll.trainer.rollout.rlvr_data import corpus, load_rows
 
 if TYPE_CHECKING:
@@ -39,5 +40,9 @@ def ensure_task_model(cfg: TrainConfig) -> Path:
         num_heads=heads, num_kv_heads=max(heads // 2, 1), max_position_embeddings=1024,
         vocab_size=m.tiny_vocab_size, seed=cfg.seed,
     )  # fmt: skip
-    tokenizer = build_tokenizer(corpus(data, train), m.tiny_vocab_size, digits=True)
+    texts, answers = corpus(data, train), None
+    env_ids = tuple(dict.fromkeys(e.env_id for e in cfg.rollout.envs))
+    if env_ids:  # agentic envs beside the dataset: their text too, each action answer one token
+        texts, answers = texts + corpus_texts(env_ids), answer_tokens(env_ids)
+    tokenizer = build_tokenizer(texts, m.tiny_vocab_size, answers, digits=True)
     return save_tiny_model(out, tokenizer, shape, {"task": data.model_dump()})

@@ -4,7 +4,8 @@ The engine comes from ``rollout.engine`` through the registry (:func:`rockroll.t
 in this process or inside a Ray actor (``workers.use_ray``); the rollout is plan mode's
 :class:`~rockroll.trainer.rollout.plan_driver.PlanDriver`, multi-turn's
 :class:`~rockroll.trainer.rollout.multiturn.MultiTurnDriver` or single-turn RLVR's
-:class:`~rockroll.trainer.rollout.rlvr.RLVRRollout`, each a :class:`~rockroll.trainer.rollout.base.Rollout`.
+:class:`~rockroll.trainer.rollout.rlvr.RLVRRollout` (beside envs: :class:`~rockroll.trainer.rollout.mixed.RLVRWithEnvs`),
+each a :class:`~rockroll.trainer.rollout.base.Rollout`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rockroll.agentrl.engines.config import check_engine_available
 from rockroll.trainer.rollout.base import Rollout
 from rockroll.trainer.rollout.engine_sync import EngineSync, engine_for
+from rockroll.trainer.rollout.mixed import RLVRWithEnvs
 from rockroll.trainer.rollout.multiturn import MultiTurnDriver
 from rockroll.trainer.rollout.plan_driver import PlanDriver
 from rockroll.trainer.rollout.rlvr import RLVRRollout
@@ -44,6 +46,8 @@ def make_rollout(cfg: TrainConfig, model: Any, tokenizer: Any, source: EnvSource
     try:
         if cfg.rollout.mode == "multiturn":
             return MultiTurnDriver(cfg, engine, source, sync=sync)
+        if cfg.rollout.mode == "rlvr" and cfg.rollout.envs:
+            return RLVRWithEnvs(cfg, tokenizer, engine, source, sync=sync)
         if cfg.rollout.mode == "rlvr":
             return RLVRRollout(cfg, tokenizer, engine, sync=sync)
         return PlanDriver(cfg, tokenizer, engine, source, sync=sync)
