@@ -109,6 +109,10 @@ class RLVRWithEnvs(Rollout):
         rows: list[Any] = [TagEntry(t.tag, t.env_id, t.ratio * r.rlvr.ratio / total) for t in self.rlvr.report_envs()]
         return rows + [e.model_copy(update={"ratio": e.ratio / total}) for e in r.envs]
 
+    def start_at(self, step: int, pending: Any = None) -> None:
+        """A resumed run: the envs' scheduler continues its seed stream (the dataset's draws follow the step)."""
+        self.envs.start_at(step, pending)
+
     def release(self) -> None:
         self.envs.release()
 
