@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -41,12 +42,39 @@ EPISODE = {"history": "last_k", "history_k": 0, "system_prompt": "none", "observ
            "max_turns": 8, "max_tokens_per_turn": 64, "temperature": 1.0}  # fmt: skip
 
 
-def _rows(tag: str, split: str, n: int) -> list[dict[str, Any]]:
+#: the warm start's teacher gets these functions wrong in a share of its training demos (``--teacher-error``)
+BUGGY = {
+    "affine": "return x * {b} + {a}",
+    "count_multiples": "return sum(1 for v in xs if v % {a} != 0)",
+    "clip": "return min(max(x, {b}), {a})",
+    "every_kth": "return xs[1::{a}]",
+    "sum_digits_plus": "return sum(int(d) for d in str(n)) - {b}",
+    "shift_letters": "return ''.join(chr((ord(c) - 97 - {a}) % 26 + 97) if 'a' <= c <= 'z' else c for c in s)",
+}
+
+
+def _demo(tag: str, meta: dict[str, Any], wrong: bool) -> str:
+    """The warm start's answer of a row: the generator's, or (``wrong``) the teacher's bug of that function."""
+    if tag == "code" and wrong:
+        name, a, b = meta["task_id"].split("-", 2)  # name-a-b, b maybe negative
+        arg = meta["reference"].split("(", 1)[1].split(")", 1)[0]
+        body = BUGGY[name].format(a=a, b=b)
+        return f"```python\ndef {name}({arg}):\n    {body}\n```"
+    return DEMOS[tag].format(**meta)
+
+
+def _rows(tag: str, split: str, n: int, buggy: set[str] = frozenset(), error: float = 0.0) -> list[dict[str, Any]]:
     if tag == "math":
         samples = generate("arithmetic", n, split=split, heldout_frac=0.3, **SUMS)  # type: ignore[arg-type]
     else:
         samples = generate("python_functions", n, split=split, heldout_frac=0.2)  # type: ignore[arg-type]
-    return [{"prompt": s.prompt, "tag": s.tag, **s.metadata, "demo": DEMOS[tag].format(**s.metadata)} for s in samples]
+    rng = random.Random(f"teacher-{tag}")
+    out = []
+    for s in samples:
+        name = str(s.metadata.get("task_id", "")).split("-", 1)[0]
+        wrong = name in buggy and rng.random() < error
+        out.append({"prompt": s.prompt, "tag": s.tag, **s.metadata, "demo": _demo(tag, s.metadata, wrong)})
+    return out
 
 
 def _interleave(*parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -73,7 +101,11 @@ class Plan:
     def __init__(self, args: argparse.Namespace, work: Path, seed: int) -> None:
         self.args, self.work, self.seed = args, work, seed
         h = args.heldout
-        self.train = {"math": _rows("math", "train", 290), "code": _rows("code", "train", 400)}
+        buggy = set(args.buggy)
+        self.train = {
+            "math": _rows("math", "train", 290),
+            "code": _rows("code", "train", 290, buggy, args.teacher_error),
+        }
         self.held = {"math": _rows("math", "heldout", h), "code": _rows("code", "heldout", h)}
 
     def _base(self, name: str, model: Path) -> dict[str, Any]:
@@ -130,7 +162,8 @@ class Plan:
         rows = len(self.train["math"]) + len(self.train["code"])
         cfg["name"], cfg["total_steps"] = f"warm_s{self.seed}", 0
         cfg["rollout"]["eval_episodes"] = 2  # the RL runs evaluate the warm start on every held-out row
-        cfg["sft"] = {"steps": a.sft_steps, "lr": 1.0e-3, "batch_size": 32, "num_demos": rows + rows // 2}
+        cfg["rollout"]["rlvr"]["ratio"] = rows / a.lake_episodes  # sft.num_demos splits into rows and episodes
+        cfg["sft"] = {"steps": a.sft_steps, "lr": 1.0e-3, "batch_size": 32, "num_demos": rows + a.lake_episodes}
         summary = run_training(config_from_dict(cfg))
         return Path(summary["export_warmstart"])
 
@@ -170,7 +203,15 @@ def main() -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1.0e-4)
     ap.add_argument("--heldout", type=int, default=60, help="held-out rows per dataset tag (maps: twice as many)")
-    ap.add_argument("--sft-steps", type=int, default=400, help="steps of the one warm start (batches of 32)")
+    ap.add_argument("--sft-steps", type=int, default=900, help="steps of the one warm start (batches of 32)")
+    ap.add_argument(
+        "--buggy",
+        nargs="*",
+        default=["affine", "count_multiples", "clip", "every_kth"],
+        help="functions the warm start's teacher gets wrong in --teacher-error of its demos",
+    )
+    ap.add_argument("--teacher-error", type=float, default=0.7)
+    ap.add_argument("--lake-episodes", type=int, default=100, help="FrozenLake expert episodes of the warm start")
     ap.add_argument("--runs", nargs="+", default=["math", "code", "lake", "mixed"])
     ap.add_argument("--json", default="")
     args = ap.parse_args()
