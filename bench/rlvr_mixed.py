@@ -203,7 +203,7 @@ def main() -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1.0e-4)
     ap.add_argument("--heldout", type=int, default=60, help="held-out rows per dataset tag (maps: twice as many)")
-    ap.add_argument("--sft-steps", type=int, default=900, help="steps of the one warm start (batches of 32)")
+    ap.add_argument("--sft-steps", type=int, default=600, help="steps of the one warm start (batches of 32)")
     ap.add_argument(
         "--buggy",
         nargs="*",
