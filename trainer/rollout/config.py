@@ -233,8 +233,13 @@ class RolloutConfig(ConfigModel):
         """``(dataset groups, env groups)`` of each batch of an RLVR run with ``envs``: ``num_env_groups``
         split by ``rlvr.ratio`` against the envs' summed ratios (agentrl's ratio slots, so 3:1 of 8 is 6 + 2)."""
         n = self.scheduler.num_env_groups
-        slots = ratio_slots([self.rlvr.ratio, sum(e.ratio for e in self.envs)], 0, n)
+        slots = ratio_slots([self.rlvr.ratio, self.env_ratio_sum], 0, n)
         return slots.count(0), slots.count(1)
+
+    @property
+    def env_ratio_sum(self) -> float:
+        """The summed ratios of ``envs``: what ``rlvr.ratio`` is set against in an RLVR run beside envs."""
+        return sum(e.ratio for e in self.envs)
 
     @property
     def plays_envs(self) -> bool:

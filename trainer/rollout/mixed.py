@@ -52,7 +52,7 @@ def part_configs(cfg: TrainConfig) -> tuple[TrainConfig, TrainConfig]:
 def demo_split(cfg: TrainConfig) -> tuple[int, int]:
     """``(dataset rows, env episodes)`` of the warm start: ``sft.num_demos`` split by the batch's ratio."""
     r = cfg.rollout
-    share = r.rlvr.ratio / (r.rlvr.ratio + sum(e.ratio for e in r.envs))
+    share = r.rlvr.ratio / (r.rlvr.ratio + r.env_ratio_sum)
     rows = round(cfg.sft.num_demos * share)
     return rows, cfg.sft.num_demos - rows
 
@@ -105,7 +105,7 @@ class RLVRWithEnvs(Rollout):
     def report_envs(self) -> list[Any]:
         """The report's rows: the dataset's tags, then the envs, each with its share of the groups."""
         r = self.cfg.rollout
-        total = r.rlvr.ratio + sum(e.ratio for e in r.envs)
+        total = r.rlvr.ratio + r.env_ratio_sum
         rows: list[Any] = [TagEntry(t.tag, t.env_id, t.ratio * r.rlvr.ratio / total) for t in self.rlvr.report_envs()]
         return rows + [e.model_copy(update={"ratio": e.ratio / total}) for e in r.envs]
 
