@@ -11,7 +11,9 @@ checkpoint, four RL runs:
 * ``code``: ``rlvr`` on generated small Python functions, each answer's tests in process sandboxes;
 * ``lake``: ``multiturn`` on FrozenLake 4x4 without slips (random maps, one action per turn);
 * ``mixed``: ``rlvr`` on the sums and the functions of one JSONL file (tags math and code) with FrozenLake in
-  ``rollout.envs`` beside it: each batch holds the three single runs' groups (dataset ratio 2 : env ratio 1).
+  ``rollout.envs`` beside it: each batch holds the three single runs' groups (dataset ratio 2 : env ratio 1);
+* ``mixed_bal``: ``mixed`` with ``algo.tag_balance``: each tag's tokens weigh the same in the loss (in ``mixed``
+  every token does, so the tag with the most answer tokens in a batch drives the update).
 
 Every run has the same warm start, group size, learning rate, RL steps and held-out rows (the same sums,
 functions and maps: ``--heldout`` of each), so the runs differ only in what RL trains on. A domain's gain is its
@@ -148,10 +150,12 @@ class Plan:
         }  # fmt: skip
         return cfg
 
-    def mixed(self, model: Path) -> dict[str, Any]:
-        cfg = self._rlvr("mixed", ["math", "code"], 3 * self.args.groups, model)
+    def mixed(self, model: Path, balance: bool = False) -> dict[str, Any]:
+        cfg = self._rlvr("mixed_bal" if balance else "mixed", ["math", "code"], 3 * self.args.groups, model)
         cfg["rollout"]["rlvr"]["ratio"] = 2.0
         cfg["rollout"]["envs"] = [dict(LAKE)]
+        cfg["algo"]["tag_balance"] = balance
+        cfg["optim"]["lr"] = self.args.mixed_lr or self.args.lr
         return cfg
 
     def warm_start(self) -> Path:
@@ -180,12 +184,12 @@ def _run(data: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| seed | tag | single: warm -> RL (gain) | mixed: warm -> RL (gain) | mixed gain / single gain |",
+def table(results: list[dict[str, Any]], mixed: str = "mixed") -> str:
+    lines = [f"| seed | tag | single: warm -> RL (gain) | {mixed}: warm -> RL (gain) | {mixed} gain / single gain |",
              "|---|---|---|---|---|"]  # fmt: skip
     for r in results:
         for tag in ("math", "code", "lake"):
-            s, m = r["single"][tag]["tags"][tag], r["mixed"]["tags"][tag]
+            s, m = r["single"][tag]["tags"][tag], r[mixed]["tags"][tag]
             gs, gm = s["after_rl"] - s["after_sft"], m["after_rl"] - m["after_sft"]
             ratio = f"{gm / gs:.0%}" if gs > 0 else "n/a (no single gain)"
             lines.append(
@@ -202,6 +206,12 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=8, help="groups per step of a single run (the mixed run: 3x)")
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1.0e-4)
+    ap.add_argument(
+        "--mixed-lr",
+        type=float,
+        default=0.0,
+        help="the mixed runs' learning rate (0: --lr); one Adam step over three domains' gradients moves each less",
+    )
     ap.add_argument("--heldout", type=int, default=60, help="held-out rows per dataset tag (maps: twice as many)")
     ap.add_argument("--sft-steps", type=int, default=600, help="steps of the one warm start (batches of 32)")
     ap.add_argument(
@@ -212,7 +222,12 @@ def main() -> None:
     )
     ap.add_argument("--teacher-error", type=float, default=0.7)
     ap.add_argument("--lake-episodes", type=int, default=100, help="FrozenLake expert episodes of the warm start")
-    ap.add_argument("--runs", nargs="+", default=["math", "code", "lake", "mixed"])
+    ap.add_argument(
+        "--runs",
+        nargs="+",
+        default=["math", "code", "lake", "mixed"],
+        choices=["math", "code", "lake", "mixed", "mixed_bal"],
+    )
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rlvr_mixed_"))
@@ -224,17 +239,19 @@ def main() -> None:
             warm = plan.warm_start()
             done: dict[str, Any] = {"seed": seed, "single": {}}
             for name in args.runs:
-                out = _run(plan.mixed(warm) if name == "mixed" else plan.single(name, warm))
+                mixed = name.startswith("mixed")
+                out = _run(plan.mixed(warm, name == "mixed_bal") if mixed else plan.single(name, warm))
                 print(json.dumps(out), flush=True)
-                if name == "mixed":
-                    done["mixed"] = out
+                if mixed:
+                    done[name] = out
                 else:
                     done["single"][name] = out
             results.append(done)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if all("mixed" in r and len(r["single"]) == 3 for r in results):
-        print("\n" + table(results))
+    for mixed in ("mixed", "mixed_bal"):
+        if all(mixed in r and len(r["single"]) == 3 for r in results):
+            print("\n" + table(results, mixed))
     if args.json:
         Path(args.json).write_text(json.dumps({"load_avg": os.getloadavg(), "results": results}, indent=2) + "\n")
 

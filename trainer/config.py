@@ -124,6 +124,12 @@ class AlgoConfig(ConfigModel):
         "multiturn with a history window: train identical turns with same-sign advantages as one weighted row "
         "(same loss and gradient, fewer forward passes)",
     )
+    tag_balance: bool = f(
+        False,
+        "multi-turn rows of several tags (RLVR beside envs, env mixes): scale each tag's rows so every tag holds "
+        "the same share of the loss's tokens (the loss is the mean of each tag's token mean), so a domain of long "
+        "answers or many turns does not outweigh the others; needs loss_agg_mode token-mean",
+    )
     value_clip: float = f(0.2, "critic value clip (0: off)", ge=0)
     critic_coef: float = f(1.0, "critic loss weight", ge=0)
 
@@ -131,6 +137,10 @@ class AlgoConfig(ConfigModel):
     def _check(self) -> AlgoConfig:
         if self.dual_clip and self.dual_clip <= 1:
             raise ValueError(f"algo.dual_clip must be > 1 (typical 3.0) or 0 to disable; got {self.dual_clip}")
+        if self.tag_balance and self.loss_agg_mode != "token-mean":
+            raise ValueError(
+                f"algo.tag_balance weighs tokens, so it needs algo.loss_agg_mode: token-mean (got {self.loss_agg_mode!r})"
+            )
         return self
 
     @property
@@ -259,6 +269,11 @@ class TrainConfig(ConfigModel):
             raise ValueError(
                 f"algo.turn_credit: {self.algo.turn_credit} is not offered when rollout.mode: rlvr mixes in "
                 "rollout.envs (a dataset answer has no env state to fork or value): use episode or gigpo"
+            )
+        if self.algo.tag_balance and not self.rollout.plays_envs:
+            raise ValueError(
+                "algo.tag_balance weighs the tags of multi-turn rows: it needs rollout.mode: multiturn, or rlvr "
+                "with rollout.envs"
             )
         if not self.name or "/" in self.name:
             raise ValueError(f"name must be a non-empty string without '/', got {self.name!r}")

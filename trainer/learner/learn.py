@@ -80,10 +80,11 @@ def learn(
     # advantages, PPO epochs (the engine may sleep meanwhile: nothing generates until the sync)
     if rows is not None:
         batch.extras["advantages"] = rows.advantage_tensor(batch.input_ids.shape[1])
-        batch.extras["loss_mask"] = batch.response_mask * rows.loss_weights()
+        balance = cfg.algo.tag_balance
+        batch.extras["loss_mask"] = batch.response_mask * rows.loss_weights(batch.response_mask, balance)
         if rows.returns is not None:
             batch.extras["returns"] = rows.returns_tensor(batch.input_ids.shape[1])
-        metrics = dict(rows.metrics)
+        metrics = {**rows.metrics, **rows.token_shares(batch.response_mask)}
     else:
         metrics = compute_advantages(batch, cfg.algo, cfg.rollout.episode.max_tokens_per_turn)
     rollout.release()

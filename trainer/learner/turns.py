@@ -34,18 +34,49 @@ class TurnRows:
         metrics: dict[str, float],
         weights: list[float] | None = None,
         returns: list[list[float]] | None = None,
+        tags: list[str] | None = None,
     ) -> None:
         self.samples, self.advantages, self.metrics = samples, advantages, metrics
         #: how many identical turns each row stands for (see :func:`merge_identical`)
         self.weights = weights or [1.0] * len(samples)
         #: the critic's per-token targets (``turn_credit: gae``), aligned like the advantages
         self.returns = returns
+        #: each row's tag (the episode's env tag, else its env id): what ``algo.tag_balance`` weighs apart
+        self.tags = tags or [""] * len(samples)
 
-    def loss_weights(self) -> Any:
-        """``[rows, 1]`` weights to multiply the response mask with (the loss mask)."""
+    def loss_weights(self, response_mask: Any = None, balance_tags: bool = False) -> Any:
+        """``[rows, 1]`` weights to multiply the response mask with (the loss mask).
+
+        ``balance_tags`` (``algo.tag_balance``; ``response_mask`` needed) scales each tag's rows so that every
+        tag holds the same share of the weighted response tokens: the token mean is then the mean over tags of
+        each tag's own token mean. The weights' token total is unchanged (so is a token-mean denominator)."""
         import torch
 
-        return torch.tensor(self.weights, dtype=torch.float32).unsqueeze(1)
+        w = torch.tensor(self.weights, dtype=torch.float32).unsqueeze(1)
+        if not balance_tags:
+            return w
+        tokens = (response_mask.float() * w).sum(1)
+        per_tag: dict[str, float] = {}
+        for tag, n in zip(self.tags, tokens.tolist(), strict=True):
+            per_tag[tag] = per_tag.get(tag, 0.0) + n
+        live = {t: n for t, n in per_tag.items() if n > 0}
+        if len(live) < 2:
+            return w
+        total = sum(live.values())
+        scale = [total / (len(live) * live[t]) if t in live else 1.0 for t in self.tags]
+        return w * torch.tensor(scale, dtype=torch.float32).unsqueeze(1)
+
+    def token_shares(self, response_mask: Any) -> dict[str, float]:
+        """``learn/token_share/<tag>``: each tag's share of the batch's weighted response tokens (before any
+        balancing), when the rows hold more than one tag."""
+        tokens = (response_mask.float() * self.loss_weights()).sum(1).tolist()
+        per_tag: dict[str, float] = {}
+        for tag, n in zip(self.tags, tokens, strict=True):
+            per_tag[tag] = per_tag.get(tag, 0.0) + n
+        total = sum(per_tag.values())
+        if len(per_tag) < 2 or total <= 0:
+            return {}
+        return {f"learn/token_share/{t}": n / total for t, n in per_tag.items()}
 
     def advantage_tensor(self, length: int) -> Any:
         """``[rows, length]`` right-padded advantages, aligned with :func:`rockroll.trainer.learner.batch.collate`."""
@@ -136,18 +167,20 @@ def merge_identical(rows: TurnRows) -> TurnRows:
     average's denominator are unchanged, and the forward passes shrink. Critic targets ``R_i`` become
     their mean too: ``sum_i (V - R_i)^2 = n (V - mean R)^2 + const`` (an unclipped value loss).
     """
-    merged: dict[tuple[tuple[int, ...], bool], int] = {}
+    merged: dict[tuple[tuple[int, ...], bool, str], int] = {}
     samples: list[TrainSample] = []
+    tags: list[str] = []
     sums: list[list[float]] = []
     ret_sums: list[list[float]] = []
     weights: list[float] = []
     rets_in = rows.returns if rows.returns is not None else [[] for _ in rows.samples]
-    for sample, adv, ret in zip(rows.samples, rows.advantages, rets_in, strict=True):
-        key = (tuple(sample.input_ids), sum(adv) > 0)
+    for sample, adv, ret, tag in zip(rows.samples, rows.advantages, rets_in, rows.tags, strict=True):
+        key = (tuple(sample.input_ids), sum(adv) > 0, tag)
         i = merged.get(key)
         if i is None:
             merged[key] = len(samples)
             samples.append(sample)
+            tags.append(tag)
             sums.append(list(adv))
             ret_sums.append(list(ret))
             weights.append(1.0)
@@ -160,7 +193,7 @@ def merge_identical(rows: TurnRows) -> TurnRows:
     if rows.returns is not None:
         returns = [[r / w for r in row] for row, w in zip(ret_sums, weights, strict=True)]
     metrics = {**rows.metrics, "rollout/unique_row_fraction": len(samples) / max(len(rows.samples), 1)}
-    return TurnRows(samples, advantages, metrics, weights, returns)
+    return TurnRows(samples, advantages, metrics, weights, returns, tags)
 
 
 def turn_rows(
@@ -192,6 +225,7 @@ def turn_rows(
     credit = turn_advantages(episodes, credit_config(algo))
     samples: list[TrainSample] = []
     advantages: list[list[float]] = []
+    tags: list[str] = []
     returns: list[list[float]] | None = [] if credit.returns is not None else None
     total = 0
     for i, (traj, per_turn) in enumerate(zip(kept, credit.advantages, strict=True)):
@@ -204,6 +238,7 @@ def turn_rows(
                 continue
             samples.append(row)
             advantages.append(adv)
+            tags.append(traj.env_tag or traj.env_id)
             if returns is not None and row_rets is not None:
                 returns.append(row_rets[j])
     flat = [a for row in advantages for a in row if a]
@@ -215,7 +250,7 @@ def turn_rows(
         "rollout/invalid_action_rate": sum(not u.action_is_valid for t in kept for u in t.turns)
         / max(sum(len(t.turns) for t in kept), 1),
     })  # fmt: skip
-    return TurnRows(samples, advantages, metrics, returns=returns)
+    return TurnRows(samples, advantages, metrics, returns=returns, tags=tags)
 
 
 def _spread(traj: Trajectory, rows: list[TrainSample], per_turn: list[float], layout: Layout) -> list[list[float]]:
