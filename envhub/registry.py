@@ -262,20 +262,31 @@ def make(env_id: str, **kwargs: Any) -> MaxSteps:
 
 def _check_kwargs(env_id: str, ctor: Callable[..., object], kwargs: dict[str, object]) -> None:
     try:
-        sig = inspect.signature(ctor)
-    except (TypeError, ValueError):
+        accepted = _accepted_kwargs(ctor)
+    except TypeError:  # an unhashable callable: not cached
+        accepted = _accepted_kwargs.__wrapped__(ctor)
+    if accepted is None:
         return
-    params = sig.parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         raise EnvConfigError(
-            f"{env_id} got unknown argument(s) {', '.join(unknown)}; accepted: {', '.join(accepted + ['max_steps'])}",
+            f"{env_id} got unknown argument(s) {', '.join(unknown)}; accepted: {', '.join([*accepted, 'max_steps'])}",
             env=env_id,
             param=unknown[0],
         )
+
+
+@functools.lru_cache(maxsize=512)
+def _accepted_kwargs(ctor: Callable[..., object]) -> tuple[str, ...] | None:
+    """The keyword arguments ``ctor`` takes (None: any, or its signature cannot be read); cached, as every
+    episode of a rollout makes an env."""
+    try:
+        params = inspect.signature(ctor).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    return tuple(n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 def _register_with_gymnasium(env_spec: EnvSpec) -> None:

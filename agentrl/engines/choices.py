@@ -32,6 +32,8 @@ class AnswerTrie:
         if not seqs or any(not s for s in seqs):
             raise ValueError("an AnswerTrie needs at least one non-empty token sequence")
         self.sequences = tuple(dict.fromkeys(seqs))
+        self._ends = set(self.sequences)
+        self._tails: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._next: dict[tuple[int, ...], tuple[int, ...]] = {}
         for s in self.sequences:
             for i in range(len(s)):
@@ -57,6 +59,23 @@ class AnswerTrie:
         """Tokens allowed after ``prefix`` (empty: ``prefix`` left the trie or ended: no restriction)."""
         return self._next.get(tuple(prefix), ())
 
+    def forced_tail(self, prefix: Sequence[int]) -> tuple[int, ...]:
+        """The tokens that must follow ``prefix`` to the end of its sequence when no choice is left on the
+        way (one allowed id at every position, the last a sequence's stop token); empty when a choice is
+        ahead or ``prefix`` is not inside the trie. Under the restricted distribution each of them has
+        probability 1 (logprob 0), so an engine may append them without a forward pass."""
+        key = tuple(prefix)
+        if key not in self._next:  # a whole sequence, or off the trie
+            return ()
+        tail = self._tails.get(key)
+        if tail is None:
+            cur, out = key, []
+            while len(kids := self._next.get(cur, ())) == 1:
+                cur = (*cur, kids[0])
+                out.append(kids[0])
+            tail = self._tails[key] = tuple(out) if out and cur in self._ends else ()
+        return tail
+
     def positions(self, tokens: Sequence[int]) -> list[tuple[int, ...]]:
         """The allowed ids at each position of ``tokens`` (what the engine chose among there)."""
         return [self.next_ids(tokens[:i]) for i in range(len(tokens))]
@@ -67,10 +86,8 @@ def allowed_tensor(sets: Sequence[Sequence[int]], device: Any = None) -> torch.T
     import torch
 
     width = max((len(s) for s in sets), default=0) or 1
-    out = torch.full((len(sets), width), -1, dtype=torch.long)
-    for i, s in enumerate(sets):
-        if s:
-            out[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
+    padded = [[*s, *([-1] * (width - len(s)))] for s in sets]  # one tensor call, not one per row
+    out = torch.tensor(padded, dtype=torch.long).reshape(len(sets), width)
     return out if device is None else out.to(device)
 
 

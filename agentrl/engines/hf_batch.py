@@ -71,6 +71,30 @@ class _Round:
             memo.clear()
             misses = keys
         self._prefill(misses, memo)
+        logits = torch.stack([memo[k][1] for k in keys])
+        index = torch.tensor(src, device=self.dev) if len(keys) < len(self.rows) else None
+        # the first token of every row from the memo's logits: a row whose answer then has no choice left
+        # (restricted answers: the rest is forced) ends here, and a round where all do needs no forward
+        keep, chosen = self._advance(self.rows, (logits if index is None else logits[index]).float())
+        if keep:
+            self._decode(keys, index, memo, prompts, keep, chosen)
+        return [
+            GenerationResult(
+                token_ids=r.toks,
+                logprobs=r.lps,
+                finish_reason="stop" if r.toks and r.toks[-1] in r.stops else "length",
+                weight_version=self.version,
+            )
+            for r in self.rows
+        ]
+
+    def _decode(
+        self, keys: list[tuple[int, ...]], index: Any, memo: dict[tuple[int, ...], tuple[Any, Any]],
+        prompts: list[tuple[int, ...]], keep: list[int], chosen: Any,
+    ) -> None:  # fmt: skip
+        """Decode the rows in ``keep`` (their first tokens ``chosen``) to their stops or budgets: each step one
+        forward over the rows still going, on the KV of their prompts (from ``memo``)."""
+        torch, e = self.torch, self.e
         width = max(len(k) for k in keys)
         budget = max(r.max_new for r in self.rows)
         layers, heads, dim, dtype = e._slots_shape
@@ -84,31 +108,29 @@ class _Round:
             kv[:, :, torch.tensor(rows, device=self.dev), :, width - n : width] = torch.stack(
                 [memo[keys[i]][0] for i in rows], dim=2
             )
-        logits = torch.stack([memo[k][1] for k in keys])
-        if len(keys) < len(self.rows):
-            index = torch.tensor(src, device=self.dev)
-            logits, kv, valid = logits[index], kv.index_select(2, index), valid[index]
+        if index is not None:
+            kv, valid = kv.index_select(2, index), valid[index]
         lengths = torch.tensor([len(p) for p in prompts], dtype=torch.long)
         live = list(range(len(self.rows)))  # rows still decoding, in kv/valid row order
-        for step in range(budget):
-            keep, chosen = self._advance([self.rows[i] for i in live], logits.float())
-            if not keep:
-                break
+        for step in range(1, budget):
             if len(keep) < len(live):
                 sel = torch.tensor(keep, device=self.dev)
                 kv, valid, chosen = kv.index_select(2, sel), valid[sel], chosen[sel]
                 live = [live[j] for j in keep]
-            col = width + step
+            col = width + step - 1
             valid[:, col] = True
             logits = self._forward(
                 chosen[:, None].to(self.dev),
-                (lengths[live] + step)[:, None].to(self.dev),
+                (lengths[live] + step - 1)[:, None].to(self.dev),
                 valid[:, None, None, : col + 1].to(self.dev),
                 kv,
                 col,
             )
             e.stats["steps"] += 1
             e.stats["step_rows"] += len(live)
+            keep, chosen = self._advance([self.rows[i] for i in live], logits.float())
+            if not keep:
+                break
         return [
             GenerationResult(
                 token_ids=r.toks,
@@ -157,7 +179,7 @@ class _Round:
         for j, (r, tok, lp) in enumerate(zip(rows, chosen.tolist(), logp.tolist(), strict=True)):
             r.toks.append(tok)
             r.lps.append(lp)
-            if tok not in r.stops and len(r.toks) < r.max_new:
+            if tok not in r.stops and len(r.toks) < r.max_new and not r.finish_forced():
                 keep.append(j)
         self.e.stats["tokens"] += len(rows)
         return keep, chosen

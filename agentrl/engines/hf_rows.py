@@ -41,6 +41,20 @@ class Row:
     def params(self) -> SamplingParams:
         return self.pending.request.params
 
+    def finish_forced(self) -> bool:
+        """Append the rest of a restricted answer when no choice is left in it (its trie's
+        :meth:`~rockroll.agentrl.engines.choices.AnswerTrie.forced_tail`, each token at logprob 0, what the
+        restricted distribution gives it), so no forward pass is spent on it; True when the row is done."""
+        trie = self.params.allowed
+        if trie is None:
+            return False
+        tail = trie.forced_tail(self.toks)
+        if not tail or tail[-1] not in self.stops or len(self.toks) + len(tail) > self.max_new:
+            return False
+        self.toks.extend(tail)
+        self.lps.extend([0.0] * len(tail))
+        return True
+
     def uniform(self) -> float:
         """The next uniform of the row's generator: drawn 64 at a time (one torch call, not one per
         token; the same numbers as drawing them one by one)."""

@@ -36,8 +36,8 @@ class TokenSampling:
             r.lps.append(lp)
             if r.pending.future is not None and r.pending.future.cancelled():  # nobody waits (a client left)
                 self.stats["cancelled"] += 1
-            elif tok in r.stops or len(r.toks) >= r.max_new:
-                reason: Literal["stop", "length"] = "stop" if tok in r.stops else "length"
+            elif tok in r.stops or len(r.toks) >= r.max_new or r.finish_forced():
+                reason: Literal["stop", "length"] = "stop" if r.toks[-1] in r.stops else "length"
                 res = GenerationResult(token_ids=r.toks, logprobs=r.lps, finish_reason=reason, weight_version=version)
                 self._outbox.append((r.pending.loop, r.pending.future, res))
             else:

@@ -35,6 +35,16 @@ def test_trie_positions() -> None:
     assert trie.max_len == 3
 
 
+def test_forced_tail_is_the_rest_of_an_answer_without_a_choice() -> None:
+    from rockroll.agentrl.engines.choices import AnswerTrie
+
+    trie = AnswerTrie([[5, 9], [6, 8, 9], [5, 7, 9], [4, 3, 2, 9]])
+    assert trie.forced_tail([6]) == (8, 9) and trie.forced_tail([5, 7]) == (9,)
+    assert trie.forced_tail([4]) == (3, 2, 9)
+    assert trie.forced_tail([]) == () and trie.forced_tail([5]) == ()  # a choice is ahead
+    assert trie.forced_tail([6, 8, 9]) == () and trie.forced_tail([1]) == ()  # a whole answer; off the trie
+
+
 def test_mask_logits_renormalises_over_the_allowed_ids() -> None:
     from rockroll.agentrl.engines.choices import allowed_tensor, mask_logits
 
@@ -66,6 +76,9 @@ def test_engine_and_trainer_logprobs_agree(tiny_model_dir, batch_path: bool) -> 
     results = asyncio.run(gen())
     asyncio.run(engine.close())
     assert all(tuple(r.token_ids) in trie.sequences and r.finish_reason == "stop" for r in results)
+    assert trie.max_len == 2  # the tiny tokenizer has one token per answer
+    if batch_path:  # one token per answer: the end of turn is forced, so no decode forward
+        assert engine.stats["steps"] == 0 and engine.stats["forward_calls"] == 1  # the prompt's prefill
     samples = [
         TrainSample(
             list(prompt) + r.token_ids, [0] * len(prompt) + [1] * len(r.token_ids), [0.0] * len(prompt) + r.logprobs,
