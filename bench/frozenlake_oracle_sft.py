@@ -36,7 +36,7 @@ from frozenlake_refs import _seed_range  # noqa: E402
 from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
 from rockroll.agentrl.tiny import load_model_and_tokenizer  # noqa: E402
 from rockroll.envs.core import parse_answer  # noqa: E402
-from rockroll.envs.frozenlake.exact import action_values, policy_success, references  # noqa: E402
+from rockroll.envs.frozenlake.exact import action_values, expert_policy, policy_success, references  # noqa: E402
 from rockroll.envs.frozenlake.maps import ACTIONS  # noqa: E402
 
 
@@ -45,6 +45,13 @@ def labels(maps: list, where: list, steps: int) -> list[int]:
     q = [action_values(g, steps)[steps] for g in maps]
     size = len(maps[0])
     return [int(np.argmax(q[m][:, r * size + c])) for m, r, c in where]
+
+
+def expert_labels(maps: list, where: list) -> list[int]:
+    """The re-planning no-slip expert's action at each ``(map, row, col)`` (the multi-turn warm start's teacher,
+    here at every cell, not only along its own episodes)."""
+    tables = [expert_policy(g) for g in maps]
+    return [tables[m][(r, c)] for m, r, c in where]
 
 
 def table_success(maps: list, where: list, actions: list[int], steps: int) -> float:
@@ -80,6 +87,10 @@ def main() -> None:
     p.add_argument("--step-limit", type=int, default=20, help="FrozenLake-v0: 20")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--save", type=Path, default=None, help="save the trained model here")
+    p.add_argument(
+        "--labels", choices=["optimal", "expert"], default="optimal",
+        help="optimal: the exact best action; expert: the re-planning no-slip expert's (a warm start on every cell)",
+    )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -87,7 +98,10 @@ def main() -> None:
     model, tok = load_model_and_tokenizer(args.model)
     train_maps, train_where, train_prompts, max_new = cell_prompts(args.model, tok, list(range(args.train_maps)), 4)
     test_maps, test_where, test_prompts, _ = cell_prompts(args.model, tok, list(args.seeds), 4)
-    y_train = labels(train_maps, train_where, args.step_limit)
+    if args.labels == "expert":
+        y_train = expert_labels(train_maps, train_where)
+    else:
+        y_train = labels(train_maps, train_where, args.step_limit)
     y_test = labels(test_maps, test_where, args.step_limit)
     refs = references(list(args.seeds), size=4, steps=args.step_limit)
     eos = tok.convert_tokens_to_ids("<|im_end|>")

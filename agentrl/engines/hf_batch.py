@@ -131,15 +131,6 @@ class _Round:
             keep, chosen = self._advance([self.rows[i] for i in live], logits.float())
             if not keep:
                 break
-        return [
-            GenerationResult(
-                token_ids=r.toks,
-                logprobs=r.lps,
-                finish_reason="stop" if r.toks and r.toks[-1] in r.stops else "length",
-                weight_version=self.version,
-            )
-            for r in self.rows
-        ]
 
     def _prefill(self, keys: list[tuple[int, ...]], memo: dict[tuple[int, ...], tuple[Any, Any]]) -> None:
         """One forward over ``keys`` (left-padded); each prompt's KV and last logits go to ``memo``."""
