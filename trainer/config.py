@@ -183,6 +183,13 @@ class SFTConfig(ConfigModel):
         ge=0.0,
         le=1.0,
     )
+    label: Literal["taken", "expert"] = f(
+        "taken",
+        "multi-turn demos: each turn's target: taken (the action played, sft.explore's random ones included) or "
+        "expert (the expert's move in that state while the episode goes on with the action played, DAgger-style: "
+        "sft.explore then reaches states the expert's own play rarely visits, each labelled with the expert's "
+        "move; every episode is kept); expert needs rollout.episode.history: last_k",
+    )
 
 
 class WorkersConfig(ConfigModel):
@@ -256,6 +263,13 @@ class TrainConfig(ConfigModel):
                         "has none: register one (envhub.register(..., expert='module:factory')), leave the env out "
                         "of rollout.envs or set sft.steps: 0"
                     )
+        if self.sft.label == "expert" and (
+            self.rollout.mode != "multiturn" or self.rollout.episode.history != "last_k"
+        ):
+            raise ValueError(
+                "sft.label: expert labels each turn of multi-turn demos apart from what was played, so it needs "
+                "per-turn rows: rollout.mode: multiturn and rollout.episode.history: last_k"
+            )
         if self.sft.explore and self.rollout.mode != "multiturn":
             raise ValueError(
                 "sft.explore mixes random actions into multi-turn demos; plan mode's demos are whole plans"

@@ -239,10 +239,19 @@ def _demos(run: _Run) -> tuple[list[Any], dict[str, float]]:
         env_demos, metrics = build_mixed_turn_demos(envs, run.tok, r.episode, _demo_seeds(cfg)[:episodes])
         return demos + env_demos, {**metrics, "sft/rlvr/demo_rows": float(len(demos))}
     if r.mode == "multiturn" and len(envs) > 1:
-        return build_mixed_turn_demos(envs, run.tok, r.episode, _demo_seeds(cfg), explore=cfg.sft.explore)
+        return build_mixed_turn_demos(
+            envs, run.tok, r.episode, _demo_seeds(cfg), explore=cfg.sft.explore, label=cfg.sft.label
+        )
     if r.mode == "multiturn":
         demos = build_turn_demos(
-            r.env_id, r.env_kwargs, run.tok, r.episode, _demo_seeds(cfg), explore=cfg.sft.explore, expert=r.expert
+            r.env_id,
+            r.env_kwargs,
+            run.tok,
+            r.episode,
+            _demo_seeds(cfg),
+            explore=cfg.sft.explore,
+            expert=r.expert,
+            label=cfg.sft.label,
         )
         return demos, {}
     if r.mode == "rlvr":

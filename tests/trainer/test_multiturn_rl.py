@@ -219,3 +219,41 @@ def test_exploring_demos_mix_random_candidate_actions_into_the_experts_play(tok)
         expert_trajectory("FrozenLake-v0", plain, tok, episode, 0, explore=1.5)
     with pytest.raises(ValueError, match="multi-turn"):
         TrainConfig.model_validate({"rollout": {"mode": "plan"}, "sft": {"steps": 1, "explore": 0.1}})
+
+
+def test_expert_labelled_demos_train_the_experts_move_where_a_random_one_was_played(tok) -> None:
+    """``sft.label: expert``: the episode goes on with the action played (random with ``sft.explore``), each turn's
+    target is the expert's move in the state it was played from; every episode is kept."""
+    import rockroll.envhub as envhub
+    from rockroll.envs.frozenlake.exact import expert_policy
+    from rockroll.envs.frozenlake.maps import ACTIONS
+    from rockroll.trainer.config import TrainConfig
+    from rockroll.trainer.learner.sft import build_turn_demos, expert_trajectory
+
+    episode = EpisodeConfig(history="last_k", history_k=0, max_turns=20, max_tokens_per_turn=8)
+    plain = {"is_slippery": False, "size": 4}
+    played = differs = 0
+    for seed in range(30):
+        traj = expert_trajectory("FrozenLake-v0", plain, tok, episode, seed, explore=0.6, label="expert")
+        same = expert_trajectory("FrozenLake-v0", plain, tok, episode, seed, explore=0.6)
+        assert [t.action_text for t in traj.turns] == [t.action_text for t in same.turns]  # the same play
+        env = envhub.make("FrozenLake-v0", **plain)
+        env.reset(seed=seed)
+        table = expert_policy(env.unwrapped.grid)
+        for turn in traj.turns:
+            best = ACTIONS[table[(env.unwrapped.row, env.unwrapped.col)]]
+            assert tok.decode(turn.response_ids, skip_special_tokens=True) == f"<answer>{best}</answer>"
+            assert turn.response_ids[-1] == tok.eos_token_id
+            played += 1
+            differs += turn.action_text != f"<answer>{best}</answer>"
+            env.step(turn.action_text)
+    assert played > 60 and differs > 10  # random moves were played, and labelled with the expert's
+    kept = build_turn_demos("FrozenLake-v0", {"size": 4}, tok, episode, range(20), explore=0.6, label="expert")
+    taken = build_turn_demos("FrozenLake-v0", {"size": 4}, tok, episode, range(20), explore=0.6)
+    assert len(kept) > len(taken)  # failed episodes stay: their targets are the expert's moves
+    with pytest.raises(ValueError, match="label"):
+        expert_trajectory("FrozenLake-v0", plain, tok, episode, 0, label="best")
+    with pytest.raises(ValueError, match="history: last_k"):
+        TrainConfig.model_validate(
+            {"rollout": {"mode": "multiturn", "episode": {"history": "full"}}, "sft": {"steps": 1, "label": "expert"}}
+        )

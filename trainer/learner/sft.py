@@ -55,6 +55,7 @@ def expert_trajectory(
     *,
     explore: float = 0.0,
     expert: str = "",
+    label: str = "taken",
 ) -> Trajectory:
     """The env's expert playing one episode, rendered turn by turn exactly as the multi-turn rollout
     renders the policy's episodes (the same :class:`PromptBuilder`, history window and chat template).
@@ -64,10 +65,15 @@ def expert_trajectory(
     With ``explore`` > 0 each turn takes, with that chance, an action drawn uniformly from the env's
     ``action_candidates()`` instead (the draw is seeded by ``seed``): a policy imitating such play keeps
     about ``explore / k`` of its mass on each of the ``k`` actions, where RL can find better ones.
-    ``expert``: ``"module:factory"`` of another demonstrator than the env spec's.
+    ``expert``: ``"module:factory"`` of another demonstrator than the env spec's. ``label``: what each turn's
+    response is: ``taken`` (the action played, random or the expert's) or ``expert`` (the expert's action in
+    that state while the episode goes on with the action played: the random turns reach states the expert's
+    own play rarely visits, and each is labelled with the expert's move there, as in DAgger).
     """
     if not 0.0 <= explore <= 1.0:
         raise ValueError(f"explore must be in [0, 1], got {explore}")
+    if label not in ("taken", "expert"):
+        raise ValueError(f"label must be 'taken' or 'expert', got {label!r}")
     rng = random.Random(seed * 1_000_003 + 17)
     env = envhub.make(env_id, **env_kwargs)
     try:
@@ -81,18 +87,17 @@ def expert_trajectory(
         traj = Trajectory(f"demo{seed}", f"demo{seed}", env_id, seed)
         prompt = builder.first_prompt(format_observation(obs, episode.observation_format))
         for turn in range(episode.max_turns):
-            action = demonstrator()
-            if action is None:
+            best = demonstrator()
+            if best is None:
                 break
-            if explore and rng.random() < explore:
-                action = rng.choice(_candidates(env))
+            action = rng.choice(_candidates(env)) if explore and rng.random() < explore else best
             state_key = builder.pending_obs
-            response = list(tokenizer.encode(f"<answer>{action}</answer>", add_special_tokens=False))
-            response.append(tokenizer.eos_token_id)
+            response = _answer(tokenizer, action)
             text = builder.add_response(response)
+            target = _answer(tokenizer, best) if label == "expert" else response
             obs, reward, terminated, truncated, info = env.step(text)
             traj.turns.append(
-                Turn(prompt, response, [0.0] * len(response), 0, action_text=text, observation=obs,
+                Turn(prompt, target, [0.0] * len(target), 0, action_text=text, observation=obs,
                      reward=float(reward), state_key=state_key)
             )  # fmt: skip
             traj.success = bool(info.get("success", False))
@@ -105,6 +110,11 @@ def expert_trajectory(
         return traj
     finally:
         env.close()
+
+
+def _answer(tokenizer: Any, action: str) -> list[int]:
+    """The response that plays ``action``: ``<answer>ACTION</answer>`` and the end-of-turn token."""
+    return [*tokenizer.encode(f"<answer>{action}</answer>", add_special_tokens=False), tokenizer.eos_token_id]
 
 
 def _candidates(env: Any) -> list[str]:
@@ -125,19 +135,24 @@ def build_turn_demos(
     successful_only: bool = True,
     explore: float = 0.0,
     expert: str = "",
+    label: str = "taken",
 ) -> list[TrainSample]:
     """Multi-turn SFT rows from expert episodes on ``seeds`` (loss on the assistant's tokens only).
 
     ``history: full`` gives one concatenated row per episode, ``last_k`` one row per turn, as the
     rollout's own samples. With ``successful_only`` (default) episodes the expert failed (a slip
     into a hole) are left out: their moves are as good, but the imitation target is the winning play.
+    With ``label: expert`` (see :func:`expert_trajectory`) every episode is kept: each turn's target is the
+    expert's move whatever was played.
     Raises ``ValueError`` when no expert exists for the env or a prompt overflows the context budget.
     """
     layout = "concat" if episode.history == "full" else "per_turn"
     rows: list[TrainSample] = []
     for seed in seeds:
-        traj = expert_trajectory(env_id, env_kwargs, tokenizer, episode, seed, explore=explore, expert=expert)
-        if traj.turns and (traj.success or not successful_only):
+        traj = expert_trajectory(
+            env_id, env_kwargs, tokenizer, episode, seed, explore=explore, expert=expert, label=label
+        )
+        if traj.turns and (traj.success or not successful_only or label == "expert"):
             rows += traj.to_samples(layout)
     if not rows:
         raise ValueError(f"the {env_id} expert produced no usable demonstration on {len(seeds)} seeds")
@@ -145,7 +160,13 @@ def build_turn_demos(
 
 
 def build_mixed_turn_demos(
-    envs: list[Any], tokenizer: Any, episode: EpisodeConfig, seeds: list[int], *, explore: float = 0.0
+    envs: list[Any],
+    tokenizer: Any,
+    episode: EpisodeConfig,
+    seeds: list[int],
+    *,
+    explore: float = 0.0,
+    label: str = "taken",
 ) -> tuple[list[TrainSample], dict[str, float]]:
     """Multi-turn SFT rows for a mix of envs (``rollout.envs``): the demo episodes split among the envs by
     their ratios (the scheduler's slot stream, so 2:1 over 30 seeds is 20 + 10), each env's expert playing
@@ -162,7 +183,14 @@ def build_mixed_turn_demos(
         metrics[f"sft/{e.tag}/demo_episodes"] = float(n)
         if n:
             rows += build_turn_demos(
-                e.env_id, e.env_kwargs, tokenizer, episode, list(seeds[:n]), explore=explore, expert=e.expert
+                e.env_id,
+                e.env_kwargs,
+                tokenizer,
+                episode,
+                list(seeds[:n]),
+                explore=explore,
+                expert=e.expert,
+                label=label,
             )
     return rows, metrics
 
