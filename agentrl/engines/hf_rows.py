@@ -36,6 +36,8 @@ class Row:
     lps: list[float] = field(default_factory=list)
     slot: int = -1
     uniforms: list[float] = field(default_factory=list)  # drawn, not used yet (last = next)
+    #: tokens appended by :meth:`finish_forced` after the last sampled one: never fed, so no KV holds them
+    forced: int = 0
 
     @property
     def params(self) -> SamplingParams:
@@ -53,7 +55,13 @@ class Row:
             return False
         self.toks.extend(tail)
         self.lps.extend([0.0] * len(tail))
+        self.forced = len(tail)
         return True
+
+    def fed(self) -> list[int]:
+        """The response tokens whose KV the row's slot holds: all but the last sampled one (and the forced
+        tail after it)."""
+        return self.toks[: max(len(self.toks) - 1 - self.forced, 0)]
 
     def uniform(self) -> float:
         """The next uniform of the row's generator: drawn 64 at a time (one torch call, not one per

@@ -117,6 +117,45 @@ def test_full_history_turns_reuse_the_conversation_and_match_no_cache(tiny: tupl
         _close(cached, plain)
 
 
+def test_restricted_answers_cache_only_what_was_computed(tiny: tuple[Any, Any]) -> None:
+    """A restricted answer's forced tail (the end of turn after the move) is appended without a forward pass, so
+    its KV was never computed: the conversation cached for the next turn stops before it, and every turn of
+    full-history play matches the engine without a cache."""
+    from rockroll.agentrl.engines.choices import AnswerTrie
+
+    model, tok = tiny
+    moves = AnswerTrie.from_answers(tok, ["Left", "Down", "Right", "Up"]).sequences
+    lead = tok.encode("\n", add_special_tokens=False)
+    # a forced first token, the move chosen while decoding, then the forced end of turn (not fed)
+    trie = AnswerTrie([[*lead, *m] for m in moves])
+    assert len(lead) == 1 and all(len(m) == 2 for m in moves)
+    cached, plain = _engine(tiny), _engine(tiny, prefix_cache_mb=0)
+    try:
+        builders = _conversations(tok, [1, 2, 3, 4, 5, 6])
+        prompts = [list(b.ids) for b in builders]
+        ended: set[int] = set()
+        for turn in range(4):
+            asks = [
+                GenerationRequest(p, SamplingParams(max_new_tokens=8, temperature=1.0, seed=10 * turn + i, allowed=trie))
+                for i, p in enumerate(prompts)
+            ]  # fmt: skip
+            got, want = _run(cached, asks), _run(plain, asks)
+            for a, b in zip(got, want, strict=True):
+                assert tuple(a.token_ids) in trie.sequences and a.token_ids == b.token_ids
+                assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < TOL
+            for i, (b, r) in enumerate(zip(builders, got, strict=True)):
+                if i in ended:  # its last prompt is asked again
+                    continue
+                obs, _, terminated, truncated, _ = b.env.step(b.add_response(r.token_ids))  # type: ignore[attr-defined]
+                if terminated or truncated:
+                    ended.add(i)
+                else:
+                    prompts[i] = b.next_prompt(format_observation(obs, "cells"))
+        assert cached.prefix_cache is not None and cached.prefix_cache.tokens > 0
+    finally:
+        _close(cached, plain)
+
+
 def test_shared_prefixes_and_repeated_prompts_match_no_cache(tiny: tuple[Any, Any]) -> None:
     """A shared system prompt, the same grid again, and prompts repeated within one admission."""
     model, tok = tiny
