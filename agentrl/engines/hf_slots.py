@@ -224,7 +224,9 @@ class SlotDecoding:
         if len(keep) < len(rows):
             kept = set(keep)
             done = [r for j, r in enumerate(rows) if j not in kept]
-            if pc is not None:  # their computed tokens (prompt, response but its last and a forced tail) go to the prefix cache
+            if (
+                pc is not None
+            ):  # their computed tokens (prompt, response but its last and a forced tail) go to the prefix cache
                 seqs = [[*r.pending.request.prompt_ids, *r.fed()] for r in done]
                 for seq, kv_of in zip(
                     seqs, slots.tokens_of([r.slot for r in done], [len(q) for q in seqs]), strict=True
