@@ -88,7 +88,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--save", type=Path, default=None, help="save the trained model here")
     p.add_argument(
-        "--labels", choices=["optimal", "expert"], default="optimal",
+        "--labels",
+        choices=["optimal", "expert"],
+        default="optimal",
         help="optimal: the exact best action; expert: the re-planning no-slip expert's (a warm start on every cell)",
     )
     args = p.parse_args()

@@ -263,9 +263,8 @@ class TrainConfig(ConfigModel):
                         "has none: register one (envhub.register(..., expert='module:factory')), leave the env out "
                         "of rollout.envs or set sft.steps: 0"
                     )
-        if self.sft.label == "expert" and (
-            self.rollout.mode != "multiturn" or self.rollout.episode.history != "last_k"
-        ):
+        episode: Any = self.rollout.episode  # a class built at import (with_defaults): opaque to the type checker
+        if self.sft.label == "expert" and (self.rollout.mode != "multiturn" or episode.history != "last_k"):
             raise ValueError(
                 "sft.label: expert labels each turn of multi-turn demos apart from what was played, so it needs "
                 "per-turn rows: rollout.mode: multiturn and rollout.episode.history: last_k"
