@@ -55,11 +55,7 @@ class TurnRows:
         w = torch.tensor(self.weights, dtype=torch.float32).unsqueeze(1)
         if not balance_tags:
             return w
-        tokens = (response_mask.float() * w).sum(1)
-        per_tag: dict[str, float] = {}
-        for tag, n in zip(self.tags, tokens.tolist(), strict=True):
-            per_tag[tag] = per_tag.get(tag, 0.0) + n
-        live = {t: n for t, n in per_tag.items() if n > 0}
+        live = {t: n for t, n in self._tag_tokens(response_mask, w).items() if n > 0}
         if len(live) < 2:
             return w
         total = sum(live.values())
@@ -69,14 +65,18 @@ class TurnRows:
     def token_shares(self, response_mask: Any) -> dict[str, float]:
         """``learn/token_share/<tag>``: each tag's share of the batch's weighted response tokens (before any
         balancing), when the rows hold more than one tag."""
-        tokens = (response_mask.float() * self.loss_weights()).sum(1).tolist()
-        per_tag: dict[str, float] = {}
-        for tag, n in zip(self.tags, tokens, strict=True):
-            per_tag[tag] = per_tag.get(tag, 0.0) + n
+        per_tag = self._tag_tokens(response_mask, self.loss_weights())
         total = sum(per_tag.values())
         if len(per_tag) < 2 or total <= 0:
             return {}
         return {f"learn/token_share/{t}": n / total for t, n in per_tag.items()}
+
+    def _tag_tokens(self, response_mask: Any, weights: Any) -> dict[str, float]:
+        """Weighted response tokens per tag."""
+        per_tag: dict[str, float] = {}
+        for tag, n in zip(self.tags, (response_mask.float() * weights).sum(1).tolist(), strict=True):
+            per_tag[tag] = per_tag.get(tag, 0.0) + n
+        return per_tag
 
     def advantage_tensor(self, length: int) -> Any:
         """``[rows, length]`` right-padded advantages, aligned with :func:`rockroll.trainer.learner.batch.collate`."""
