@@ -38,6 +38,9 @@ def make_settings(data_dir: Path, **overrides: object) -> Settings:
         "pool_size": 0,
         "max_sandboxes": 4,
         "dev_hosts": ["localhost", "127.0.0.1", "::1", "testserver"],  # TestClient's Host (a dev app checks it)
+        # a test's server stops its sandboxes when it ends: handed over instead (the product's default) they
+        # outlive the test with nobody to adopt them; the restart tests ask for the handover themselves
+        "stop_sandboxes_on_exit": True,
     }
     fields.update(overrides)
     return Settings(**fields)

@@ -27,8 +27,8 @@ from tests.api.conftest import make_settings
 CAP_S, DEFAULT_S = 30.0, 20.0
 
 
-def _settings(data_dir: Path) -> Settings:
-    return make_settings(data_dir, max_sandbox_ttl_s=CAP_S, sandbox_ttl_s=DEFAULT_S, max_memory_mb=256)
+def _settings(data_dir: Path, **kw: object) -> Settings:
+    return make_settings(data_dir, max_sandbox_ttl_s=CAP_S, sandbox_ttl_s=DEFAULT_S, max_memory_mb=256, **kw)
 
 
 @pytest.fixture()
@@ -119,7 +119,7 @@ def test_expired_records_are_dropped_after_a_while(app) -> None:
 
 def test_a_lifetime_survives_a_server_restart(data_dir: Path) -> None:
     """A restarted server adopts the sandbox with its record, and stops it when its lifetime is over."""
-    with TestClient(create_app(_settings(data_dir))) as c:
+    with TestClient(create_app(_settings(data_dir, stop_sandboxes_on_exit=False))) as c:
         token = create_token(c.app.state.rr.db, "bob")
         made = c.post(
             "/v1/sandboxes", json={"ttl_s": 4, "memory_mb": 128}, headers={"Authorization": f"Bearer {token}"}

@@ -24,7 +24,7 @@ def _running(data_dir: Path, manager: str) -> list[str]:
 
 
 def test_shutdown_stops_the_sandboxes_when_told_and_leaves_them_for_adoption_otherwise(data_dir: Path) -> None:
-    settings = make_settings(data_dir, dev_mode=True, pool_size=1)
+    settings = make_settings(data_dir, dev_mode=True, pool_size=1, stop_sandboxes_on_exit=False)
     with TestClient(create_app(settings)) as c:
         manager = c.app.state.rr.placement.manager.config.name
         sid = c.post("/v1/sessions", json={"env": "FrozenLake-v0"}).json()["sandbox_id"]
