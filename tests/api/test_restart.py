@@ -80,8 +80,9 @@ def test_sigint_stops_serve_api_without_a_traceback(when: str) -> None:
     d = scratch_dir(f"sigint-{when}")
     cmd = ROCKROLL + ["serve-api", "--port", "0", "--backend", "process", "--db", f"sqlite:///{d}/rockroll.db"]
     cmd += ["--sandbox-state-dir", str(d / "sb"), "--dev"]
+    env = {**os.environ, "ROCKROLL_STOP_SANDBOXES_ON_EXIT": "true"}  # handed over, its sandboxes would outlive the test
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, env=env)  # fmt: skip
     marker = {"loading": None, "starting": "Waiting for application startup", "serving": "rockroll listening on"}[when]
     stream = proc.stdout if when == "serving" else proc.stderr
     seen = []
