@@ -65,6 +65,8 @@ class TurnRows:
     def token_shares(self, response_mask: Any) -> dict[str, float]:
         """``learn/token_share/<tag>``: each tag's share of the batch's weighted response tokens (before any
         balancing), when the rows hold more than one tag."""
+        if len(set(self.tags)) < 2:  # a one-tag batch (most runs): nothing to count on the update's path
+            return {}
         per_tag = self._tag_tokens(response_mask, self.loss_weights())
         total = sum(per_tag.values())
         if len(per_tag) < 2 or total <= 0:
