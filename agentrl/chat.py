@@ -23,6 +23,9 @@ decoded once, into the action text the env receives.
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
 from typing import Any, Literal
 
 from rockroll.envs.errors import RockrollError
@@ -40,6 +43,35 @@ def format_observation(observation: str, style: ObservationFormat = "raw") -> st
     if style == "cells":
         return "\n".join(" ".join(line) for line in observation.split("\n"))
     raise ValueError(f"observation format must be 'raw' or 'cells', got {style!r}")
+
+
+#: last_k prompts kept per tokenizer: a policy that sees a short window meets the same prompts again and again
+#: (a FrozenLake cell on one map: every episode of the group), and rendering a chat template costs ~75 us
+PROMPT_CACHE_SIZE = 8192
+_prompt_caches: weakref.WeakKeyDictionary[Any, OrderedDict[tuple[tuple[str, str], ...], list[int]]] = (
+    weakref.WeakKeyDictionary()
+)
+_cache_lock = threading.Lock()
+
+
+def _cached_prompt(tokenizer: Any, messages: list[dict[str, str]], make: Any) -> list[int]:
+    """``make(messages)``'s ids, from the tokenizer's cache of recent prompts when it holds them (a copy)."""
+    key = tuple((m["role"], m["content"]) for m in messages)
+    try:
+        with _cache_lock:
+            cache = _prompt_caches.setdefault(tokenizer, OrderedDict())
+            ids = cache.get(key)
+            if ids is not None:
+                cache.move_to_end(key)
+                return list(ids)
+    except TypeError:  # a tokenizer that takes no weak reference: no cache
+        return make(messages)
+    ids = make(messages)
+    with _cache_lock:
+        cache[key] = list(ids)
+        if len(cache) > PROMPT_CACHE_SIZE:
+            cache.popitem(last=False)
+    return ids
 
 
 class ContextExceeded(RockrollError):
@@ -95,6 +127,9 @@ class PromptBuilder:
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _render_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        return self._encode(self._render(messages))
 
     def _messages(self, exchanges: list[tuple[str, str]], obs: str) -> list[dict[str, str]]:
         msgs = list(self.system)
@@ -159,7 +194,7 @@ class PromptBuilder:
         k = max(0, self.last_k)
         kept = self.exchanges[-k:] if k else []
         while True:
-            ids = self._encode(self._render(self._messages(kept, self.pending_obs)))
+            ids = _cached_prompt(self.tokenizer, self._messages(kept, self.pending_obs), self._render_ids)
             fits = self.budget is None or len(ids) + self.max_new_tokens <= self.budget
             if fits or not kept:
                 break

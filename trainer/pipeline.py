@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
+from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.trainer.config import TrainConfig
+from rockroll.trainer.evaluation.background import BackgroundValidation, background_validation
 from rockroll.trainer.evaluation.exact import exact_validator
 from rockroll.trainer.evaluation.report import env_references, run_report
 from rockroll.trainer.evaluation.selection import BestCheckpoint, run_notes, select_seeds, selection_summary
@@ -64,6 +66,7 @@ def sandbox_manager(cfg: TrainConfig, run_dir: Path) -> SandboxManager:
         backend=cfg.rollout.sandbox,
         name=sandbox_manager_name(cfg.name, run_dir),
         db_url=f"sqlite:///{run_dir.resolve()}/sandboxes.db",
+        default_spec=SandboxSpec(max_sessions=cfg.rollout.sandbox_sessions),
     )
 
 
@@ -281,8 +284,25 @@ def _begin(run: _Run, state: dict[str, Any] | None) -> tuple[int, int]:
 
 def _loop(run: _Run, start: int, version: int, progress: ProgressCallback | None) -> tuple[int, int, BestCheckpoint]:
     """The RL steps: rollout, update, weight sync, metrics, evaluation, checkpoint. ``(last step, version, best)``."""
-    cfg, rollout, workers = run.cfg, run.rollout, run.workers
+    cfg, rollout = run.cfg, run.rollout
     best = BestCheckpoint(select_seeds(cfg), exact_validator(cfg, rollout))
+    background = background_validation(cfg, best, rollout, run.tok) if best.seeds else None
+    try:
+        return _steps(run, start, version, progress, best, background)
+    finally:
+        if background is not None:
+            background.close()
+
+
+def _steps(
+    run: _Run,
+    start: int,
+    version: int,
+    progress: ProgressCallback | None,
+    best: BestCheckpoint,
+    background: BackgroundValidation | None,
+) -> tuple[int, int, BestCheckpoint]:
+    cfg, rollout, workers = run.cfg, run.rollout, run.workers
     t_run = run.t_run = time.perf_counter()
     ran_before = run.ran_before = float(run.summary.get("rl_time_s", 0.0))
     saved_at = ran_before  # time/run_s of the last checkpoint (checkpoint.every_s)
@@ -316,8 +336,15 @@ def _loop(run: _Run, start: int, version: int, progress: ProgressCallback | None
             metrics.update(run.evaluate())
         if validate:
             t_val = time.perf_counter()
-            metrics.update(best.consider(rollout, step, workers.policy_weights()))
+            if background is not None:  # the last step's validation is waited for
+                metrics.update(
+                    background.submit(step, workers.policy_weights(), rollout.tags, wait=last or out_of_time)
+                )
+            else:
+                metrics.update(best.consider(rollout, step, workers.policy_weights()))
             metrics["time/validate"] = time.perf_counter() - t_val
+        elif background is not None:
+            metrics.update(background.collect(rollout.tags))
         # seconds of RL so far, evaluations included (a resumed run goes on from its checkpoint's)
         run.summary["rl_time_s"] = metrics["time/run_s"] = ran_before + time.perf_counter() - t_run
         run.logger.log(step, metrics)

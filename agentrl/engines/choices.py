@@ -76,6 +76,24 @@ class AnswerTrie:
             tail = self._tails[key] = tuple(out) if out and cur in self._ends else ()
         return tail
 
+    def choice_point(self) -> tuple[tuple[int, ...], dict[int, tuple[int, ...]]] | None:
+        """``(prefix, {choice id: whole sequence})`` when the trie holds one choice only: a forced prefix, one
+        position with several ids, a forced tail after each. Then greedy decoding is the argmax of one
+        forward's logits after ``prompt + prefix`` among the choice ids. None when there are more choices."""
+        prefix: tuple[int, ...] = ()
+        while len(kids := self._next.get(prefix, ())) == 1:
+            prefix = (*prefix, kids[0])
+        if prefix in self._ends or not kids:
+            return None
+        out = {}
+        for k in kids:
+            tail = self.forced_tail((*prefix, k))
+            whole = (*prefix, k, *tail)
+            if whole not in self._ends:
+                return None
+            out[k] = whole
+        return prefix, out
+
     def positions(self, tokens: Sequence[int]) -> list[tuple[int, ...]]:
         """The allowed ids at each position of ``tokens`` (what the engine chose among there)."""
         return [self.next_ids(tokens[:i]) for i in range(len(tokens))]

@@ -82,6 +82,35 @@ def test_last_k_history_keeps_recent_exchanges_within_budget(bpe_tokenizer) -> N
     assert len(ids) + 10 <= 60 and "obs0" not in tok.decode(ids)
 
 
+def test_last_k_prompts_come_from_a_per_tokenizer_cache(bpe_tokenizer, monkeypatch) -> None:
+    """A repeated last_k prompt is rendered once per tokenizer, equal to a fresh rendering, handed out as a copy,
+    and the cache stays within its size."""
+    import rockroll.agentrl.chat as chat
+
+    monkeypatch.setattr(chat, "PROMPT_CACHE_SIZE", 3)
+    rendered: list[str] = []
+    real = PromptBuilder._render
+
+    def counting(self, messages):
+        rendered.append(messages[-1]["content"])
+        return real(self, messages)
+
+    monkeypatch.setattr(PromptBuilder, "_render", counting)
+    char = CharTokenizer()
+    first = PromptBuilder(bpe_tokenizer, "sys", history="last_k", last_k=0).first_prompt("obs-a")
+    again = PromptBuilder(bpe_tokenizer, "sys", history="last_k", last_k=0).first_prompt("obs-a")
+    assert again == first and again is not first and rendered == ["obs-a"]
+    again.append(-1)  # the caller's copy: the cache is not touched
+    assert PromptBuilder(bpe_tokenizer, "sys", history="last_k", last_k=0).first_prompt("obs-a") == first
+    other = PromptBuilder(char, "sys", history="last_k", last_k=0).first_prompt("obs-a")  # another tokenizer
+    assert rendered == ["obs-a", "obs-a"] and char.decode(other).count("obs-a") == 1
+    for obs in ("b", "c", "d"):
+        PromptBuilder(bpe_tokenizer, "sys", history="last_k", last_k=0).first_prompt(obs)
+    assert len(chat._prompt_caches[bpe_tokenizer]) == 3  # "obs-a" was the least recent: dropped
+    PromptBuilder(bpe_tokenizer, "sys", history="last_k", last_k=0).first_prompt("obs-a")
+    assert rendered.count("obs-a") == 3
+
+
 def test_context_budget_is_enforced() -> None:
     tok = CharTokenizer()
     b = PromptBuilder(tok, "x" * 50, history="full", max_context_tokens=80, max_new_tokens=16)

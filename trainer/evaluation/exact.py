@@ -45,6 +45,7 @@ class FrozenLakeExact:
         turns = cfg.rollout.episode.max_turns
         self.steps = min(turns, limit) if limit else turns
         self._cells: dict[int, tuple[tuple[str, ...], list[tuple[int, int, str]]]] = {}
+        self._prompts: dict[tuple[int, tuple[int, ...]], tuple[list[tuple[int, int, int]], list[list[int]]]] = {}
 
     def cells(self, seed: int) -> tuple[tuple[str, ...], list[tuple[int, int, str]]]:
         """The map of ``seed`` and the observation at each of its non-terminal cells ``(row, col, obs)``."""
@@ -65,34 +66,63 @@ class FrozenLakeExact:
                 env.close()
         return self._cells[seed]
 
-    def __call__(self, rollout: Any, seeds: list[int], prefix: str = "select") -> dict[str, float]:
-        ep, engine, tag = self.cfg.rollout.episode, rollout.engine, self.env.tag
-        tok = engine.tokenizer
-        system = ""
-        if ep.system_prompt == "env":
-            probe = envhub.make(self.env.env_id, **self.env.env_kwargs)
-            system = probe.system_prompt()
+    def system(self) -> str:
+        """The system prompt the policy sees (``system_prompt: env``), else empty."""
+        if self.cfg.rollout.episode.system_prompt != "env":
+            return ""
+        probe = envhub.make(self.env.env_id, **self.env.env_kwargs)
+        try:
+            return str(probe.system_prompt())
+        finally:
             probe.close()
-        trie = answer_trie(engine, self.env.env_id, restrict=ep.restrict_answers)
-        params = SamplingParams(max_new_tokens=ep.max_tokens_per_turn, temperature=0.0, seed=0, allowed=trie)
-        where, requests = [], []
+
+    def prompts(self, tok: Any, seeds: list[int]) -> tuple[list[tuple[int, int, int]], list[list[int]]]:
+        """``(where, prompts)``: ``(map index, row, col)`` and the policy's prompt at every non-terminal cell
+        (kept: validation asks the same maps every time)."""
+        key = (id(tok), tuple(seeds))
+        if key not in self._prompts:
+            self._prompts = {key: self._build_prompts(tok, seeds)}
+        return self._prompts[key]
+
+    def _build_prompts(self, tok: Any, seeds: list[int]) -> tuple[list[tuple[int, int, int]], list[list[int]]]:
+        ep, system = self.cfg.rollout.episode, self.system()
+        where, prompts = [], []
         for m, seed in enumerate(seeds):
             for r, c, obs in self.cells(seed)[1]:
                 builder = PromptBuilder(tok, system, history="last_k", last_k=0, max_new_tokens=ep.max_tokens_per_turn)
-                requests.append(
-                    GenerationRequest(builder.first_prompt(format_observation(obs, ep.observation_format)), params)
-                )
+                prompts.append(builder.first_prompt(format_observation(obs, ep.observation_format)))
                 where.append((m, r, c))
-        results = rollout.loop.run(engine.generate_batch(requests))
+        return where, prompts
+
+    def __call__(self, rollout: Any, seeds: list[int], prefix: str = "select") -> dict[str, float]:
+        """Score the rollout engine's greedy policy (one batched generation through the engine)."""
+        ep, engine = self.cfg.rollout.episode, rollout.engine
+        tok = engine.tokenizer
+        trie = answer_trie(engine, self.env.env_id, restrict=ep.restrict_answers)
+        params = SamplingParams(max_new_tokens=ep.max_tokens_per_turn, temperature=0.0, seed=0, allowed=trie)
+        where, prompts = self.prompts(tok, seeds)
+        results = rollout.loop.run(engine.generate_batch([GenerationRequest(p, params) for p in prompts]))
+        answers = [tok.decode(res.token_ids, skip_special_tokens=True) for res in results]
+        return self.score(seeds, where, answers, lambda s: rollout.difficulty(s, self.env.tag), prefix)
+
+    def score(
+        self,
+        seeds: list[int],
+        where: list[tuple[int, int, int]],
+        answers: list[str],
+        difficulty: Callable[[int], Any],
+        prefix: str = "select",
+    ) -> dict[str, float]:
+        """The exact success of the table the answers at ``where`` make (an invalid answer is scored as Left),
+        split by ``difficulty(seed)``."""
+        tag = self.env.tag
         index = {a.lower(): i for i, a in enumerate(ACTIONS)}
         policies: list[dict[tuple[int, int], int]] = [{} for _ in seeds]
         invalid = 0
-        for (m, r, c), res in zip(where, results, strict=True):
-            action = index.get(
-                (parse_answer(tok.decode(res.token_ids, skip_special_tokens=True)) or "").strip().lower()
-            )
+        for (m, r, c), text in zip(where, answers, strict=True):
+            action = index.get((parse_answer(text) or "").strip().lower())
             invalid += action is None
-            policies[m][(r, c)] = 0 if action is None else action  # an invalid cell scored as Left
+            policies[m][(r, c)] = 0 if action is None else action
         success = [
             policy_success(self.cells(s)[0], self.steps, p, self.slippery) for s, p in zip(seeds, policies, strict=True)
         ]
@@ -103,7 +133,7 @@ class FrozenLakeExact:
         }
         by: dict[int, list[float]] = {}
         for s, v in zip(seeds, success, strict=True):
-            k = rollout.difficulty(s, tag)
+            k = difficulty(s)
             if k is not None:
                 by.setdefault(int(k), []).append(v)
         for k in sorted(by):

@@ -50,18 +50,24 @@ class BestCheckpoint:
     def consider(self, rollout: Rollout, step: int, weights: dict[str, Any]) -> dict[str, float]:
         """Score the current policy on the validation seeds; keep its weights when it is at least as good as
         the best so far (a tie goes to the later step)."""
-        from rockroll.trainer.rollout.multiturn import mean_success
-
         if not self.seeds:
             return {}
         metrics = self.exact(rollout, self.seeds) if self.exact is not None else rollout.evaluate(self.seeds, "select")
-        success = mean_success(metrics, "select", rollout.tags)  # several envs: the mean of their successes
+        return self.record(step, metrics, rollout.tags, {k: v.detach().cpu().clone() for k, v in weights.items()})
+
+    def record(
+        self, step: int, metrics: dict[str, float], tags: list[str], snapshot: dict[str, Any]
+    ) -> dict[str, float]:
+        """Take ``step``'s validation ``metrics``; keep ``snapshot`` (a CPU copy of its weights) when it is at
+        least as good as the best so far. The metrics to log."""
+        from rockroll.trainer.rollout.multiturn import mean_success
+
+        success = mean_success(metrics, "select", tags)  # several envs: the mean of their successes
         self.last_step, self.last_success = step, success
         if success >= self.success:
-            self.success, self.step = success, step
-            self.weights = {k: v.detach().cpu().clone() for k, v in weights.items()}
+            self.success, self.step, self.weights = success, step, snapshot
         out = {k: v for k, v in metrics.items() if k.endswith("/success")}
-        out["select/best" if len(rollout.tags) > 1 else f"select/{rollout.tags[0]}/best"] = self.success
+        out["select/best" if len(tags) > 1 else f"select/{tags[0]}/best"] = self.success
         return out
 
 

@@ -128,6 +128,13 @@ class RolloutConfig(ConfigModel):
         "none",
         "none: env in-process | a sandbox backend (process, docker, auto...): env sessions in sandboxes of a manager",
     )
+    sandbox_sessions: int = f(
+        16,
+        "env sessions one sandbox hosts (rollout.sandbox backends): each round of lock-step turns is one round trip "
+        "per sandbox, so light envs (FrozenLake) go faster packed into few sandboxes, heavy ones in many",
+        ge=1,
+        le=4096,
+    )
     select_episodes: int = f(
         0,
         "validation episodes (seeds apart from training and eval) that pick the best checkpoint, "
@@ -135,6 +142,12 @@ class RolloutConfig(ConfigModel):
         "evaluator (slippery FrozenLake, history_k 0: trainer/evaluation/exact.py) these are maps scored "
         "exactly; otherwise played greedy episodes, of which 1,000 or more tell steps apart",
         ge=0,
+    )
+    select_background: bool = f(
+        True,
+        "score exact validation (where the env has an exact evaluator and restricted answers with one choice: "
+        "FrozenLake) on a CPU copy of the policy in a background thread while training goes on, instead of "
+        "through the rollout engine at the step (trainer/evaluation/background.py)",
     )
     cap_hit_warn: float = f(
         0.2,
