@@ -55,6 +55,11 @@ class ModelConfig(ConfigModel):
         "envs whose text (prompts, observations, answers) trains the tiny model's tokenizer (when built)",
     )
     tiny_vocab_size: int = f(512, "the tiny tokenizer's BPE vocabulary (when built)", ge=300)
+    tiny_chat_template: Literal["chatml", "compact"] = f(
+        "chatml",
+        "the tiny tokenizer's chat template (when built): chatml (role names: 8 tokens around a user turn) or "
+        "compact (one token after each message: shorter prompts, a cheaper prefill and update)",
+    )
     tiny_answer_tokens: bool = f(
         True,
         "one token per whole answer of the tiny envs' listed actions (<answer>Down</answer>): right for fixed "

@@ -97,6 +97,29 @@ def test_chat_template(tokenizer) -> None:
     assert tokenizer.chat_template == CHAT_TEMPLATE
 
 
+def test_compact_chat_template_shortens_prompts_and_survives_a_reload(tmp_path: Path, tiny_path: Path) -> None:
+    """``chat_template: compact``: one token after each message (a FrozenLake grid prompt: 21 tokens against
+    ChatML's 28); the template is saved with the model and loaded back; full-history prompts extend each other."""
+    from rockroll.agentrl.chat import PromptBuilder, format_observation
+
+    path = build_tiny_model(tmp_path / "compact", TinyModelConfig(chat_template="compact", episodes_per_env=5))
+    tok = load_tokenizer(path)
+    env = envhub.make("FrozenLake-v0")
+    obs, _ = env.reset(seed=3)
+    grid = format_observation(obs, "cells")
+    short = PromptBuilder(tok, "", history="last_k", last_k=0).first_prompt(grid)
+    long = PromptBuilder(load_tokenizer(tiny_path), "", history="last_k", last_k=0).first_prompt(grid)
+    assert tok.decode(short) == grid + "<|im_start|>" and len(long) - len(short) == 7
+    full = PromptBuilder(tok, env.system_prompt(), history="full")
+    first = full.first_prompt(obs)
+    full.add_response([*tok.encode("<answer>Left</answer>", add_special_tokens=False), tok.eos_token_id])
+    second = full.next_prompt(obs)
+    assert second[: len(first)] == first and full.extends_previous
+    assert tok.decode(second).endswith("<answer>Left</answer><|im_end|>" + obs + "<|im_start|>")
+    with pytest.raises(ValueError, match="chat_template"):
+        TinyModelConfig(chat_template="jinja")
+
+
 def test_saved_in_hf_format_and_loads_by_path(tiny_path: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
 

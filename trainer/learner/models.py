@@ -38,6 +38,7 @@ def ensure_model(cfg: ModelConfig) -> Path:
         vocab_size=cfg.tiny_vocab_size,
         env_ids=tuple(cfg.tiny_envs),
         answer_tokens=cfg.tiny_answer_tokens,
+        chat_template=cfg.tiny_chat_template,
     )
     return build_tiny_model(path, shape)
 
