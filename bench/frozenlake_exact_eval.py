@@ -5,7 +5,8 @@
 
 A model trained with ``rollout.episode.history_k: 0`` sees the current grid alone, so its greedy policy is a
 table ``cell -> action`` per map. This asks the model (greedy decoding through the HF engine, with
-the prompt settings recorded beside the export, ``rockroll_episode.json``) for its action at every
+the prompt settings recorded beside the export, ``rockroll_episode.json``, restricted to the four moves
+when the export was trained so, ``restrict_answers``) for its action at every
 non-terminal cell of each map, then scores that table exactly by dynamic programming over the slips
 (``rockroll.envs.frozenlake.exact.policy_success``). Played episodes measure the same number with
 a standard error of about 2.2 points on 500 maps; this has none, so two checkpoints can be compared
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frozenlake_refs import _seed_range  # noqa: E402
 
 import rockroll.envhub as envhub  # noqa: E402
+from rockroll.agentrl.answers import answer_trie  # noqa: E402
 from rockroll.agentrl.chat import PromptBuilder, format_observation  # noqa: E402
 from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams  # noqa: E402
 from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
@@ -58,8 +60,10 @@ def _cells(seed: int, size: int) -> tuple[tuple[str, ...], list[tuple[int, int, 
     return grid, out
 
 
-async def _greedy(engine: HFEngine, prompts: list[list[int]], max_new: int) -> list[list[int]]:
-    params = SamplingParams(max_new_tokens=max_new, temperature=0.0)
+async def _greedy(engine: HFEngine, prompts: list[list[int]], max_new: int, restrict: bool) -> list[list[int]]:
+    """Greedy answers; with ``restrict`` (the export's ``restrict_answers``) among FrozenLake's moves, as in training."""
+    allowed = answer_trie(engine, "FrozenLake-v0", restrict=restrict)
+    params = SamplingParams(max_new_tokens=max_new, temperature=0.0, allowed=allowed)
     results = await asyncio.gather(
         *(engine.generate(GenerationRequest(p, params, str(i))) for i, p in enumerate(prompts))
     )
@@ -67,9 +71,10 @@ async def _greedy(engine: HFEngine, prompts: list[list[int]], max_new: int) -> l
     return [r.token_ids for r in results]
 
 
-def cell_prompts(model_dir: Path, tok: Any, seeds: list[int], size: int) -> tuple[list, list, list, int]:
+def cell_prompts(model_dir: Path, tok: Any, seeds: list[int], size: int) -> tuple[list, list, list, int, bool]:
     """The prompt the model sees at every non-terminal cell of each seed's map, with the settings
-    recorded beside the export: ``(maps, where, prompts, max_new_tokens)``, ``where[i] = (map, row, col)``."""
+    recorded beside the export: ``(maps, where, prompts, max_new_tokens, restrict_answers)``,
+    ``where[i] = (map, row, col)``."""
     settings = json.loads((model_dir / EPISODE_FILE).read_text()) if (model_dir / EPISODE_FILE).exists() else {}
     if settings.get("history", "last_k") != "last_k" or settings.get("history_k", 0) != 0:
         raise SystemExit(f"{model_dir}: the policy must see the current grid alone (rollout.episode.history_k: 0)")
@@ -87,15 +92,15 @@ def cell_prompts(model_dir: Path, tok: Any, seeds: list[int], size: int) -> tupl
             builder = PromptBuilder(tok, system, history="last_k", last_k=0, max_new_tokens=max_new)
             prompts.append(builder.first_prompt(format_observation(obs, fmt)))
             where.append((len(maps) - 1, r, c))
-    return maps, where, prompts, max_new
+    return maps, where, prompts, max_new, bool(settings.get("restrict_answers", False))
 
 
 def exact_greedy(model_dir: Path, seeds: list[int], steps: int, size: int) -> dict[str, Any]:
     """Per seed: the exact success of the model's greedy cell policy, and the invalid cells."""
     model, tok = load_model_and_tokenizer(model_dir)
-    maps, where, prompts, max_new = cell_prompts(model_dir, tok, seeds, size)
+    maps, where, prompts, max_new, restrict = cell_prompts(model_dir, tok, seeds, size)
     engine = HFEngine(model=model, tokenizer=tok, max_batch_size=256, seed=0)
-    answers = asyncio.run(_greedy(engine, prompts, max_new))
+    answers = asyncio.run(_greedy(engine, prompts, max_new, restrict))
     policies: list[dict[tuple[int, int], int]] = [{} for _ in maps]
     invalid = [0] * len(maps)
     for (m, r, c), ids in zip(where, answers, strict=True):

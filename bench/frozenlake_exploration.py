@@ -75,7 +75,7 @@ def main() -> None:
     for path in args.model:
         model, tok = load_model_and_tokenizer(path)
         model.eval()
-        maps, where, prompts, _ = cell_prompts(Path(path), tok, seeds, 4)
+        maps, where, prompts, _, _ = cell_prompts(Path(path), tok, seeds, 4)
         qs = [action_values(grid, args.steps)[args.steps] for grid in maps]
         gaps = np.array([qs[m][:, r * 4 + c] - qs[m][:, r * 4 + c].max() for m, r, c in where])  # 0: optimal
         lp = action_logprobs(model, tok, prompts)

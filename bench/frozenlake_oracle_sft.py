@@ -65,7 +65,7 @@ def greedy_actions(model, tok, prompts: list[list[int]], max_new: int) -> list[i
     from rockroll.trainer.learner.models import frozen_copy
 
     engine = HFEngine(model=frozen_copy(model), tokenizer=tok, max_batch_size=256, seed=0)
-    answers = asyncio.run(_greedy(engine, prompts, max_new))
+    answers = asyncio.run(_greedy(engine, prompts, max_new, False))  # as the model answers unrestricted
     return [
         _INDEX.get((parse_answer(tok.decode(ids, skip_special_tokens=True)) or "").strip().lower()) for ids in answers
     ]
@@ -98,8 +98,8 @@ def main() -> None:
     torch.manual_seed(0)
     t0 = time.perf_counter()
     model, tok = load_model_and_tokenizer(args.model)
-    train_maps, train_where, train_prompts, max_new = cell_prompts(args.model, tok, list(range(args.train_maps)), 4)
-    test_maps, test_where, test_prompts, _ = cell_prompts(args.model, tok, list(args.seeds), 4)
+    train_maps, train_where, train_prompts, max_new, _ = cell_prompts(args.model, tok, list(range(args.train_maps)), 4)
+    test_maps, test_where, test_prompts, _, _ = cell_prompts(args.model, tok, list(args.seeds), 4)
     if args.labels == "expert":
         y_train = expert_labels(train_maps, train_where)
     else:

@@ -14,7 +14,6 @@ registry) sit behind :class:`rockroll.trainer.rollout.base.Rollout`; the loop ne
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import time
@@ -24,9 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
-from rockroll.sandbox.base import SandboxSpec
-from rockroll.sandbox.manager import SandboxManager
+from rockroll.agentrl.env_source import EnvSource
 from rockroll.trainer.config import TrainConfig
 from rockroll.trainer.evaluation.background import BackgroundValidation, background_validation
 from rockroll.trainer.evaluation.exact import exact_validator
@@ -37,6 +34,7 @@ from rockroll.trainer.rollout.base import Rollout
 from rockroll.trainer.rollout.env_check import check_train_envs
 from rockroll.trainer.rollout.multiturn import check_context, env_instructions, mean_success, write_episode
 from rockroll.trainer.rollout.setup import make_rollout
+from rockroll.trainer.run.sandboxes import run_env_source, sandbox_manager, sandbox_manager_name
 
 __all__ = ["run_training", "sandbox_manager", "sandbox_manager_name", "ProgressCallback", "EventCallback"]
 
@@ -53,35 +51,6 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def sandbox_manager(cfg: TrainConfig, run_dir: Path) -> SandboxManager:
-    """The run's own sandbox manager (``rollout.sandbox`` backend, SQLite under the run dir).
-
-    Its name carries a digest of the run dir: a manager adopts the sandboxes labelled with its name and
-    removes those it has no record of, so two runs of one config name in different run dirs (a test
-    beside a bench, two users) must not share one, while a resumed run keeps its own.
-    """
-    return SandboxManager(
-        backend=cfg.rollout.sandbox,
-        name=sandbox_manager_name(cfg.name, run_dir),
-        db_url=f"sqlite:///{run_dir.resolve()}/sandboxes.db",
-        default_spec=SandboxSpec(max_sessions=cfg.rollout.sandbox_sessions),
-    )
-
-
-def sandbox_manager_name(name: str, run_dir: Path) -> str:
-    """``train-<run name>-<digest of the run dir>``: the label of run ``name``'s sandboxes in ``run_dir``."""
-    return f"train-{name}-{hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:8]}"
-
-
-def _env_source(cfg: TrainConfig, stack: ExitStack, run_dir: Path) -> EnvSource:
-    """Where envs come from: in-process, or sessions in process/docker sandboxes of the run's own manager."""
-    if cfg.rollout.sandbox == "none":
-        return LocalSource()
-    manager = sandbox_manager(cfg, run_dir)
-    stack.callback(manager.close)
-    return SandboxSource(manager)
 
 
 def _demo_seeds(cfg: TrainConfig) -> list[int]:
@@ -186,7 +155,7 @@ def run_training(
 
             ensure_task_model(cfg)
         model, tok = load_policy(cfg.model)
-        source = env_source or _env_source(cfg, stack, run_dir)
+        source = env_source or run_env_source(cfg, stack, run_dir)
         if r.plays_envs:
             check_context(cfg, tok, source)  # a history window that cannot fit fails here, before any rollout
         rollout = make_rollout(cfg, model, tok, source)

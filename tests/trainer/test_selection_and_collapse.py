@@ -137,7 +137,7 @@ def test_main_job_runs_a_fixed_number_of_steps() -> None:
     from rockroll.trainer.config_io import load_config
 
     cfg = load_config(ROOT / "configs/frozenlake_slippery.yaml")
-    assert cfg.total_steps == 1000 and cfg.time_budget_s == 0
+    assert cfg.total_steps == 2000 and cfg.time_budget_s == 0
     assert cfg.rollout.episode.restrict_answers and cfg.rollout.select_episodes >= 200
     assert "time_budget_s" not in (ROOT / "configs/frozenlake_slippery.yaml").read_text()
 
