@@ -62,7 +62,7 @@ def multiturn_learning_config(model_dir, run_dir, name: str = "learn_mt", **roll
         {
             "name": name,
             "seed": 0,
-            "total_steps": 50,
+            "total_steps": 80,  # 50 steps gained +0.10 to +0.24 over seeds on one CPU type: too close to the bar
             "model": {"path": str(model_dir)},
             "rollout": {
                 "mode": "multiturn",
