@@ -108,7 +108,7 @@ def test_mixed_bench_runs_end_to_end_with_sandboxes_killed(tmp_path: Path) -> No
     bench = subprocess.Popen(
         [sys.executable, str(ROOT / "bench" / "mixed_run.py"), "--warmstart", str(warm), "--steps", "2",
          "--eval-every", "1", "--eval-episodes", "4", "--runs", "mixed,faulted,sokoban", "--parallel", "1",
-         "--wave-s", "1", "--kill-fraction", "0.25", "--max-kills", "6", "--run-dir", str(tmp_path / "bench"),
+         "--wave-s", "0.25", "--kill-fraction", "0.5", "--max-kills", "6", "--run-dir", str(tmp_path / "bench"),
          "--json", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "TERM": "dumb"},
         start_new_session=True,  # the bench and its runs: one process group, ended together below

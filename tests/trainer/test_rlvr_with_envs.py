@@ -86,7 +86,7 @@ def test_a_run_trains_on_dataset_rows_and_env_episodes(
 ) -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("math_verify")
-    import rockroll.trainer.pipeline as pipeline
+    import rockroll.trainer.run.sandboxes as sandboxes
     from rockroll.agentrl.env_source import SandboxSource
     from rockroll.trainer.pipeline import run_training
     from rockroll.trainer.run.metrics import read_metrics
@@ -99,7 +99,7 @@ def test_a_run_trains_on_dataset_rows_and_env_episodes(
             Counting.opened += 1
             return session
 
-    monkeypatch.setattr(pipeline, "SandboxSource", Counting)
+    monkeypatch.setattr(sandboxes, "SandboxSource", Counting)
 
     torch.set_num_threads(1)
     cfg = config_from_dict(_cfg(tmp_path, sandbox=sandbox))

@@ -300,7 +300,7 @@ def test_plan_mode_run_completes_with_faults_injected(
         return FaultyEnv(env_id, kwargs, mode="raise", fault_seeds=[0, 1000], fault_every=4, fault_at_step=0)
 
     source = CallableSource(faulty)
-    monkeypatch.setattr(pipeline, "_env_source", lambda cfg, stack, run_dir: source)
+    monkeypatch.setattr(pipeline, "run_env_source", lambda cfg, stack, run_dir: source)
     cfg = _run_cfg(
         tiny_model_dir, tmp_path, "plan_faults",
         {"mode": "plan", "env_kwargs": {"is_slippery": False}, "train_seeds": 2, "eval_seed_offset": 1000,
