@@ -89,8 +89,8 @@ def train(engine: str, warm: Path, args: argparse.Namespace, run_dir: Path) -> d
 
 def throughput(engine: str, model_dir: Path, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     from rockroll.trainer.learner.models import load_policy
-    from rockroll.trainer.pipeline import _env_source
     from rockroll.trainer.rollout.setup import make_rollout
+    from rockroll.trainer.run.sandboxes import run_env_source
 
     over = [
         f"name=tp_{engine}", "rollout.sandbox=process", f"model.path={model_dir}", "model.build_tiny=false",
@@ -104,7 +104,7 @@ def throughput(engine: str, model_dir: Path, args: argparse.Namespace, run_dir: 
     with ExitStack() as stack:
         model, tok = load_policy(cfg.model)
         t_start = time.perf_counter()
-        rollout = make_rollout(cfg, model, tok, _env_source(cfg, stack, run_dir / cfg.name))
+        rollout = make_rollout(cfg, model, tok, run_env_source(cfg, stack, run_dir / cfg.name))
         stack.callback(rollout.close)
         rollout.next_batch(0)  # warm-up: sandboxes start, first forwards
         start_s = time.perf_counter() - t_start
