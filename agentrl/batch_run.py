@@ -104,6 +104,7 @@ class BatchRun:
         self._failures_before = manager.failures.copy()
         self._busy_before = manager.busy.copy()
         self._rewards_before = manager.reward_counts()
+        self._rounds_before = getattr(manager, "rounds", 0)  # lock-step rounds played (LockstepEnvManager)
         # env entry of each group launched at the start (ratio mode: this batch's slots, then the extra groups')
         self.quota: Counter[int] | None = None
         if stream is not None:
@@ -280,6 +281,10 @@ class BatchRun:
         if busy["reward"] > 0:  # rewards run in a pool of their own, overlapping generation and env steps
             metrics["time/reward_share"] = busy["reward"] / (busy["generation"] + busy["env"] + busy["reward"])
         metrics.update(reward_metrics(manager.reward_counts() - self._rewards_before))
+        if hasattr(
+            manager, "rounds"
+        ):  # lock-step: the rounds its turns took (a timing: resets join rounds as they end)
+            metrics["rollout/lockstep_rounds"] = float(manager.rounds - self._rounds_before)
         metrics.update(
             {
                 "rollout/groups_delivered": float(len(groups)),

@@ -97,6 +97,22 @@ class EnvSource:
             self.opened += 1
         return env
 
+    def open_now(
+        self, env_id: str, kwargs: dict[str, object] | None = None, *, avoid: Collection[str] = (), group: str = ""
+    ) -> TextEnvProtocol | None:
+        """:meth:`open` when it needs no I/O and cannot block (a kept env ready for reuse), else None: the caller
+        then opens through :meth:`open` in a worker thread."""
+        env = self._open_now(env_id, dict(kwargs or {})) if not avoid else None
+        if env is not None:
+            with self._lock:
+                self.open_count += 1
+                self.opened += 1
+        return env
+
+    def _open_now(self, env_id: str, kwargs: dict[str, object]) -> TextEnvProtocol | None:
+        """A kept env of ``env_id`` ready at once, else None (sources that keep none: always None)."""
+        return None
+
     def _open_avoiding(self, env_id: str, kwargs: dict[str, object], avoid: Collection[str]) -> TextEnvProtocol:
         """:meth:`_open` away from ``avoid`` (sources without places: ignored)."""
         return self._open(env_id, kwargs)

@@ -87,6 +87,20 @@ class SandboxSource(EnvSource):
             self._discard(session)
         return self._new_session(env_id, kwargs)
 
+    def _open_now(self, env_id: str, kwargs: dict[str, object]) -> TextEnvProtocol | None:
+        """A kept session that is still alive, taken without I/O (a dead one goes back for :meth:`_open` to close)."""
+        key = self._key(env_id, kwargs)
+        with self._lock:
+            kept = self._idle.get(key)
+            if not kept:
+                return None
+            session = kept.pop()
+            if not self._alive(session):
+                kept.append(session)
+                return None
+            self.reused += 1
+        return session
+
     def _new_session(self, env_id: str, kwargs: dict[str, object], avoid: Collection[str] = ()) -> RemoteSession:
         """A new session on a sandbox not in ``avoid``; at capacity, kept sessions are closed to make room,
         else it waits (backpressure)."""

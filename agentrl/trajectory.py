@@ -141,19 +141,7 @@ class Trajectory:
             return []
         version = self.oldest_weight_version
         if layout == "per_turn":
-            return [
-                TrainSample(
-                    input_ids=t.prompt_ids + t.response_ids,
-                    response_mask=[0] * len(t.prompt_ids) + [1] * len(t.response_ids),
-                    old_logprobs=[0.0] * len(t.prompt_ids) + list(t.logprobs),
-                    reward=r,
-                    group_id=self.group_id,
-                    episode_id=self.episode_id,
-                    weight_version=version,
-                    allowed=None if t.allowed is None else [()] * len(t.prompt_ids) + list(t.allowed),
-                )
-                for t in self.turns
-            ]
+            return [self.turn_sample(t, r, version) for t in self.turns]
         if layout != "concat":
             raise ValueError(f"layout must be 'concat' or 'per_turn', got {layout!r}")
         ids: list[int] = []
@@ -175,6 +163,19 @@ class Trajectory:
         return [
             TrainSample(ids, mask, lps, r, self.group_id, self.episode_id, version, allowed if restricted else None)
         ]
+
+    def turn_sample(self, t: Turn, reward: float, version: int) -> TrainSample:
+        """The ``per_turn`` training row of turn ``t``: its prompt and response, the response's tokens trained."""
+        return TrainSample(
+            input_ids=t.prompt_ids + t.response_ids,
+            response_mask=[0] * len(t.prompt_ids) + [1] * len(t.response_ids),
+            old_logprobs=[0.0] * len(t.prompt_ids) + list(t.logprobs),
+            reward=reward,
+            group_id=self.group_id,
+            episode_id=self.episode_id,
+            weight_version=version,
+            allowed=None if t.allowed is None else [()] * len(t.prompt_ids) + list(t.allowed),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -213,6 +213,12 @@ class WorkersConfig(ConfigModel):
         {}, "deepspeed strategy: extra DeepSpeed config keys, merged over the generated ones"
     )
     gpus_per_worker: float = f(0.0, "GPUs per Ray worker (0 on CPU)", ge=0)
+    engine_placement: Literal["actor", "driver"] = f(
+        "actor",
+        "with use_ray, where the rollout engine runs: its own Ray actor, or the driver process beside the rollout "
+        "loop (no Ray round trip per generation round: a CPU engine serving a tiny model spends more in that hop "
+        "than in its forward); the update stays on the Ray workers either way",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> WorkersConfig:

@@ -46,3 +46,25 @@ def test_requests_of_one_tick_share_a_ray_call(tiny_model_dir) -> None:
         asyncio.run(engine.close())
     finally:
         ray.shutdown()
+
+
+def test_driver_placement_keeps_the_engine_out_of_ray(tiny_model_dir) -> None:
+    """``workers.engine_placement: driver``: with ``use_ray`` the engine is built here, not as a Ray actor (no Ray
+    round trip per generation round); ``actor`` (the default) builds the actor's proxy."""
+    import asyncio as aio
+
+    from rockroll.agentrl.engines.hf import HFEngine
+    from rockroll.trainer.config_io import config_from_dict
+    from rockroll.trainer.learner.models import load_policy
+    from rockroll.trainer.rollout.setup import build_engine
+
+    cfg = config_from_dict(
+        {"model": {"path": str(tiny_model_dir)}, "workers": {"use_ray": True, "engine_placement": "driver"}}
+    )
+    assert config_from_dict({"workers": {"use_ray": True}}).workers.engine_placement == "actor"
+    model, tok = load_policy(cfg.model)
+    engine = build_engine(cfg, model, tok)
+    try:
+        assert isinstance(engine, HFEngine) and not ray.is_initialized()
+    finally:
+        aio.run(engine.close())

@@ -12,7 +12,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rockroll.trainer.learner.actor import single_pass
-from rockroll.trainer.learner.turns import TurnRows, merge_identical, merge_ok, turn_rows, turn_values
+from rockroll.trainer.learner.turns import (
+    TurnRows,
+    merge_identical,
+    merge_ok,
+    merged_turn_rows,
+    turn_rows,
+    turn_values,
+)
 
 if TYPE_CHECKING:
     from rockroll.agentrl.trajectory import Trajectory
@@ -42,6 +49,8 @@ def _rows(cfg: TrainConfig, workers: Any, rollout: Rollout, trajs: list[Trajecto
     values_by_turn = None
     if cfg.algo.turn_credit == "gae":
         values_by_turn = turn_values(trajs, layout, workers.values, pad_id)
+    if merge_ok(cfg) and layout == "per_turn" and forks is None and values_by_turn is None:
+        return merged_turn_rows(trajs, cfg.algo)  # merged while built: one row per distinct turn
     rows = turn_rows(trajs, cfg.algo, layout, forks, values_by_turn)
     if merge_ok(cfg):
         rows = merge_identical(rows)

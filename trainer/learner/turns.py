@@ -19,7 +19,7 @@ from rockroll.trainer.learner.batch import Batch, collate
 if TYPE_CHECKING:
     from rockroll.trainer.config import AlgoConfig
 
-__all__ = ["TurnRows", "turn_rows", "turn_values", "credit_config", "merge_identical", "merge_ok"]
+__all__ = ["TurnRows", "turn_rows", "turn_values", "credit_config", "merge_identical", "merge_ok", "merged_turn_rows"]
 
 Layout = Literal["concat", "per_turn"]
 
@@ -253,6 +253,58 @@ def turn_rows(
         / max(sum(len(t.turns) for t in kept), 1),
     })  # fmt: skip
     return TurnRows(samples, advantages, metrics, returns=returns, tags=tags)
+
+
+def merged_turn_rows(trajs: list[Trajectory], algo: AlgoConfig) -> TurnRows:
+    """:func:`turn_rows` then :func:`merge_identical` for ``per_turn`` rows without critic or fork values, in one
+    pass that merges the turns before any row is built: the same rows (each distinct turn's first occurrence),
+    advantages, weights and metrics, with one row built per distinct turn instead of one per turn."""
+    kept = [t for t in trajs if not t.masked and t.turns]
+    if not kept:
+        return TurnRows([], [], {"rollout/kept_fraction": 0.0})
+    credit = turn_advantages([episode_from_trajectory(t) for t in kept], credit_config(algo))
+    index: dict[tuple[Any, ...], int] = {}
+    firsts: list[tuple[Trajectory, Any]] = []
+    sums: list[float] = []
+    weights: list[float] = []
+    tags: list[str] = []
+    total = kept_rows = nonzero = 0
+    abs_sum = 0.0
+    for traj, per_turn in zip(kept, credit.advantages, strict=True):
+        tag = traj.env_tag or traj.env_id
+        for turn, a in zip(traj.turns, per_turn, strict=True):
+            total += 1
+            n = len(turn.response_ids)
+            if algo.dynamic_sampling and (a == 0 or n == 0):
+                continue  # no token carries signal
+            kept_rows += 1
+            if a != 0:
+                abs_sum, nonzero = abs_sum + abs(a) * n, nonzero + n
+            key = (tuple(turn.prompt_ids), tuple(turn.response_ids), a * n > 0, tag)
+            i = index.get(key)
+            if i is None:
+                index[key] = len(firsts)
+                firsts.append((traj, turn))
+                sums.append(a)
+                weights.append(1.0)
+                tags.append(tag)
+            else:
+                sums[i] += a
+                weights[i] += 1.0
+    samples, advantages = [], []
+    for (traj, turn), a_sum, w in zip(firsts, sums, weights, strict=True):
+        samples.append(traj.turn_sample(turn, traj.final_reward, traj.oldest_weight_version))
+        advantages.append([0.0] * len(turn.prompt_ids) + [a_sum / w] * len(turn.response_ids))
+    turns = sum(len(t.turns) for t in kept)
+    metrics = {k: float(v) for k, v in credit.metrics.items()}
+    metrics.update({
+        "rollout/kept_fraction": kept_rows / max(total, 1),
+        "rollout/adv_abs_mean": abs_sum / max(nonzero, 1),
+        "rollout/turns_per_episode": turns / len(kept),
+        "rollout/invalid_action_rate": sum(not u.action_is_valid for t in kept for u in t.turns) / max(turns, 1),
+        "rollout/unique_row_fraction": len(samples) / max(kept_rows, 1),
+    })  # fmt: skip
+    return TurnRows(samples, advantages, metrics, weights, None, tags)
 
 
 def _spread(traj: Trajectory, rows: list[TrainSample], per_turn: list[float], layout: Layout) -> list[list[float]]:

@@ -29,8 +29,9 @@ __all__ = ["build_engine", "make_rollout"]
 
 
 def build_engine(cfg: TrainConfig, model: Any, tokenizer: Any) -> Any:
-    """The run's rollout engine: here, or inside a Ray actor when ``workers.use_ray``."""
-    if cfg.workers.use_ray:
+    """The run's rollout engine: inside a Ray actor when ``workers.use_ray`` (and ``engine_placement: actor``), else
+    here."""
+    if cfg.workers.use_ray and cfg.workers.engine_placement == "actor":
         from rockroll.trainer.learner.ray_workers import RayEngine
 
         check_engine_available(cfg.rollout.engine)  # fail here, with the one-line hint, before an actor starts
