@@ -13,7 +13,9 @@ checkpoint, four RL runs:
 * ``mixed``: ``rlvr`` on the sums and the functions of one JSONL file (tags math and code) with FrozenLake in
   ``rollout.envs`` beside it: each batch holds the three single runs' groups (dataset ratio 2 : env ratio 1);
 * ``mixed_bal``: ``mixed`` with ``algo.tag_balance``: each tag's tokens weigh the same in the loss (in ``mixed``
-  every token does, so the tag with the most answer tokens in a batch drives the update).
+  every token does, so the tag with the most answer tokens in a batch drives the update);
+* ``mixed_tag``: ``mixed`` with ``optim.tag_steps``: each tag takes its own optimizer step (AdamW moments of its
+  own) at the single runs' ``--lr``, the step a run of that tag alone would take.
 
 Every run has the same warm start, group size, learning rate, RL steps and held-out rows (the same sums,
 functions and maps: ``--heldout`` of each), so the runs differ only in what RL trains on. A domain's gain is its
@@ -150,12 +152,14 @@ class Plan:
         }  # fmt: skip
         return cfg
 
-    def mixed(self, model: Path, balance: bool = False) -> dict[str, Any]:
-        cfg = self._rlvr("mixed_bal" if balance else "mixed", ["math", "code"], 3 * self.args.groups, model)
+    def mixed(self, model: Path, variant: str = "mixed") -> dict[str, Any]:
+        """The mixed run's config: ``mixed``, ``mixed_bal`` (tag balance) or ``mixed_tag`` (one step per tag, at --lr)."""
+        cfg = self._rlvr(variant, ["math", "code"], 3 * self.args.groups, model)
         cfg["rollout"]["rlvr"]["ratio"] = 2.0
         cfg["rollout"]["envs"] = [dict(LAKE)]
-        cfg["algo"]["tag_balance"] = balance
-        cfg["optim"]["lr"] = self.args.mixed_lr or self.args.lr
+        cfg["algo"]["tag_balance"] = variant == "mixed_bal"
+        cfg["optim"]["tag_steps"] = variant == "mixed_tag"
+        cfg["optim"]["lr"] = self.args.lr if variant == "mixed_tag" else self.args.mixed_lr or self.args.lr
         return cfg
 
     def warm_start(self) -> Path:
@@ -226,7 +230,7 @@ def main() -> None:
         "--runs",
         nargs="+",
         default=["math", "code", "lake", "mixed"],
-        choices=["math", "code", "lake", "mixed", "mixed_bal"],
+        choices=["math", "code", "lake", "mixed", "mixed_bal", "mixed_tag"],
     )
     ap.add_argument("--json", default="")
     args = ap.parse_args()
@@ -240,7 +244,7 @@ def main() -> None:
             done: dict[str, Any] = {"seed": seed, "single": {}}
             for name in args.runs:
                 mixed = name.startswith("mixed")
-                out = _run(plan.mixed(warm, name == "mixed_bal") if mixed else plan.single(name, warm))
+                out = _run(plan.mixed(warm, name) if mixed else plan.single(name, warm))
                 print(json.dumps(out), flush=True)
                 if mixed:
                     done[name] = out
@@ -249,7 +253,7 @@ def main() -> None:
             results.append(done)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for mixed in ("mixed", "mixed_bal"):
+    for mixed in ("mixed", "mixed_bal", "mixed_tag"):
         if all(mixed in r and len(r["single"]) == 3 for r in results):
             print("\n" + table(results, mixed))
     if args.json:

@@ -166,6 +166,12 @@ class OptimConfig(ConfigModel):
     ppo_epochs: int = f(1, "passes over each rollout batch", ge=1)
     mini_batch_size: int = f(0, "samples per optimizer step (0: the whole batch, one step per epoch)", ge=0)
     micro_batch_size: int = f(16, "samples per forward/backward (gradient accumulation)", ge=1)
+    tag_steps: bool = f(
+        False,
+        "one optimizer step per row tag (dataset tag or env tag) in each minibatch, each tag with AdamW moments of "
+        "its own: in a mixed run each tag's step is the size a run of that tag alone would take (rows of "
+        "multi-turn runs; strategy torch)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> OptimConfig:
@@ -298,6 +304,11 @@ class TrainConfig(ConfigModel):
             raise ValueError(
                 "algo.tag_balance weighs the tags of multi-turn rows: it needs rollout.mode: multiturn, or rlvr "
                 "with rollout.envs"
+            )
+        if self.optim.tag_steps and (not self.rollout.plays_envs or self.workers.strategy != "torch"):
+            raise ValueError(
+                "optim.tag_steps steps the tags of multi-turn rows apart: it needs rollout.mode: multiturn (or rlvr "
+                "with rollout.envs) and workers.strategy: torch"
             )
         if not self.name or "/" in self.name:
             raise ValueError(f"name must be a non-empty string without '/', got {self.name!r}")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from rockroll.trainer.learner.tag_steps import load_tag_state, tag_minibatch, tag_state
+
 if TYPE_CHECKING:
     import torch
 
@@ -105,6 +107,8 @@ class PolicyTrainer:
             weight_decay=optim.weight_decay,
         )
         self.sched = make_scheduler(self.opt, optim.schedule, optim.warmup_steps, total_updates)
+        self.total_updates = total_updates
+        self.tag_opts: dict[int, tuple[Any, Any]] = {}  # tag id -> its optimizer and schedule (optim.tag_steps)
         self.critic_opt = self.critic_sched = None
         if critic is not None:
             self.critic_opt = torch.optim.AdamW(critic.parameters(), lr=optim.critic_lr, betas=tuple(optim.betas))
@@ -208,6 +212,14 @@ class PolicyTrainer:
         return logprob_gap(old.cpu(), batch.rollout_logprobs.cpu(), batch.extras["loss_mask"].cpu())
 
     def _minibatch(self, batch: Batch, rows: list[int], record: torch.Tensor | None = None) -> dict[str, float] | None:
+        if self.optim.tag_steps and "tag_ids" in batch.extras:
+            return tag_minibatch(self, batch, rows, record)
+        return self._minibatch_with(batch, rows, record, self.opt, self.sched)
+
+    def _minibatch_with(
+        self, batch: Batch, rows: list[int], record: torch.Tensor | None, opt: Any, sched: Any
+    ) -> dict[str, float] | None:
+        """One optimizer step (``opt``, ``sched``) on ``rows``: their loss, in micro-batches; None without tokens."""
         import torch
 
         from rockroll.trainer.algos.aggregate import agg_denominator
@@ -231,7 +243,7 @@ class PolicyTrainer:
             self._actor_micro(mb, idx, mask, denom, record, acc, last)
             if self.critic_opt is not None:
                 self._critic_micro(mb, mask, tok_denom, acc, last)
-        grad_norm = self._step(self.model, self.opt, self.sched)
+        grad_norm = self._step(self.model, opt, sched)
         out = {"actor/grad_norm": grad_norm}
         if self.critic_opt is not None:
             out["critic/grad_norm"] = self._step(self.critic, self.critic_opt, self.critic_sched)
@@ -380,6 +392,8 @@ class PolicyTrainer:
             "opt": self.opt.state_dict(),
             "sched": self.sched.state_dict(),
         }
+        if self.tag_opts:
+            s["tag_opts"] = tag_state(self)
         if self.critic is not None:
             s.update(
                 critic=self.critic.state_dict(),
@@ -392,6 +406,7 @@ class PolicyTrainer:
         self.model.load_state_dict(s["model"])
         self.opt.load_state_dict(s["opt"])
         self.sched.load_state_dict(s["sched"])
+        load_tag_state(self, s.get("tag_opts", {}))
         if self.critic is not None and "critic" in s:
             self.critic.load_state_dict(s["critic"])
             self.critic_opt.load_state_dict(s["critic_opt"])

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rockroll.trainer.learner.actor import single_pass
+from rockroll.trainer.learner.tag_steps import tag_ids
 from rockroll.trainer.learner.turns import (
     TurnRows,
     merge_identical,
@@ -94,6 +95,8 @@ def learn(
         if rows.returns is not None:
             batch.extras["returns"] = rows.returns_tensor(batch.input_ids.shape[1])
         metrics = {**rows.metrics, **rows.token_shares(batch.response_mask)}
+        if cfg.optim.tag_steps:
+            batch.extras["tag_ids"] = tag_ids(rows.tags)
     else:
         metrics = compute_advantages(batch, cfg.algo, cfg.rollout.episode.max_tokens_per_turn)
     rollout.release()
