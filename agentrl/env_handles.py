@@ -79,8 +79,8 @@ class EnvHandling:
         return await await_until(lambda: not (self.pending_opens or self.pending_closes), timeout_s)
 
     async def _open(self, ep: _Opening, deadline: float) -> TextEnvProtocol:
-        """Open ``ep``'s env (a kept one at once, else in :attr:`open_executor` within the start timeout); an open abandoned
-        (timeout, cancellation) that succeeds later gives its env back."""
+        """Open ``ep``'s env: a kept one at once, else in :attr:`open_executor` within the start timeout; an open
+        abandoned (timeout, cancellation) that succeeds later gives its env back."""
         # a hedged copy goes away from the stalled one's place (avoid); a group's envs spread over places
         kept = self.source.open_now(ep.env_id, ep.env_kwargs, avoid=ep.avoid, group=ep.group_id)
         if kept is not None:  # a kept env, taken without I/O: no worker thread

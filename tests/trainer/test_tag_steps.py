@@ -40,7 +40,10 @@ def test_each_tag_steps_as_if_alone(tiny_model_dir: Path) -> None:
     torch.manual_seed(0)
     model, tok = load_model_and_tokenizer(tiny_model_dir)
     algo = AlgoConfig()
-    plain, per_tag = OptimConfig(lr=1e-3, micro_batch_size=64), OptimConfig(lr=1e-3, micro_batch_size=64, tag_steps=True)
+    plain, per_tag = (
+        OptimConfig(lr=1e-3, micro_batch_size=64),
+        OptimConfig(lr=1e-3, micro_batch_size=64, tag_steps=True),
+    )
     # tag "a": many long-ish rows with large advantages; tag "b": two rows with small ones
     a = (["Right", "Down", "Left", "Up", "Right", "Down"], [1.0, -0.8, 0.9, -1.2, 0.7, 0.5])
     b = (["Up", "Left"], [0.05, -0.04])

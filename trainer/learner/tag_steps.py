@@ -73,7 +73,9 @@ def tag_minibatch(
 
 def tag_state(trainer: PolicyTrainer) -> dict[int, dict[str, Any]]:
     """The tags' optimizer and schedule states, for a checkpoint."""
-    return {tid: {"opt": opt.state_dict(), "sched": sched.state_dict()} for tid, (opt, sched) in trainer.tag_opts.items()}
+    return {
+        tid: {"opt": opt.state_dict(), "sched": sched.state_dict()} for tid, (opt, sched) in trainer.tag_opts.items()
+    }
 
 
 def load_tag_state(trainer: PolicyTrainer, state: dict[int, dict[str, Any]]) -> None:
