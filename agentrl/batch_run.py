@@ -281,8 +281,8 @@ class BatchRun:
         if busy["reward"] > 0:  # rewards run in a pool of their own, overlapping generation and env steps
             metrics["time/reward_share"] = busy["reward"] / (busy["generation"] + busy["env"] + busy["reward"])
         metrics.update(reward_metrics(manager.reward_counts() - self._rewards_before))
-        if hasattr(manager, "rounds"):  # lock-step: the rounds its turns took (timing: resets join as they end)
-            metrics["rollout/lockstep_rounds"] = float(manager.rounds - self._rounds_before)
+        if hasattr(manager, "rounds"):  # lock-step: the rounds its turns took (a timing: resets join as they end)
+            metrics["time/lockstep_rounds"] = float(manager.rounds - self._rounds_before)
         metrics.update(
             {
                 "rollout/groups_delivered": float(len(groups)),

@@ -30,6 +30,7 @@ HTTP (:class:`rockroll.client.remote_env.RemoteEnv`); code that only plays envs 
 from __future__ import annotations
 
 import abc
+import math
 import re
 import string
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -149,7 +150,7 @@ class TextEnv(gym.Env[str, str], abc.ABC, Generic[A]):
     action_format: str = "Answer with your action inside <answer>...</answer>."
 
     def __init__(self, *, format_penalty: float = DEFAULT_FORMAT_PENALTY, render_mode: str | None = None):
-        if not isinstance(format_penalty, (int, float)) or not np.isfinite(format_penalty):
+        if not _finite_number(format_penalty):
             raise EnvConfigError(
                 f"format_penalty must be a finite number, got {format_penalty!r}",
                 env=type(self).__name__,
@@ -301,3 +302,13 @@ def _jsonable(obj: object) -> object:
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
+
+
+def _finite_number(x: object) -> bool:
+    """Whether ``x`` is an int or float with a finite value (an int too large for a float is not)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False

@@ -100,19 +100,22 @@ class PolicyTrainer:
 
         self.model, self.critic, self.algo, self.optim = model, critic, algo, optim
         self.rank, self.world, self.seed = rank, world, seed
-        self.opt = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad],
-            lr=optim.lr,
-            betas=tuple(optim.betas),
-            weight_decay=optim.weight_decay,
-        )
-        self.sched = make_scheduler(self.opt, optim.schedule, optim.warmup_steps, total_updates)
         self.total_updates = total_updates
+        self.opt, self.sched = self.new_optimizer()
         self.tag_opts: dict[int, tuple[Any, Any]] = {}  # tag id -> its optimizer and schedule (optim.tag_steps)
         self.critic_opt = self.critic_sched = None
         if critic is not None:
             self.critic_opt = torch.optim.AdamW(critic.parameters(), lr=optim.critic_lr, betas=tuple(optim.betas))
             self.critic_sched = make_scheduler(self.critic_opt, optim.schedule, optim.warmup_steps, total_updates)
+
+    def new_optimizer(self) -> tuple[Any, Any]:
+        """A fresh AdamW over the policy's trainable parameters with the run's settings, and its schedule."""
+        import torch
+
+        o = self.optim
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
+        return opt, make_scheduler(opt, o.schedule, o.warmup_steps, self.total_updates)
 
     # ------------------------------------------------------------------ forward passes
     def compute_logprobs(self, batch: Batch, model: Any = None) -> torch.Tensor:

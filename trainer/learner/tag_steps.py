@@ -15,13 +15,25 @@ state.
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
 
-    from rockroll.trainer.learner.actor import PolicyTrainer
     from rockroll.trainer.learner.batch import Batch
+
+
+class PolicyTrainer(Protocol):
+    """What a tag step needs of :class:`rockroll.trainer.learner.actor.PolicyTrainer`."""
+
+    tag_opts: dict[int, tuple[Any, Any]]
+
+    def new_optimizer(self) -> tuple[Any, Any]: ...
+
+    def _minibatch_with(
+        self, batch: Batch, rows: list[int], record: torch.Tensor | None, opt: Any, sched: Any
+    ) -> dict[str, float] | None: ...
+
 
 __all__ = ["load_tag_state", "tag_ids", "tag_minibatch", "tag_optimizer", "tag_state"]
 
@@ -36,14 +48,7 @@ def tag_ids(tags: list[str]) -> torch.Tensor:
 def tag_optimizer(trainer: PolicyTrainer, tid: int) -> tuple[Any, Any]:
     """Tag ``tid``'s AdamW and schedule (the trainer's settings, moments of its own), made on first use."""
     if tid not in trainer.tag_opts:
-        import torch
-
-        from rockroll.trainer.learner.actor import make_scheduler
-
-        o = trainer.optim
-        params = [p for p in trainer.model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
-        trainer.tag_opts[tid] = (opt, make_scheduler(opt, o.schedule, o.warmup_steps, trainer.total_updates))
+        trainer.tag_opts[tid] = trainer.new_optimizer()
     return trainer.tag_opts[tid]
 
 
