@@ -72,20 +72,18 @@ class SandboxSource(EnvSource):
         return json.dumps([env_id, kwargs], sort_keys=True, default=repr)
 
     def _open(self, env_id: str, kwargs: dict[str, object]) -> TextEnvProtocol:
-        """A kept session of this env, else a new one; while every sandbox is full and none may
-        start, make room by closing kept sessions, else wait (backpressure)."""
+        """A kept session of this env that is still alive (:meth:`_open_now`; dead ones are closed on the way),
+        else a new one; while every sandbox is full and none may start, make room by closing kept sessions,
+        else wait (backpressure)."""
         key = self._key(env_id, kwargs)
-        while True:
+        while (session := self._open_now(env_id, kwargs)) is None:
             with self._lock:
                 kept = self._idle.get(key)
-                session = kept.pop() if kept else None
-            if session is None:
-                break
-            if self._alive(session):
-                self.reused += 1
-                return session
-            self._discard(session)
-        return self._new_session(env_id, kwargs)
+                dead = kept.pop() if kept else None
+            if dead is None:
+                return self._new_session(env_id, kwargs)
+            self._discard(dead)
+        return session
 
     def _open_now(self, env_id: str, kwargs: dict[str, object]) -> TextEnvProtocol | None:
         """A kept session that is still alive, taken without I/O (a dead one goes back for :meth:`_open` to close)."""

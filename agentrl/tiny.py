@@ -38,6 +38,7 @@ __all__ = [
     "TINY_MARKER",
     "build_tiny_model",
     "answer_tokens",
+    "build_char_tokenizer",
     "build_tokenizer",
     "corpus_texts",
     "load_model_and_tokenizer",
@@ -70,6 +71,8 @@ COMPACT_TEMPLATE = (
 TEMPLATES = {"chatml": CHAT_TEMPLATE, "compact": COMPACT_TEMPLATE}
 
 DEFAULT_ENVS = ("FrozenLake-v0", "SimpleSokoban-v0")
+TOKENIZERS = ("bpe", "chars")
+UNK = "<|unk|>"
 
 
 @dataclass
@@ -89,6 +92,7 @@ class TinyModelConfig:
     env_ids: tuple[str, ...] = DEFAULT_ENVS  # envs whose text trains the tokenizer
     answer_tokens: bool = True  # each listed action's whole answer becomes one token (fixed action sets)
     chat_template: str = "chatml"  # "chatml" (role names, 8 tokens around a user turn) or "compact" (1 token)
+    tokenizer: str = "bpe"  # "bpe" (byte-level, vocab_size) or "chars" (one token per corpus character)
 
     def __post_init__(self) -> None:
         self.env_ids = tuple(self.env_ids)
@@ -100,7 +104,9 @@ class TinyModelConfig:
             raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads {self.num_heads} must be divisible by num_kv_heads {self.num_kv_heads}")
-        if self.vocab_size < 300:
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {list(TOKENIZERS)}, got {self.tokenizer!r}")
+        if self.tokenizer == "bpe" and self.vocab_size < 300:
             raise ValueError(f"vocab_size must be >= 300 (256 bytes + specials + merges), got {self.vocab_size}")
         if min(self.num_layers, self.intermediate_size, self.max_position_embeddings) < 1:
             raise ValueError("num_layers, intermediate_size and max_position_embeddings must be >= 1")
@@ -174,6 +180,22 @@ def build_tokenizer(
     return _wrap(tok)
 
 
+def build_char_tokenizer(texts: list[str], answers: list[str] | None = None) -> Any:
+    """A character-level tokenizer: one token per distinct character of ``texts``, plus the special tokens, the
+    whole ``answers`` and the added tokens: the smallest vocabulary that spells the corpus (a FrozenLake corpus
+    gives about 80 tokens against BPE's 512). A character outside the corpus encodes as ``<|unk|>``."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    chars = sorted({ch for text in texts for ch in text})
+    vocab = {t: i for i, t in enumerate([*SPECIAL_TOKENS, UNK, *chars])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in SPECIAL_TOKENS])
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in [*(answers or []), *ADDED_TOKENS]])
+    return _wrap(tok)
+
+
 def _wrap(tok_or_file: Any, template: str = CHAT_TEMPLATE) -> Any:
     """A ``PreTrainedTokenizerFast`` around a ``tokenizers.Tokenizer`` (or its json file), with chat ``template``."""
     from transformers import PreTrainedTokenizerFast
@@ -203,7 +225,10 @@ def build_tiny_model(out_dir: str | Path, config: TinyModelConfig | None = None)
     out.mkdir(parents=True, exist_ok=True)
     texts = corpus_texts(cfg.env_ids, episodes=cfg.episodes_per_env, seed=cfg.seed)
     answers = answer_tokens(cfg.env_ids) if cfg.answer_tokens else None
-    tokenizer = build_tokenizer(texts, cfg.vocab_size, answers=answers)
+    if cfg.tokenizer == "chars":
+        tokenizer = build_char_tokenizer(texts, answers=answers)
+    else:
+        tokenizer = build_tokenizer(texts, cfg.vocab_size, answers=answers)
     tokenizer.chat_template = TEMPLATES[cfg.chat_template]
     return save_tiny_model(out, tokenizer, cfg, {"config": asdict(cfg)})
 

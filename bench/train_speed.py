@@ -50,11 +50,11 @@ _SUCCESS: dict[tuple[Path, int], float] = {}  # (run dir, step) -> held-out succ
 EVAL_SEED_OFFSET = 1_000_000  # the trainer's default rollout.eval_seed_offset: never trained on
 MODES: dict[str, list[str]] = {
     "sync": [
-        "rollout.scheduler.async_generation_ratio=0", "rollout.episode.lockstep=true",
+        "rollout.scheduler.async_generation_ratio=0", "rollout.scheduler.weight_sync=turn", "rollout.episode.lockstep=true",
         "rollout.scheduler.group_size_redundancy=0", "rollout.scheduler.extra_groups=0",
     ],
     "async": [
-        "rollout.scheduler.async_generation_ratio=1", "rollout.episode.lockstep=false",
+        "rollout.scheduler.async_generation_ratio=1", "rollout.scheduler.weight_sync=turn", "rollout.episode.lockstep=false",
         "rollout.scheduler.group_size_redundancy=1", "rollout.scheduler.extra_groups=1", "rollout.scheduler.tail=carry",
         "algo.tis_cap=2.0",
     ],

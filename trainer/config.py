@@ -55,6 +55,11 @@ class ModelConfig(ConfigModel):
         "envs whose text (prompts, observations, answers) trains the tiny model's tokenizer (when built)",
     )
     tiny_vocab_size: int = f(512, "the tiny tokenizer's BPE vocabulary (when built)", ge=300)
+    tiny_tokenizer: Literal["bpe", "chars"] = f(
+        "bpe",
+        "the tiny tokenizer (when built): bpe (byte-level, tiny_vocab_size tokens) or chars (one token per character "
+        "of the tiny envs' text: about 80 tokens for FrozenLake)",
+    )
     tiny_chat_template: Literal["chatml", "compact"] = f(
         "chatml",
         "the tiny tokenizer's chat template (when built): chatml (role names: 8 tokens around a user turn) or "

@@ -120,6 +120,31 @@ def test_compact_chat_template_shortens_prompts_and_survives_a_reload(tmp_path: 
         TinyModelConfig(chat_template="jinja")
 
 
+def test_character_tokenizer_spells_one_token_per_character_and_survives_a_reload(tmp_path: Path) -> None:
+    """``tokenizer: chars``: the vocabulary is the corpus's characters plus the special and whole-answer tokens
+    (76 for FrozenLake against BPE's 512); a raw grid is one token per cell and newline; unseen characters are
+    ``<|unk|>``; the model's embedding has one row per token, and the tokenizer loads back from the directory."""
+    from rockroll.agentrl.chat import PromptBuilder
+
+    cfg = TinyModelConfig(tokenizer="chars", env_ids=("FrozenLake-v0",), chat_template="compact", episodes_per_env=5)
+    path = build_tiny_model(tmp_path / "chars", cfg)
+    model, tok = load_model_and_tokenizer(path)
+    assert 40 < len(tok) < 100 and model.get_input_embeddings().weight.shape[0] == len(tok)
+    for text in _env_texts("FrozenLake-v0", range(1000, 1010)):
+        ids = tok.encode(text, add_special_tokens=False)
+        assert tok.decode(ids) == text
+        assert len(ids) == len(text) or "<answer>" in text  # the system prompt names an answer: one token
+    grid = "__O_\nP___\n___G\n___O"
+    prompt = PromptBuilder(tok, "", history="last_k", last_k=0).first_prompt(grid)
+    assert len(prompt) == len(grid) + 1 and tok.decode(prompt) == grid + "<|im_start|>"
+    answer = tok.encode("<answer>Down</answer><|im_end|>", add_special_tokens=False)
+    assert answer == [tok.convert_tokens_to_ids("<answer>Down</answer>"), tok.eos_token_id]
+    assert tok.encode("é", add_special_tokens=False) == [tok.convert_tokens_to_ids("<|unk|>")]
+    with pytest.raises(ValueError, match="tokenizer"):
+        TinyModelConfig(tokenizer="words")
+    TinyModelConfig(tokenizer="chars", vocab_size=10)  # the BPE size does not apply
+
+
 def test_saved_in_hf_format_and_loads_by_path(tiny_path: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
 

@@ -39,6 +39,7 @@ def ensure_model(cfg: ModelConfig) -> Path:
         env_ids=tuple(cfg.tiny_envs),
         answer_tokens=cfg.tiny_answer_tokens,
         chat_template=cfg.tiny_chat_template,
+        tokenizer=cfg.tiny_tokenizer,
     )
     return build_tiny_model(path, shape)
 

@@ -244,14 +244,7 @@ def turn_rows(
             if returns is not None and row_rets is not None:
                 returns.append(row_rets[j])
     flat = [a for row in advantages for a in row if a]
-    metrics = {k: float(v) for k, v in credit.metrics.items()}
-    metrics.update({
-        "rollout/kept_fraction": len(samples) / max(total, 1),
-        "rollout/adv_abs_mean": sum(abs(a) for a in flat) / max(len(flat), 1),
-        "rollout/turns_per_episode": sum(len(t.turns) for t in kept) / len(kept),
-        "rollout/invalid_action_rate": sum(not u.action_is_valid for t in kept for u in t.turns)
-        / max(sum(len(t.turns) for t in kept), 1),
-    })  # fmt: skip
+    metrics = _row_metrics(kept, credit.metrics, len(samples) / max(total, 1), sum(abs(a) for a in flat), len(flat))
     return TurnRows(samples, advantages, metrics, returns=returns, tags=tags)
 
 
@@ -295,16 +288,25 @@ def merged_turn_rows(trajs: list[Trajectory], algo: AlgoConfig) -> TurnRows:
     for (traj, turn), a_sum, w in zip(firsts, sums, weights, strict=True):
         samples.append(traj.turn_sample(turn, traj.final_reward, traj.oldest_weight_version))
         advantages.append([0.0] * len(turn.prompt_ids) + [a_sum / w] * len(turn.response_ids))
+    metrics = _row_metrics(kept, credit.metrics, kept_rows / max(total, 1), abs_sum, nonzero)
+    metrics["rollout/unique_row_fraction"] = len(samples) / max(kept_rows, 1)
+    return TurnRows(samples, advantages, metrics, weights, None, tags)
+
+
+def _row_metrics(
+    kept: list[Trajectory], credit_metrics: dict[str, Any], kept_fraction: float, abs_sum: float, nonzero: int
+) -> dict[str, float]:
+    """The batch metrics of :func:`turn_rows` and :func:`merged_turn_rows`: the credit's own, the share of rows
+    kept, the mean absolute advantage of the tokens that carry one, turns per episode and invalid actions."""
     turns = sum(len(t.turns) for t in kept)
-    metrics = {k: float(v) for k, v in credit.metrics.items()}
+    metrics = {k: float(v) for k, v in credit_metrics.items()}
     metrics.update({
-        "rollout/kept_fraction": kept_rows / max(total, 1),
+        "rollout/kept_fraction": kept_fraction,
         "rollout/adv_abs_mean": abs_sum / max(nonzero, 1),
         "rollout/turns_per_episode": turns / len(kept),
         "rollout/invalid_action_rate": sum(not u.action_is_valid for t in kept for u in t.turns) / max(turns, 1),
-        "rollout/unique_row_fraction": len(samples) / max(kept_rows, 1),
     })  # fmt: skip
-    return TurnRows(samples, advantages, metrics, weights, None, tags)
+    return metrics
 
 
 def _spread(traj: Trajectory, rows: list[TrainSample], per_turn: list[float], layout: Layout) -> list[list[float]]:
