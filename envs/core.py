@@ -33,7 +33,7 @@ import abc
 import math
 import re
 import string
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -41,6 +41,7 @@ import numpy as np
 from rockroll.envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
 
 __all__ = [
+    "finite_number",
     "TextEnv",
     "TextEnvProtocol",
     "TextSpace",
@@ -150,7 +151,7 @@ class TextEnv(gym.Env[str, str], abc.ABC, Generic[A]):
     action_format: str = "Answer with your action inside <answer>...</answer>."
 
     def __init__(self, *, format_penalty: float = DEFAULT_FORMAT_PENALTY, render_mode: str | None = None):
-        if not _finite_number(format_penalty):
+        if not finite_number(format_penalty):
             raise EnvConfigError(
                 f"format_penalty must be a finite number, got {format_penalty!r}",
                 env=type(self).__name__,
@@ -304,7 +305,7 @@ def _jsonable(obj: object) -> object:
     return obj
 
 
-def _finite_number(x: object) -> bool:
+def finite_number(x: object) -> TypeGuard[int | float]:
     """Whether ``x`` is an int or float with a finite value (an int too large for a float is not)."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return False

@@ -25,7 +25,6 @@ the sandbox's filesystem, so the env cannot be forked: ``get_state``/``set_state
 
 from __future__ import annotations
 
-import math
 import os
 import time
 import weakref
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv
+from rockroll.envs.core import DEFAULT_FORMAT_PENALTY, StepOutcome, TextEnv, finite_number
 from rockroll.envs.errors import EnvConfigError, EnvError
 from rockroll.envs.exec_result import ExecResult
 from rockroll.envs.swe.executor import BACKENDS, Executor, ExecutorError, make_executor
@@ -297,12 +296,7 @@ class SWEEnv(TextEnv[SWEAction]):
         if table is None:
             return None
         if not isinstance(table, dict) or not all(
-            isinstance(k, str)
-            and isinstance(v, (int, float))
-            and not isinstance(v, bool)
-            and math.isfinite(v)
-            and v > 0
-            for k, v in table.items()
+            isinstance(k, str) and finite_number(v) and v > 0 for k, v in table.items()
         ):
             raise EnvConfigError(
                 "options['test_timeouts'] must map task ids to numbers of seconds > 0, e.g. {'roman-00': 2.5}",
@@ -318,12 +312,7 @@ class SWEEnv(TextEnv[SWEAction]):
         ``test_timeout_s``]), else the task's entry in ``options["test_timeouts"]``, else the task's own."""
         if value is None:
             return float(task.test_timeout_s) if tabled is None else tabled
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or not 0 < value <= task.test_timeout_s
-        ):
+        if not finite_number(value) or not 0 < value <= task.test_timeout_s:
             raise EnvConfigError(
                 f"options['test_timeout_s'] must be a number in (0, {task.test_timeout_s:g}] (task "
                 f"{task.task_id}'s test_timeout_s), got {value!r}",
