@@ -11,7 +11,7 @@ Stages: ``sandbox_start`` (opening the env), ``env_reset``, ``env_step``, ``gene
   kwargs, a 4xx answer of the API other than a lost sandbox or session). Retrying cannot help, so it is
   raised to the caller at once.
 * **agent** failures are not exceptions: the env scores invalid actions itself, and running out of
-  context ends the episode with a ``FailureTag(kind="agent")`` (see :mod:`rockroll.agentrl.env_manager`).
+  context ends the episode with a ``FailureTag(kind="agent")`` (see :mod:`rockroll.agentrl.rollout.env_manager`).
 
 Unknown exceptions count as infra: by the text-env contract no agent text can crash an env.
 """

@@ -5,7 +5,7 @@
 (``make bench`` runs it in full, ``make bench-quick`` with small sizes.) Each step is one command,
 run in a subprocess with a time limit; its output goes to ``bench/results/<step>.log`` (and
 ``<step>.json`` where the bench writes one), and ``bench/results/runs.json`` records the command,
-exit status, start time and wall time of each. :mod:`bench.report` turns the results into the
+exit status, start time and wall time of each. :mod:`bench.harness.report` turns the results into the
 report with tables and plots. A step that fails is reported as failed; the others still run.
 """
 
@@ -30,16 +30,16 @@ PY = sys.executable
 STEPS: dict[str, tuple[str, list[str], list[str], int]] = {
     "envs": (
         "in-process env steps/s and reset time",
-        [PY, "bench/env_bench.py", "--seconds", "1", "--resets", "100"],
-        [PY, "bench/env_bench.py", "--seconds", "0.2", "--resets", "10", "FrozenLake-v0", "Sokoban-v0"],
+        [PY, "bench/rollout/env_bench.py", "--seconds", "1", "--resets", "100"],
+        [PY, "bench/rollout/env_bench.py", "--seconds", "0.2", "--resets", "10", "FrozenLake-v0", "Sokoban-v0"],
         600,
     ),
     "sandbox": (
         "Docker sandboxes: create, pool acquire, crash recovery, step latency, density",
-        [PY, "bench/sandbox_bench.py", "--backend", "docker", "--max-concurrent", "24"],
+        [PY, "bench/sandboxes/sandbox_bench.py", "--backend", "docker", "--max-concurrent", "24"],
         [
             PY,
-            "bench/sandbox_bench.py",
+            "bench/sandboxes/sandbox_bench.py",
             "--backend",
             "docker",
             "--creates",
@@ -57,22 +57,22 @@ STEPS: dict[str, tuple[str, list[str], list[str], int]] = {
     ),  # fmt: skip
     "api": (
         "step latency and throughput through the control plane",
-        [PY, "bench/api_bench.py", "--seconds", "4", "--sessions", "1,16,64"],
-        [PY, "bench/api_bench.py", "--seconds", "1", "--sessions", "1,8"],
+        [PY, "bench/dataplane/api_bench.py", "--seconds", "4", "--sessions", "1,16,64"],
+        [PY, "bench/dataplane/api_bench.py", "--seconds", "1", "--sessions", "1,8"],
         900,
     ),
     "rollout": (
         "rollout throughput, lock-step vs async scheduling",
-        [PY, "bench/rollout_bench.py"],
-        [PY, "bench/rollout_bench.py", "--batches", "1", "--groups", "4"],
+        [PY, "bench/rollout/rollout_bench.py"],
+        [PY, "bench/rollout/rollout_bench.py", "--batches", "1", "--groups", "4"],
         900,
     ),
     "chaos": (
         "256-episode rollout on Docker sandboxes while 20% of them are faulted",
-        [PY, "bench/chaos.py", "--json", "{json}"],
+        [PY, "bench/sandboxes/chaos.py", "--json", "{json}"],
         [
             PY,
-            "bench/chaos.py",
+            "bench/sandboxes/chaos.py",
             "--groups",
             "4",
             "--group-size",
@@ -94,8 +94,8 @@ STEPS: dict[str, tuple[str, list[str], list[str], int]] = {
     ),  # fmt: skip
     "restart": (
         "SIGKILL of the control plane mid-rollout, then a restart",
-        [PY, "bench/cp_restart.py", "--json", "{json}"],
-        [PY, "bench/cp_restart.py", "--groups", "4", "--kill-after", "4", "--json", "{json}"],
+        [PY, "bench/dataplane/cp_restart.py", "--json", "{json}"],
+        [PY, "bench/dataplane/cp_restart.py", "--groups", "4", "--kill-after", "4", "--json", "{json}"],
         600,
     ),
     "fuzz": (
@@ -156,14 +156,14 @@ STEPS: dict[str, tuple[str, list[str], list[str], int]] = {
     ),  # fmt: skip
     "security": (
         "two owners on one server: attacks refused per class, two-owner fuzz, health under a stall attack",
-        [PY, "bench/security_bench.py", "--json", "{json}"],
-        [PY, "bench/security_bench.py", "--examples", "3", "--stateful-cases", "200", "--json", "{json}"],
+        [PY, "bench/security/security_bench.py", "--json", "{json}"],
+        [PY, "bench/security/security_bench.py", "--examples", "3", "--stateful-cases", "200", "--json", "{json}"],
         3000,
     ),
     "load": (
         "64, 128 and 256 concurrent sessions through the API",
-        [PY, "bench/load.py", "--sessions", "64,128,256", "--seconds", "60", "--json", "{json}"],
-        [PY, "bench/load.py", "--sessions", "8,16", "--seconds", "5", "--json", "{json}"],
+        [PY, "bench/dataplane/load.py", "--sessions", "64,128,256", "--seconds", "60", "--json", "{json}"],
+        [PY, "bench/dataplane/load.py", "--sessions", "8,16", "--seconds", "5", "--json", "{json}"],
         900,
     ),
 }
@@ -209,13 +209,13 @@ def main() -> None:
         unknown = set(names) - set(STEPS)
         if unknown:
             p.error(f"unknown steps {sorted(unknown)}; choose from {','.join(STEPS)}")
-        from bench.report import machine
+        from bench.harness.report import machine
 
         runs["machine"] = machine()
         for name in names:
             runs[name] = run_step(name, args.quick)
             runs_file.write_text(json.dumps(runs, indent=1))
-    from bench.report import write_report
+    from bench.harness.report import write_report
 
     path = write_report(RESULTS, ROOT / "bench")
     print(f"report: {path.relative_to(ROOT)}")

@@ -2,7 +2,7 @@
 
 Two forms::
 
-    rockroll eval CONFIG.yaml [key=value ...]            # see rockroll.agentrl.eval_config
+    rockroll eval CONFIG.yaml [key=value ...]            # see rockroll.agentrl.eval.config
     rockroll eval --model DIR --env FrozenLake-v0 --env-kwargs is_slippery=true --seeds 5000:5500 \\
         [--temperature 0] [--max-turns N] [--history-k K] [--json report.json] [key=value ...]
 
@@ -65,7 +65,7 @@ def _server_env(env: str | None, url: str | None, token: str | None) -> Iterator
     if env is None or not url:
         yield None, None
         return
-    from rockroll.agentrl.remote_source import RemoteSource
+    from rockroll.agentrl.sources.remote import RemoteSource
     from rockroll.client.sdk import Client
 
     with Client(url, token or None) as client:
@@ -80,7 +80,7 @@ def _server_env(env: str | None, url: str | None, token: str | None) -> Iterator
 @eval_app.callback(invoke_without_command=True)
 def eval_cmd(
     config: str | None = typer.Argument(
-        None, help="YAML eval config (see agentrl.eval_config); omit it with --model.", show_default=False
+        None, help="YAML eval config (see agentrl.eval.config); omit it with --model.", show_default=False
     ),
     overrides: list[str] | None = typer.Argument(None, help="key=value overrides, e.g. concurrency=4 seed=7."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Report folder (overrides output_dir of the config)."),
@@ -123,7 +123,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate a model (any engine) on env ids or tags; print the report (Markdown), write JSON.
 
-    Give a CONFIG (YAML, see agentrl.eval_config) or the direct form --model DIR --env ID --seeds A:B.
+    Give a CONFIG (YAML, see agentrl.eval.config) or the direct form --model DIR --env ID --seeds A:B.
     Exits 0 when every episode finished, 1 when some failed (they are in the report, masked, with
     the reason), 2 on bad input.
 
@@ -181,7 +181,7 @@ def _load_config(
 ) -> Any:
     """The eval config: CONFIG with ``overrides``, or the direct form's (``direct``: ``(model, env, seeds)``,
     ``opts``: its other options); bad input exits 2 with one line."""
-    from rockroll.agentrl.eval_config import load_eval_config, model_eval_config, parse_env_kwargs, parse_seeds
+    from rockroll.agentrl.eval.config import load_eval_config, model_eval_config, parse_env_kwargs, parse_seeds
 
     try:
         if config is not None:
@@ -206,7 +206,7 @@ def _load_config(
 
 def _play(cfg: Any, source: Any, progress: bool, json_path: Path | None) -> None:
     """Start the engine, play every episode, print the report (and write it); exit 1 when episodes failed."""
-    from rockroll.agentrl.eval import build_engine, run_eval
+    from rockroll.agentrl.eval.run import build_engine, run_eval
 
     try:
         engine = build_engine(cfg.engine)

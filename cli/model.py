@@ -31,7 +31,7 @@ def build_tiny(
 
         rockroll model build-tiny /tmp/tiny --layers 2 --hidden-size 128
     """
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     try:
         cfg = TinyModelConfig(
@@ -85,8 +85,8 @@ def serve_model_cmd(
         rockroll model build-tiny /tmp/tiny
         rockroll serve-model /tmp/tiny --model-name tiny --port 8001
     """
-    from rockroll.agentrl.serve import serve_model
-    from rockroll.agentrl.serve_episode import load_episode
+    from rockroll.agentrl.serving.app import serve_model
+    from rockroll.agentrl.serving.episode import load_episode
 
     path = Path(model_path)
     if not path.is_dir():

@@ -87,7 +87,7 @@ def _env_source(cfg: Any, url: str | None, token: str | None) -> Iterator[Any]:
     source = None
     with contextlib.ExitStack() as stack:
         if url:
-            from rockroll.agentrl.remote_source import RemoteSource
+            from rockroll.agentrl.sources.remote import RemoteSource
             from rockroll.client.sdk import Client
 
             source = RemoteSource(stack.enter_context(Client(url, token or None)))

@@ -1,7 +1,7 @@
 """Entry-point plugins: how an upper layer fills a registry of a lower one without being imported by it.
 
 A registry here (SWE-v0's executor kinds, :mod:`rockroll.envs.swe.executor`) or in a layer above
-(env source kinds, :mod:`rockroll.agentrl.env_source`) names an entry-point group; pyproject.toml
+(env source kinds, :mod:`rockroll.agentrl.sources.kinds`) names an entry-point group; pyproject.toml
 maps the group to the modules that register into it, like Gymnasium's ``gymnasium.envs`` group.
 :func:`load_plugins` imports them once, the first time the registry misses a name.
 

@@ -35,7 +35,7 @@ monitor): each thread gets a client of its own (:meth:`DockerBackend.client_for`
 client is not safe there: the SDK keeps a connection pool per request URL, at most 25 of them,
 and 64 threads starting 64 containers evict (close) a pool another thread is still using, which
 fails that call with an ``AttributeError`` inside urllib3 (seen once in 8 bursts of 64,
-bench/docker_burst.py). A thread's own client makes one call at a time, so its pools are never
+bench/sandboxes/docker_burst.py). A thread's own client makes one call at a time, so its pools are never
 closed under it.
 
 Several daemons can be listed (``hosts``); a new sandbox goes to the one running the fewest
@@ -111,7 +111,7 @@ class DockerBackend(SandboxBackend):
 
     name = "docker"
     # an inspect per readiness poll cost 64 concurrent starts ~10 CPU-s of this process and dockerd
-    # (bench/docker_burst.py); a container that dies while starting is seen within a second anyway
+    # (bench/sandboxes/docker_burst.py); a container that dies while starting is seen within a second anyway
     alive_check_s = 1.0
 
     def __init__(

@@ -1,7 +1,7 @@
 """The warm pool: started, healthy sandboxes that belong to nobody yet, handed out by ``create``.
 
 A Docker sandbox costs seconds of CPU to start (``docker create`` and ``start``, the shim and runc,
-the server's Python start-up: bench/docker_burst.py), so a burst of creates on a small machine
+the server's Python start-up: bench/sandboxes/docker_burst.py), so a burst of creates on a small machine
 waits for all of them. The manager (:class:`~rockroll.sandbox.manager.SandboxManager`) keeps
 ``WarmPoolConfig.size`` started sandboxes per spec instead, and ``create(spec)`` takes one:
 

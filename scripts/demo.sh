@@ -17,4 +17,4 @@ run=train-demo
 for arg in "$@"; do case "$arg" in name=*) run="${arg#name=}" ;; esac; done
 echo
 echo "exact greedy success on the same held-out maps:"
-.venv/bin/python bench/frozenlake_exact_eval.py --model "runs/$run/export/warmstart" --model "runs/$run/export/final" 2>/dev/null
+.venv/bin/python bench/learning/frozenlake_exact_eval.py --model "runs/$run/export/warmstart" --model "runs/$run/export/final" 2>/dev/null

@@ -2,7 +2,7 @@
 # Install everything the test suite needs on a fresh machine, then run the whole suite.
 #   bash scripts/test.sh [pytest args...]
 # On a loaded machine (the suite must pass there too), beside a bounded load generator:
-#   python3 bench/cpu_load.py --procs 2 --seconds 10800 & bash scripts/test.sh
+#   python3 bench/harness/cpu_load.py --procs 2 --seconds 10800 & bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS="${EXTRAS:-dev,train,rlvr}" bash scripts/setup.sh

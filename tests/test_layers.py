@@ -4,8 +4,9 @@ Top to bottom: cli > api > trainer > agentrl > client > sandbox > envhub > envs.
 and the packages below it, at module top; an upper layer plugs into a lower one through a registry
 and an entry point (pyproject.toml), never through an import hidden in a function.
 
-* ``lint-imports`` (import-linter, the ``[tool.importlinter]`` contract in pyproject.toml) checks
-  the order over every import, function-level ones included;
+* ``lint-imports`` (import-linter, the ``[tool.importlinter]`` contracts in pyproject.toml) checks
+  the order over every import, function-level ones included; a second contract keeps agentrl's own
+  subpackages in order (:data:`AGENTRL_LAYERS`);
 * no function-level import of another rockroll package, except :data:`HEAVY_LAZY` and in the
   command line (:data:`LAZY_LAYERS`);
 * no import cycle between rockroll modules, except :data:`KNOWN_CYCLES` (being fixed);
@@ -19,6 +20,7 @@ import ast
 import json
 import subprocess
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -26,6 +28,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("cli", "api", "trainer", "agentrl", "client", "sandbox", "envhub", "envs")  # top to bottom
+#: agentrl's subpackages and top modules, top to bottom (`|`: independent siblings); _moved (old paths) is outside
+AGENTRL_LAYERS = (
+    "serving",
+    "eval",
+    "rollout",
+    "sources | rewards",
+    "engines",
+    "models | faults",
+    "errors | trajectory | _lazy",
+)
+AGENTRL_OUTSIDE_LAYERS = ("_moved",)
 HEAVY_DEPS = ("torch", "ray", "transformers", "vllm", "sglang", "deepspeed", "docker", "alfworld", "textworld")
 
 #: target module -> why a function-level import of it (from another rockroll package) may stay lazy.
@@ -91,8 +104,31 @@ def _layer(module: str) -> str:
     return module.split(".")[1] if module.startswith("rockroll.") and module.count(".") >= 1 else ""
 
 
+def _contracts() -> list[dict]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def test_import_linter_contracts_are_the_layers() -> None:
+    """pyproject.toml holds the two layers contracts: the packages' order and agentrl's own."""
+    by_container = {tuple(c.get("containers", ())): c for c in _contracts()}
+    assert set(by_container) == {(), ("rockroll.agentrl",)}
+    assert by_container[()]["type"] == "layers"
+    assert by_container[()]["layers"] == [f"rockroll.{layer}" for layer in LAYERS]
+    agentrl = by_container[("rockroll.agentrl",)]
+    assert agentrl["type"] == "layers" and tuple(agentrl["layers"]) == AGENTRL_LAYERS
+
+
+def test_every_agentrl_part_has_a_layer() -> None:
+    """A new agentrl subpackage or top-level module gets a place in :data:`AGENTRL_LAYERS`."""
+    placed = {name.strip() for layer in AGENTRL_LAYERS for name in layer.split("|")}
+    parts = {p.name for p in (ROOT / "agentrl").iterdir() if (p / "__init__.py").is_file()}
+    parts |= {p.stem for p in (ROOT / "agentrl").glob("*.py") if p.stem != "__init__"}
+    assert parts - placed - set(AGENTRL_OUTSIDE_LAYERS) == set(), "add them to the agentrl contract (pyproject.toml)"
+    assert placed - parts == set(), "these layers of the agentrl contract are gone"
+
+
 def test_import_linter_contract_is_kept() -> None:
-    """``lint-imports`` (what CI runs through this test) keeps the layers contract of pyproject.toml."""
+    """``lint-imports`` (what CI runs through this test) keeps the layers contracts of pyproject.toml."""
     linter = Path(sys.executable).with_name("lint-imports")
     if not linter.exists():
         pytest.fail("lint-imports is missing: pip install -e '.[dev]' (import-linter is in the dev extra)")
@@ -100,6 +136,7 @@ def test_import_linter_contract_is_kept() -> None:
         [str(linter), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )  # fmt: skip
     assert proc.returncode == 0, f"the layers contract is broken:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
+    assert f"Contracts: {len(_contracts())} kept, 0 broken." in proc.stdout, proc.stdout[-3000:]
 
 
 def test_no_function_level_import_of_another_rockroll_package() -> None:
@@ -209,7 +246,7 @@ def test_the_sandbox_image_needs_only_numpy_and_gymnasium() -> None:
             "rockroll.sandbox.server.app",
             "rockroll.sandbox.server.plugins",
             "rockroll.sandbox.server.env_worker",
-            "rockroll.agentrl.fault_envs",
+            "rockroll.agentrl.faults.sandbox_envs",
             "rockroll.envhub",
         ]
     )

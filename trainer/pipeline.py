@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rockroll.agentrl.env_source import EnvSource
+from rockroll.agentrl.sources.kinds import EnvSource
 from rockroll.trainer.config import TrainConfig
 from rockroll.trainer.evaluation.background import BackgroundValidation, background_validation
 from rockroll.trainer.evaluation.exact import exact_validator

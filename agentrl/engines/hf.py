@@ -105,7 +105,7 @@ def _load(model_path: str | Path | None, model: Any, tokenizer: Any, device: str
     if model is None:
         if model_path is None:
             raise ValueError("HFEngine needs model_path, or model and tokenizer")
-        from rockroll.agentrl.tiny import load_model_and_tokenizer
+        from rockroll.agentrl.models.tiny import load_model_and_tokenizer
 
         return load_model_and_tokenizer(model_path, device=device, dtype=dtype)
     if tokenizer is None:
@@ -116,7 +116,7 @@ def _load(model_path: str | Path | None, model: Any, tokenizer: Any, device: str
 class HFEngine(SlotDecoding, WaveDecoding, TokenSampling, LLMEngine):
     """Batched transformers engine (see the module docstring).
 
-    Give either ``model_path`` (loaded with :func:`rockroll.agentrl.tiny.load_model_and_tokenizer`) or a
+    Give either ``model_path`` (loaded with :func:`rockroll.agentrl.models.tiny.load_model_and_tokenizer`) or a
     loaded ``model`` and ``tokenizer``. ``prefix_cache_mb`` is the KV budget of the prefix cache
     (0: no prefix reuse). ``fast_decoder``: run supported models (Qwen2, Llama) through the
     TorchScript forward of :mod:`rockroll.agentrl.engines.fast_decoder` (False: always transformers).

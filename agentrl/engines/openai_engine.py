@@ -71,7 +71,7 @@ class OpenAIEngine(LLMEngine):
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         if isinstance(tokenizer, (str, Path)):
-            from rockroll.agentrl.tiny import load_tokenizer
+            from rockroll.agentrl.models.tiny import load_tokenizer
 
             tokenizer = load_tokenizer(tokenizer)
         url = base_url.rstrip("/")

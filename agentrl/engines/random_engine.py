@@ -3,9 +3,9 @@
 It implements :class:`~rockroll.agentrl.engines.base.LLMEngine` without a model: each response is
 ``<answer>{action}</answer>`` with the action drawn uniformly from ``actions`` (or, with probability
 ``invalid_prob``, an answer no env accepts or no answer block at all), tokenised with the given
-tokenizer (a built-in :class:`~rockroll.agentrl.char_tokenizer.CharTokenizer` when none), ended by the
+tokenizer (a built-in :class:`~rockroll.agentrl.models.char_tokenizer.CharTokenizer` when none), ended by the
 tokenizer's EOS token, cut at ``max_new_tokens``. Logprobs are uniform over the vocabulary. A
-configurable :class:`~rockroll.agentrl.latency.Latency` per request lets it stand in for a model server.
+configurable :class:`~rockroll.agentrl.faults.latency.Latency` per request lets it stand in for a model server.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine
-from rockroll.agentrl.latency import Latency
+from rockroll.agentrl.faults.latency import Latency
 
 __all__ = ["RandomEngine", "DEFAULT_ACTIONS"]
 
@@ -53,11 +53,11 @@ class RandomEngine(LLMEngine):
         if not 0.0 <= invalid_prob <= 1.0:
             raise ValueError(f"invalid_prob must be in [0, 1], got {invalid_prob}")
         if tokenizer is None:
-            from rockroll.agentrl.char_tokenizer import CharTokenizer
+            from rockroll.agentrl.models.char_tokenizer import CharTokenizer
 
             tokenizer = CharTokenizer()
         elif isinstance(tokenizer, str):  # a model directory (config files)
-            from rockroll.agentrl.tiny import load_tokenizer
+            from rockroll.agentrl.models.tiny import load_tokenizer
 
             tokenizer = load_tokenizer(tokenizer)
         if isinstance(latency, dict):

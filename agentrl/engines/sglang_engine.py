@@ -41,7 +41,7 @@ from typing import Any
 
 from rockroll.agentrl.engines.base import EngineDeadError, EngineError, GenerationRequest, GenerationResult, LLMEngine
 from rockroll.agentrl.engines.weight_sync import StagedWeights, stage_weights
-from rockroll.agentrl.tiny import load_tokenizer
+from rockroll.agentrl.models.tiny import load_tokenizer
 
 __all__ = ["SGLangEngine"]
 

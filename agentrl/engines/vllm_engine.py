@@ -43,7 +43,7 @@ from typing import Any
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
 from rockroll.agentrl.engines.host_client import HostProcess
 from rockroll.agentrl.engines.weight_sync import StagedWeights, Transport, stage_weights
-from rockroll.agentrl.tiny import load_tokenizer
+from rockroll.agentrl.models.tiny import load_tokenizer
 
 __all__ = ["VLLMEngine", "find_vllm_python", "REPO_ROOT"]
 

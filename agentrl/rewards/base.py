@@ -7,7 +7,7 @@ subclass with:
 * ``Config``: a :class:`ConfigModel` of its options (every field described; unknown keys refused);
 * ``requires``: the metadata fields a sample must carry for it (``("answer",)``); datasets check
   them at load time (:mod:`rockroll.agentrl.rewards.samples`);
-* ``__call__``: plain (run in a thread of the reward pool, :mod:`rockroll.agentrl.reward_pool`) or
+* ``__call__``: plain (run in a thread of the reward pool, :mod:`rockroll.agentrl.rewards.pool`) or
   ``async def`` (awaited on the event loop: a judge over HTTP);
 * ``close()``: frees what it holds (sandboxes, HTTP clients).
 

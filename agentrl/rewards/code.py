@@ -10,7 +10,7 @@ unless one is given): ``sandboxes`` of them, started on first use, each running 
 ``runs_per_sandbox`` answers at once. Each has no network (``network=False``: a network namespace
 of its own), a memory, pids and CPU limit (cgroups, where the host allows), and the harness caps
 file sizes and address space. The run's time limit is the adaptive test-run timeout of
-:mod:`rockroll.agentrl.adaptive_timeout` (RollPacker's rule, per task: ``metadata["task_id"]``, or
+:mod:`rockroll.agentrl.rewards.adaptive_timeout` (RollPacker's rule, per task: ``metadata["task_id"]``, or
 the tests' hash), and each test has an alarm of its own (``per_test_s``).
 
 Outcomes: code that loops, sleeps, forks without end, fills the disk or memory, or tries the
@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import Field
 
-from rockroll.agentrl.adaptive_timeout import AdaptiveTimeouts
+from rockroll.agentrl.rewards.adaptive_timeout import AdaptiveTimeouts
 from rockroll.agentrl.rewards.base import ConfigModel, Reward, RewardResult
 from rockroll.agentrl.rewards.code_harness import harness_source, read_report
 from rockroll.agentrl.rewards.errors import RewardError

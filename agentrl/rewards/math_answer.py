@@ -11,7 +11,7 @@ response put its answer in the asked-for form (``\boxed{}`` or ``<answer>...</an
 ``require_format`` an unformatted answer counts as wrong.
 
 math-verify's own timeouts use ``signal.alarm``, which works only in the main thread; the reward runs
-in a pool thread, so they are off here and the reward pool's timeout (:mod:`rockroll.agentrl.reward_pool`)
+in a pool thread, so they are off here and the reward pool's timeout (:mod:`rockroll.agentrl.rewards.pool`)
 bounds a pathological expression instead (an infra failure of that sample).
 """
 

@@ -12,7 +12,7 @@ Config (YAML maps onto :class:`RewardRouterConfig`)::
 
 Each route's reward is built once (routes with the same reward and options share one instance, so
 one sandbox pool serves them). A call runs on the reward pool
-(:class:`~rockroll.agentrl.reward_pool.RewardPool`): plain rewards in a thread, ``async`` ones on the
+(:class:`~rockroll.agentrl.rewards.pool.RewardPool`): plain rewards in a thread, ``async`` ones on the
 loop, within ``timeout_s``. A reward that raises, returns no number or times out gives an outcome
 with ``infra=True`` (retried ``infra_retries`` times first), never a zero score: the caller masks
 the sample. A tag without a route raises :class:`~rockroll.agentrl.rewards.errors.UnknownTagError`
@@ -35,9 +35,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from rockroll.agentrl.errors import InfraFailure
-from rockroll.agentrl.reward_pool import RewardPool
 from rockroll.agentrl.rewards.base import REWARDS, ConfigModel, OneOf, Reward, RewardResult, make_reward
 from rockroll.agentrl.rewards.errors import UnknownTagError
+from rockroll.agentrl.rewards.pool import RewardPool
 from rockroll.agentrl.rewards.samples import Sample
 
 __all__ = ["RouteConfig", "RewardRouterConfig", "RewardOutcome", "RewardRouter", "route_metrics"]

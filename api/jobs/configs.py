@@ -12,11 +12,11 @@ directory (:mod:`rockroll.api.jobs.paths`) and every URL checked against the all
   that need a local copy of it (a warm start's expert, plan mode) are refused here
   (:func:`rockroll.trainer.rollout.env_check.check_train_envs`). ``rollout.sandbox`` is moot: a job's envs
   always run in this server's sandboxes.
-* ``eval`` with a model: the :class:`~rockroll.agentrl.eval_config.EvalConfig` mapping with ``output_dir``
+* ``eval`` with a model: the :class:`~rockroll.agentrl.eval.config.EvalConfig` mapping with ``output_dir``
   and the engine's ``model_path``/``tokenizer`` absolute, its URLs allowed, and no ``source`` (a job's
   envs always run in this server's sandboxes); for an ``hf`` model, :data:`MODEL_EPISODE` lists the
   prompt settings the caller left unset, which the worker takes from the model's folder (how it was
-  trained: :func:`rockroll.agentrl.eval_config.trained_episode`), never read here;
+  trained: :func:`rockroll.agentrl.eval.config.trained_episode`), never read here;
 * ``eval`` with a policy: as given (it names no path).
 
 Plug-ins a config names are checked as text, never imported here (issue 35, hole C): engines, losses,
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.env_source import CallableSource
-from rockroll.agentrl.eval_config import PROMPT_KEYS, EvalConfig
+from rockroll.agentrl.eval.config import PROMPT_KEYS, EvalConfig
+from rockroll.agentrl.sources.kinds import CallableSource
 from rockroll.api.jobs.paths import JobDirs, JobPathError, check_strings, config_file, confine
 from rockroll.api.jobs.urls import SETTING, JobUrlError, check_url
 from rockroll.api.server.errors import ApiError

@@ -1,7 +1,7 @@
 """What each job kind runs, inside its worker process (:mod:`rockroll.api.jobs.worker`).
 
 * ``eval`` with a model-eval config (``engine``/``envs`` keys, the YAML of ``rockroll eval``):
-  :func:`rockroll.agentrl.eval.run_eval_job` runs that engine on the envs, every session opened through
+  :func:`rockroll.agentrl.eval.run.run_eval_job` runs that engine on the envs, every session opened through
   ``ctx.open_session`` (a sandbox of the server, owned by the job's owner); an ``hf`` model plays with
   the prompt settings it was trained with where the config left them unset (read here, in the worker,
   from the model's folder: :func:`_with_model_episode`);
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.eval import run_eval_job
-from rockroll.agentrl.eval_config import trained_episode
+from rockroll.agentrl.eval.config import trained_episode
+from rockroll.agentrl.eval.run import run_eval_job
 from rockroll.api.jobs.configs import MODEL_EPISODE
 from rockroll.api.server.schemas import PolicyEvalConfig, is_model_eval
 from rockroll.envs.config import parse_config

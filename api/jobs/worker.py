@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any, BinaryIO
 
-from rockroll.agentrl.env_source import CallableSource, EnvSource
+from rockroll.agentrl.sources.kinds import CallableSource, EnvSource
 from rockroll.api.jobs.kinds import KINDS
 from rockroll.api.jobs.protocol import MAX_LINE, Cancelled, encode, error_from_dict
 from rockroll.envs.json_types import JSONObject, JSONValue

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, SkipValidation, Tag, create_model, field_validator
 
-from rockroll.agentrl.eval_config import EvalConfig
+from rockroll.agentrl.eval.config import EvalConfig
 from rockroll.envs.config import ConfigModel, OneOf
 from rockroll.envs.play import POLICIES
 from rockroll.sandbox.base import SandboxSpec

@@ -1,4 +1,4 @@
-"""Start and stop a real ``rockroll serve-api`` subprocess (used by the tests and ``bench/api_bench.py``)."""
+"""Start and stop a real ``rockroll serve-api`` subprocess (used by the tests and ``bench/dataplane/api_bench.py``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The env registry as the in-sandbox server sees it: :mod:`rockroll.envhub`, imported on first use.
 
 Importing :mod:`rockroll.envhub` imports gymnasium and numpy and registers the built-in envs: most
-of what a server's start-up cost when it happened at start (bench/docker_burst.py). The server's
+of what a server's start-up cost when it happened at start (bench/sandboxes/docker_burst.py). The server's
 modules (:mod:`~rockroll.sandbox.server.sessions`, :mod:`~rockroll.sandbox.server.worker_env`,
 :mod:`~rockroll.sandbox.server.env_worker`) import this module inside the functions that make envs,
 so a server answers ``health`` before any env library is loaded, and the first ``env.make`` (or the

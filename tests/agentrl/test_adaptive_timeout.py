@@ -9,12 +9,12 @@ from typing import Any, ClassVar
 import pytest
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.adaptive_timeout import AdaptiveTimeouts
-from rockroll.agentrl.config import AdaptiveTimeoutConfig, EpisodeConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
-from rockroll.agentrl.env_source import LocalSource
-from rockroll.agentrl.reward_pool import reward_metrics
+from rockroll.agentrl.rewards.adaptive_timeout import AdaptiveTimeouts
+from rockroll.agentrl.rewards.pool import reward_metrics
+from rockroll.agentrl.rollout.config import AdaptiveTimeoutConfig, EpisodeConfig
+from rockroll.agentrl.rollout.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.sources.kinds import LocalSource
 from rockroll.envs.core import StepOutcome, TextEnv
 
 

@@ -22,11 +22,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import rockroll.envhub as envhub  # noqa: E402
-from rockroll.agentrl.chat import PromptBuilder, format_observation  # noqa: E402
 from rockroll.agentrl.engines import GenerationRequest, GenerationResult, SamplingParams  # noqa: E402
 from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
 from rockroll.agentrl.engines.kv import PrefixCache  # noqa: E402
-from rockroll.agentrl.tiny import build_tiny_model, load_model_and_tokenizer  # noqa: E402
+from rockroll.agentrl.models.chat import PromptBuilder, format_observation  # noqa: E402
+from rockroll.agentrl.models.tiny import build_tiny_model, load_model_and_tokenizer  # noqa: E402
 
 torch.set_num_threads(1)
 TOL = 1e-4
@@ -319,7 +319,7 @@ def test_engine_rejects_a_negative_cache_budget(tiny: tuple[Any, Any]) -> None:
 @pytest.mark.parametrize("history", ["full", "last_k"])
 def test_prompt_ids_are_those_of_the_plain_tokenizer(tiny: tuple[Any, Any], history: str, tmp_path: Path) -> None:
     """The env manager's memoised tokenizer builds exactly the prompts the tokenizer itself builds."""
-    from rockroll.agentrl.memo_tokenizer import MemoTokenizer
+    from rockroll.agentrl.models.memo_tokenizer import MemoTokenizer
 
     _, tok = tiny
     memo = MemoTokenizer(tok)

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 
 from rockroll.agentrl.engines import EngineError, GenerationRequest, SamplingParams, make_engine  # noqa: E402
 from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
-from rockroll.agentrl.tiny import build_tiny_model  # noqa: E402
+from rockroll.agentrl.models.tiny import build_tiny_model  # noqa: E402
 from tests.agentrl.model_server import free_port, model_server  # noqa: E402
 
 torch.set_num_threads(1)

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.char_tokenizer import CharTokenizer
-from rockroll.agentrl.config import EpisodeConfig
-from rockroll.agentrl.deadlines import Deadlines
 from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine
-from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
-from rockroll.agentrl.env_source import LocalSource, SandboxSource
-from rockroll.agentrl.faults import register_fault_env
+from rockroll.agentrl.faults.envs import register_fault_env
+from rockroll.agentrl.models.char_tokenizer import CharTokenizer
+from rockroll.agentrl.rollout.config import EpisodeConfig
+from rockroll.agentrl.rollout.deadlines import Deadlines
+from rockroll.agentrl.rollout.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.sources.kinds import LocalSource, SandboxSource
 from rockroll.agentrl.trajectory import Trajectory
 
 MOVES = ["Up", "Down", "Left", "Right"]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rockroll.agentrl.eval import open_source, run_eval, run_eval_job
-from rockroll.agentrl.eval_config import EvalConfig, EvalEnvConfig, SourceConfig, from_dict, load_eval_config
+from rockroll.agentrl.eval.config import EvalConfig, EvalEnvConfig, SourceConfig, from_dict, load_eval_config
+from rockroll.agentrl.eval.run import open_source, run_eval, run_eval_job
 
 YAML = """
 name: smoke
@@ -91,7 +91,7 @@ def test_eval_reuses_warm_sandboxes() -> None:
 
 
 def test_eval_with_the_tiny_model(tmp_path: Path) -> None:
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     model = build_tiny_model(tmp_path / "tiny", TinyModelConfig(episodes_per_env=3))
     cfg = from_dict(EvalConfig, {

@@ -16,15 +16,15 @@ import yaml
 
 pytest.importorskip("transformers")
 
-from rockroll.agentrl.env_source import CallableSource  # noqa: E402
-from rockroll.agentrl.eval import run_eval  # noqa: E402
+from rockroll.agentrl.eval.run import run_eval  # noqa: E402
+from rockroll.agentrl.sources.kinds import CallableSource  # noqa: E402
 from rockroll.envhub import UnknownEnvError  # noqa: E402
 from tests.agentrl.model_server import ROCKROLL, free_port, model_server  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("eval_cli") / "model", TinyModelConfig(episodes_per_env=3))
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rockroll.agentrl.eval import run_eval
-from rockroll.agentrl.eval_config import EvalConfig, from_dict, model_eval_config, parse_env_kwargs, parse_seeds
+from rockroll.agentrl.eval.config import EvalConfig, from_dict, model_eval_config, parse_env_kwargs, parse_seeds
+from rockroll.agentrl.eval.run import run_eval
 
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -25,7 +25,7 @@ def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     cfg = TinyModelConfig(
         hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, episodes_per_env=5

@@ -9,12 +9,12 @@ from collections.abc import Collection
 from typing import Any
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_source import EnvSource
-from rockroll.agentrl.faults import FaultyEnv
-from rockroll.agentrl.latency import Latency
-from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.faults.envs import FaultyEnv
+from rockroll.agentrl.faults.latency import Latency
+from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.rollout.scheduler import RolloutScheduler
+from rockroll.agentrl.sources.kinds import EnvSource
 
 
 class PlacedSource(EnvSource):
@@ -94,7 +94,7 @@ def test_the_episode_deadline_counts_time_queued_for_a_slot() -> None:
     """One slot, episodes of ~0.25 s, a 1 s deadline: those queued behind the first few run out of time."""
 
     def play(max_concurrent: int | None) -> Any:
-        from rockroll.agentrl.env_source import LocalSource
+        from rockroll.agentrl.sources.kinds import LocalSource
 
         episode = EpisodeConfig(max_turns=5, episode_timeout_s=1.0, max_retries=0)
         cfg = _config(num_env_groups=2, group_size=4, max_concurrent_episodes=max_concurrent, episode=episode)

@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig  # noqa: E402
-from rockroll.agentrl.env_source import LocalSource, SandboxSource  # noqa: E402
-from rockroll.agentrl.lockstep import LockstepEnvManager  # noqa: E402
-from rockroll.agentrl.scheduler import RolloutBatch, RolloutScheduler  # noqa: E402
+from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig  # noqa: E402
+from rockroll.agentrl.rollout.lockstep import LockstepEnvManager  # noqa: E402
+from rockroll.agentrl.rollout.scheduler import RolloutBatch, RolloutScheduler  # noqa: E402
+from rockroll.agentrl.sources.kinds import LocalSource, SandboxSource  # noqa: E402
 from tests.agentrl.test_rollout_env import check_trajectory, hf_engine, sandbox_manager, tiny_model  # noqa: E402, F401
 
 EPISODE = dict(max_turns=6, max_tokens_per_turn=8, temperature=1.5, history="last_k", history_k=0, max_retries=1)

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
-from rockroll.agentrl.env_source import LocalSource
-from rockroll.agentrl.lockstep import LockstepEnvManager
-from rockroll.agentrl.reward_pool import RewardPool, reward_metrics
-from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.rewards.pool import RewardPool, reward_metrics
+from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.rollout.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.rollout.lockstep import LockstepEnvManager
+from rockroll.agentrl.rollout.scheduler import RolloutScheduler
+from rockroll.agentrl.sources.kinds import LocalSource
 from rockroll.agentrl.trajectory import Trajectory
 
 CFG = EpisodeConfig(max_turns=3, max_tokens_per_turn=32, reward_workers=8)

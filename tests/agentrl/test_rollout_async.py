@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from rockroll.agentrl.async_rollout import AsyncRollout
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_source import LocalSource
-from rockroll.agentrl.latency import Latency
-from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.faults.latency import Latency
+from rockroll.agentrl.rollout.async_rollout import AsyncRollout
+from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.rollout.scheduler import RolloutScheduler
+from rockroll.agentrl.sources.kinds import LocalSource
 
 
 def _scheduler(ratio: int) -> RolloutScheduler:

@@ -7,17 +7,17 @@ import math
 
 import pytest
 
-from rockroll.agentrl.char_tokenizer import CharTokenizer
-from rockroll.agentrl.chat import ContextExceeded, PromptBuilder
 from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.latency import Latency
+from rockroll.agentrl.faults.latency import Latency
+from rockroll.agentrl.models.char_tokenizer import CharTokenizer
+from rockroll.agentrl.models.chat import ContextExceeded, PromptBuilder
 
 
 @pytest.fixture(scope="module")
 def bpe_tokenizer():
     """The tiny model's byte-level BPE tokenizer (built locally, a few seconds)."""
-    from rockroll.agentrl.tiny import build_tokenizer, corpus_texts
+    from rockroll.agentrl.models.tiny import build_tokenizer, corpus_texts
 
     return build_tokenizer(corpus_texts(episodes=3))
 
@@ -85,7 +85,7 @@ def test_last_k_history_keeps_recent_exchanges_within_budget(bpe_tokenizer) -> N
 def test_last_k_prompts_come_from_a_per_tokenizer_cache(bpe_tokenizer, monkeypatch) -> None:
     """A repeated last_k prompt is rendered once per tokenizer, equal to a fresh rendering, handed out as a copy,
     and the cache stays within its size."""
-    import rockroll.agentrl.chat as chat
+    import rockroll.agentrl.models.chat as chat
 
     monkeypatch.setattr(chat, "PROMPT_CACHE_SIZE", 3)
     rendered: list[str] = []

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
-from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
-from rockroll.agentrl.remote_source import RemoteSource
-from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.rollout.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.rollout.scheduler import RolloutScheduler
+from rockroll.agentrl.sources.kinds import EnvSource, LocalSource, SandboxSource
+from rockroll.agentrl.sources.remote import RemoteSource
 from rockroll.agentrl.trajectory import Trajectory
 
 ENVS = ["FrozenLake-v0", "Sokoban-v0"]
@@ -32,7 +32,7 @@ EPISODE = EpisodeConfig(max_turns=4, max_tokens_per_turn=12, step_timeout_s=60, 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     out = tmp_path_factory.mktemp("tiny")
     return str(build_tiny_model(out, TinyModelConfig(episodes_per_env=3)))
@@ -49,7 +49,7 @@ def hf_engine(tiny_model: str) -> Any:
 
 @pytest.fixture(scope="module")
 def random_engine(tiny_model: str) -> RandomEngine:
-    from rockroll.agentrl.tiny import load_tokenizer
+    from rockroll.agentrl.models.tiny import load_tokenizer
 
     return RandomEngine(load_tokenizer(tiny_model), invalid_prob=0.2, seed=0)
 
@@ -186,7 +186,7 @@ def test_random_engine_plays_through_docker_sandboxes_and_survives_a_killed_cont
 
     import docker
 
-    from rockroll.agentrl.latency import Latency
+    from rockroll.agentrl.faults.latency import Latency
     from rockroll.sandbox.base import SandboxSpec
 
     manager = make_manager(backend="docker", default_spec=SandboxSpec(image=docker_image, max_sessions=4))

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-import rockroll.agentrl.scheduler as scheduler_module
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
+import rockroll.agentrl.rollout.scheduler as scheduler_module
 from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_source import LocalSource, SandboxSource
 from rockroll.agentrl.errors import FatalRolloutError, classify
-from rockroll.agentrl.faults import register_fault_env
-from rockroll.agentrl.lockstep import LockstepEnvManager
-from rockroll.agentrl.scheduler import RolloutBatch, RolloutScheduler
+from rockroll.agentrl.faults.envs import register_fault_env
+from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.rollout.lockstep import LockstepEnvManager
+from rockroll.agentrl.rollout.scheduler import RolloutBatch, RolloutScheduler
+from rockroll.agentrl.sources.kinds import LocalSource, SandboxSource
 
 FAST = EpisodeConfig(max_turns=5, max_tokens_per_turn=32, step_timeout_s=0.5, start_timeout_s=5, max_retries=1)
 
@@ -180,7 +180,10 @@ def fault_manager() -> Any:
         "TestSbExit-v0": {"mode": "exit", "fault_every": 2, "fault_at_step": 2},
         "TestSbHang-v0": {"mode": "hang", "fault_every": 2, "hang_s": 2.0, "fault_at_step": 1},
     }
-    env = (("ROCKROLL_ENV_MODULES", "rockroll.agentrl.fault_envs"), ("ROCKROLL_FAULT_ENVS", json.dumps(fault_envs)))
+    env = (
+        ("ROCKROLL_ENV_MODULES", "rockroll.agentrl.faults.sandbox_envs"),
+        ("ROCKROLL_FAULT_ENVS", json.dumps(fault_envs)),
+    )
     state = tempfile.mkdtemp(prefix="rr-", dir="/tmp")
     db = tempfile.mkdtemp(prefix="rr-db-")
     m = SandboxManager(

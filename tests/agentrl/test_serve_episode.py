@@ -25,7 +25,7 @@ TURN_TOKENS = 6
 @pytest.fixture(scope="module")
 def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``export/final`` of a one-step multi-turn FrozenLake run of a tiny model (system_prompt none)."""
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
     from rockroll.trainer.config_io import config_from_dict
     from rockroll.trainer.pipeline import run_training
 
@@ -50,9 +50,9 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _trainer_turn(model_dir: Path, observation: str) -> tuple[list[int], list[int]]:
     """The prompt and greedy response of the trainer's first turn on ``observation`` (its own code)."""
-    from rockroll.agentrl.chat import PromptBuilder
     from rockroll.agentrl.engines import GenerationRequest, SamplingParams
     from rockroll.agentrl.engines.hf import HFEngine
+    from rockroll.agentrl.models.chat import PromptBuilder
 
     engine = HFEngine(model_path=str(model_dir))
     prompt = PromptBuilder(engine.tokenizer, "", history="last_k", last_k=0).first_prompt(observation)
@@ -107,7 +107,7 @@ def test_an_export_records_the_env_instructions_and_the_server_applies_them(tmp_
     """A run with ``system_prompt: env`` records its env's instructions beside the export; serve-model applies
     them even where the env cannot be made (an owner's env registered on a server); an RLVR export names its
     dataset and no env."""
-    from rockroll.agentrl.serve_episode import load_episode
+    from rockroll.agentrl.serving.episode import load_episode
     from rockroll.trainer.config_io import config_from_dict
     from rockroll.trainer.rollout.multiturn import env_instructions, write_episode
 

@@ -27,7 +27,7 @@ LONG = {"model": "tiny", "prompt": [[5, 6, 7 + i] for i in range(64)], "n": 16, 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("guard") / "model", TinyModelConfig(episodes_per_env=3))
 

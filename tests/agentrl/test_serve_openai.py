@@ -22,7 +22,7 @@ MSG = [{"role": "user", "content": "_G__\nOO__"}]
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     model = build_tiny_model(tmp_path_factory.mktemp("serve") / "model", TinyModelConfig(episodes_per_env=3))
     with model_server(Path(model)) as u:

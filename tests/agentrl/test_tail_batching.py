@@ -8,13 +8,13 @@ import time
 import numpy as np
 import pytest
 
-from rockroll.agentrl.async_rollout import AsyncRollout
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_source import LocalSource
-from rockroll.agentrl.faults import register_fault_env
-from rockroll.agentrl.latency import Latency
-from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.faults.envs import register_fault_env
+from rockroll.agentrl.faults.latency import Latency
+from rockroll.agentrl.rollout.async_rollout import AsyncRollout
+from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.rollout.scheduler import RolloutScheduler
+from rockroll.agentrl.sources.kinds import LocalSource
 from rockroll.envs.config import ConfigError
 
 SEED, MAX_SEED = 3, 10**6
@@ -104,7 +104,7 @@ def test_carry_needs_an_off_policy_ratio() -> None:
 
 def test_a_carried_group_gets_its_carry_as_extra_staleness_allowance() -> None:
     """ratio 1, trainer at version 2: a fresh group from version 0 is stale, a group carried once is not."""
-    from rockroll.agentrl.scheduler import RolloutBatch
+    from rockroll.agentrl.rollout.scheduler import RolloutBatch
     from rockroll.agentrl.trajectory import Trajectory
 
     s = _scheduler("carry", hang_s=0.1)

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import rockroll.envhub as envhub  # noqa: E402
-from rockroll.agentrl.tiny import (  # noqa: E402
+from rockroll.agentrl.models.tiny import (  # noqa: E402
     CHAT_TEMPLATE,
     TINY_MARKER,
     TinyModelConfig,
@@ -100,7 +100,7 @@ def test_chat_template(tokenizer) -> None:
 def test_compact_chat_template_shortens_prompts_and_survives_a_reload(tmp_path: Path, tiny_path: Path) -> None:
     """``chat_template: compact``: one token after each message (a FrozenLake grid prompt: 21 tokens against
     ChatML's 28); the template is saved with the model and loaded back; full-history prompts extend each other."""
-    from rockroll.agentrl.chat import PromptBuilder, format_observation
+    from rockroll.agentrl.models.chat import PromptBuilder, format_observation
 
     path = build_tiny_model(tmp_path / "compact", TinyModelConfig(chat_template="compact", episodes_per_env=5))
     tok = load_tokenizer(path)
@@ -124,7 +124,7 @@ def test_character_tokenizer_spells_one_token_per_character_and_survives_a_reloa
     """``tokenizer: chars``: the vocabulary is the corpus's characters plus the special and whole-answer tokens
     (76 for FrozenLake against BPE's 512); a raw grid is one token per cell and newline; unseen characters are
     ``<|unk|>``; the model's embedding has one row per token, and the tokenizer loads back from the directory."""
-    from rockroll.agentrl.chat import PromptBuilder
+    from rockroll.agentrl.models.chat import PromptBuilder
 
     cfg = TinyModelConfig(tokenizer="chars", env_ids=("FrozenLake-v0",), chat_template="compact", episodes_per_env=5)
     path = build_tiny_model(tmp_path / "chars", cfg)

@@ -22,7 +22,7 @@ import pytest
 from rockroll.agentrl.engines import EngineDeadError, GenerationRequest, SamplingParams, make_engine
 from rockroll.agentrl.engines.openai_engine import OpenAIEngine
 from rockroll.agentrl.engines.vllm_engine import VLLMEngine
-from rockroll.agentrl.tiny import build_tiny_model
+from rockroll.agentrl.models.tiny import build_tiny_model
 from tests.agentrl.model_server import free_port
 from tests.agentrl.vllm_venv import vllm_python
 

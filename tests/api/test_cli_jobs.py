@@ -69,7 +69,7 @@ def test_job_eval_follow_prints_metrics_and_exits_zero(as_alice: dict[str, str])
 def test_job_train_cancel_stops_a_running_job(as_alice: dict[str, str], server: ServerProc, tmp_path: Path) -> None:
     """A tiny-model train job with many steps: cancel once it reports progress; it ends cancelled."""
     pytest.importorskip("torch")
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     shape = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 64}
     jobs = server.data_dir / "jobs" / owner_folder("alice")  # alice's job directory: job paths resolve there

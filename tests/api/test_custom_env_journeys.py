@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rockroll.agentrl.eval import run_eval
-from rockroll.agentrl.remote_source import RemoteSource
+from rockroll.agentrl.eval.run import run_eval
+from rockroll.agentrl.sources.remote import RemoteSource
 from rockroll.api.jobs.paths import owner_folder
 from rockroll.api.server.serve_proc import ServerProc
 from rockroll.client import Client
@@ -48,7 +48,7 @@ def alice_jobs(server: ServerProc) -> Path:
 def tiny_model(alice_jobs: Path) -> Path:
     """A tiny model in alice's job directory (the CLI reads it by its path, jobs as ``tiny``)."""
     pytest.importorskip("torch")
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     shape = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 64}
     return readable_by_jobs(build_tiny_model(alice_jobs / "tiny", TinyModelConfig(**shape, episodes_per_env=5)))

@@ -29,8 +29,8 @@ import pytest
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.errors import classify
-from rockroll.agentrl.eval import run_eval
-from rockroll.agentrl.openenv_source import OpenEnvError, OpenEnvSource
+from rockroll.agentrl.eval.run import run_eval
+from rockroll.agentrl.sources.openenv import OpenEnvError, OpenEnvSource
 from rockroll.api.server.serve_proc import ServerProc, create_token
 from rockroll.client import Client
 from rockroll.envhub.errors import UnknownEnvError
@@ -297,8 +297,8 @@ def test_openenv_error_frames_are_infra_or_fatal() -> None:
 
 
 def test_openenv_source_sends_a_token_only_when_the_config_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rockroll.agentrl.env_source import open_source
-    from rockroll.agentrl.eval_config import SourceConfig
+    from rockroll.agentrl.eval.config import SourceConfig
+    from rockroll.agentrl.sources.kinds import open_source
 
     monkeypatch.setenv("ROCKROLL_TOKEN", "rr_secret")
     with open_source(SourceConfig(kind="openenv", url="http://h:1")) as src:

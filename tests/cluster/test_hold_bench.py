@@ -1,10 +1,10 @@
-"""``bench/hold_bench.py`` at a tiny size: sessions held open at a standalone agent are stepped, with no errors."""
+"""``bench/dataplane/hold_bench.py`` at a tiny size: sessions held open at a standalone agent are stepped, with no errors."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.hold_bench import hold, render
+from bench.dataplane.hold_bench import hold, render
 
 pytestmark = pytest.mark.slow
 

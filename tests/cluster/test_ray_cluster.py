@@ -112,11 +112,11 @@ def opened_ids(opened: list[dict]) -> list[str]:
 
 def test_a_rollout_loses_no_episode_when_a_node_is_removed_mid_way(ray_deployment: dict[str, Any]) -> None:
     """The rollout layer re-places lost work: a lost session is an infra failure, retried on a fresh session."""
-    from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
     from rockroll.agentrl.engines.random_engine import RandomEngine
-    from rockroll.agentrl.latency import Latency
-    from rockroll.agentrl.remote_source import RemoteSource
-    from rockroll.agentrl.scheduler import RolloutScheduler
+    from rockroll.agentrl.faults.latency import Latency
+    from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
+    from rockroll.agentrl.rollout.scheduler import RolloutScheduler
+    from rockroll.agentrl.sources.remote import RemoteSource
 
     url, tokens, cluster = ray_deployment["url"], ray_deployment["tokens"], ray_deployment["cluster"]
     victim = ray_deployment["workers"][1]

@@ -306,11 +306,11 @@ def test_a_replica_that_stops_answering_costs_an_open_one_client_timeout(replica
 def test_sigkill_of_a_replica_during_a_256_episode_rollout_loses_no_episode(replicas: dict) -> None:
     """The rollout opens sessions through either replica and steps them at the agent; replica a is
     SIGKILLed mid-way: opens and closes go on at b, the episodes on the agent never notice."""
-    from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
     from rockroll.agentrl.engines.random_engine import RandomEngine
-    from rockroll.agentrl.latency import Latency
-    from rockroll.agentrl.remote_source import RemoteSource
-    from rockroll.agentrl.scheduler import RolloutScheduler
+    from rockroll.agentrl.faults.latency import Latency
+    from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
+    from rockroll.agentrl.rollout.scheduler import RolloutScheduler
+    from rockroll.agentrl.sources.remote import RemoteSource
 
     a, b = replicas["servers"]["a"], replicas["servers"]["b"]
     engine = RandomEngine(None, invalid_prob=0.5, latency=Latency("constant", 0.05), seed=5)

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import Field, model_validator
 
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
-from rockroll.agentrl.eval_config import EvalConfig
+from rockroll.agentrl.eval.config import EvalConfig
+from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
 from rockroll.envs.config import ConfigError, ConfigModel, OneOf, parse_config
 from rockroll.envs.config_loader import apply_overrides, describe_config, format_config_help, load_config, save_config
 

@@ -1,11 +1,11 @@
-"""bench/adaptive_timeouts.py shrunk: one task, a few submissions through a process sandbox; the
+"""bench/rollout/adaptive_timeouts.py shrunk: one task, a few submissions through a process sandbox; the
 adaptive rule cuts the slow wrong run short, and a slow correct answer cut off is counted as such."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.adaptive_timeouts import Submission, compare, render, workload
+from bench.rollout.adaptive_timeouts import Submission, compare, render, workload
 
 
 def test_workload_interleaves_tasks_and_keeps_the_counts() -> None:

@@ -1,4 +1,4 @@
-"""A short chaos run (bench/chaos.py) through real Docker sandboxes: every group completes.
+"""A short chaos run (bench/sandboxes/chaos.py) through real Docker sandboxes: every group completes.
 
 Sandboxes are faulted (container kill, server kill, pause) while a rollout runs; the rollout must
 deliver every requested group, every fault must end in a healthy replacement, and nothing may
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.chaos import ChaosConfig, render, run_chaos
+from bench.sandboxes.chaos import ChaosConfig, render, run_chaos
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""Regression tests for what the chaos and restart runs (bench/chaos.py, bench/cp_restart.py) found.
+"""Regression tests for what the chaos and restart runs (bench/sandboxes/chaos.py, bench/dataplane/cp_restart.py) found.
 
 * A sandbox whose server died between two probes looked like the least-loaded one (its sessions
   were given back) and took every new session until the monitor noticed: hundreds of episodes
@@ -8,7 +8,7 @@
   manager's pool, so the steps and closes that free slots never ran: the rollout hung. Opens now
   have a pool of their own.
 * A health probe answered by the old server but landing after a restart copied its session count
-  onto the new incarnation (found by bench/cp_restart.py): phantom sessions held slots for ever.
+  onto the new incarnation (found by bench/dataplane/cp_restart.py): phantom sessions held slots for ever.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
-from rockroll.agentrl.env_source import LocalSource
+from rockroll.agentrl.rollout.config import EpisodeConfig
+from rockroll.agentrl.rollout.env_manager import EnvManager, EpisodeSpec
+from rockroll.agentrl.sources.kinds import LocalSource
 from rockroll.sandbox.manager import SandboxManager
 
 
@@ -74,7 +74,7 @@ def test_waiting_opens_do_not_starve_steps_and_closes() -> None:
 
 
 def test_a_probe_of_a_replaced_generation_changes_nothing(make_manager: Callable[..., SandboxManager]) -> None:
-    """Found by bench/cp_restart.py: a probe answered by the old server, landing after a restart,
+    """Found by bench/dataplane/cp_restart.py: a probe answered by the old server, landing after a restart,
     copied the old server's session count onto the new one (phantom sessions holding slots)."""
     m = make_manager("process", monitor_interval_s=None)
     sb = m.create()

@@ -1,6 +1,6 @@
 """A burst of ``open_session`` calls on a cold manager at its sandbox limit: all succeed.
 
-Found by bench/load.py: N sessions opened at once through the API while the first sandbox was
+Found by bench/dataplane/load.py: N sessions opened at once through the API while the first sandbox was
 still starting got ``429 capacity`` for all but one, although that sandbox had room for every
 session. The manager now waits for a sandbox that is coming up instead of failing.
 """

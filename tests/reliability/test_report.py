@@ -1,12 +1,12 @@
-"""``bench/report.py`` builds REPORT.md and its plots from results (synthetic ones here)."""
+"""``bench/harness/report.py`` builds REPORT.md and its plots from results (synthetic ones here)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from bench.chaos import ChaosConfig, ChaosResult
-from bench.report import write_report
+from bench.harness.report import write_report
+from bench.sandboxes.chaos import ChaosConfig, ChaosResult
 
 
 def test_report_from_results(tmp_path: Path) -> None:
@@ -22,7 +22,7 @@ def test_report_from_results(tmp_path: Path) -> None:
              "steps_per_s": 100.0}  # fmt: skip
     (results / "load.json").write_text(json.dumps({"levels": [level], "rss_timeline": [[0, 100], [1, 101]]}))
     (results / "fuzz.log").write_text("1234 cases over 31 operations; answers by status: [(200, 1000), (404, 234)]\n")
-    runs = {"chaos": {"name": "chaos", "what": "x", "command": "python bench/chaos.py", "rc": 0, "started": 0.0,
+    runs = {"chaos": {"name": "chaos", "what": "x", "command": "python bench/sandboxes/chaos.py", "rc": 0, "started": 0.0,
                       "wall_s": 20.0, "quick": False}}  # fmt: skip
     (results / "runs.json").write_text(json.dumps(runs))
 
@@ -30,14 +30,14 @@ def test_report_from_results(tmp_path: Path) -> None:
     text = path.read_text()
     assert "| chaos: 256 episodes, 1 sandbox faults | 32/32 groups" in text
     assert "1234 cases, 0 server errors" in text
-    assert "Command: `python bench/chaos.py`" in text and "_not run yet_" in text
+    assert "Command: `python bench/sandboxes/chaos.py`" in text and "_not run yet_" in text
     assert "pause: APIError: cannot freeze" in text
     for png in ("chaos_timeline.png", "load_latency.png", "load_memory.png"):
         assert (tmp_path / "plots" / png).stat().st_size > 1000
 
 
 def test_a_rewrite_keeps_the_hand_written_sections(tmp_path: Path) -> None:
-    from bench.report_keep import MARKER
+    from bench.harness.report_keep import MARKER
 
     results = tmp_path / "results"
     results.mkdir()
@@ -52,7 +52,7 @@ def test_a_rewrite_keeps_the_hand_written_sections(tmp_path: Path) -> None:
 
 
 def test_a_report_from_before_the_marker_keeps_the_sections_it_does_not_generate(tmp_path: Path) -> None:
-    from bench.report_keep import MARKER
+    from bench.harness.report_keep import MARKER
 
     results = tmp_path / "results"
     results.mkdir()

@@ -1,4 +1,4 @@
-"""SIGKILL of ``rockroll serve`` (Docker backend) mid-rollout, then a restart (bench/cp_restart.py).
+"""SIGKILL of ``rockroll serve`` (Docker backend) mid-rollout, then a restart (bench/dataplane/cp_restart.py).
 
 The rollout's client retries and the run delivers every group; tokens, the custom env, the user
 sandbox and its file, job records survive; containers are adopted or reaped; sandboxes keep no
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.cp_restart import render, run_restart
+from bench.dataplane.cp_restart import render, run_restart
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -1,11 +1,11 @@
-"""``bench/docker_burst.py`` at a tiny size: a burst of Docker sandboxes all become healthy and all are removed."""
+"""``bench/sandboxes/docker_burst.py`` at a tiny size: a burst of Docker sandboxes all become healthy and all are removed."""
 
 from __future__ import annotations
 
 import docker
 import pytest
 
-from bench.docker_burst import burst, report, table
+from bench.sandboxes.docker_burst import burst, report, table
 from rockroll.sandbox.base import SandboxSpec
 
 pytestmark = pytest.mark.docker

@@ -8,11 +8,11 @@ import signal
 import time
 from typing import Any
 
-from rockroll.agentrl.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_source import SandboxSource
-from rockroll.agentrl.latency import Latency
-from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.faults.latency import Latency
+from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
+from rockroll.agentrl.rollout.scheduler import RolloutScheduler
+from rockroll.agentrl.sources.kinds import SandboxSource
 from rockroll.sandbox.base import SandboxSpec
 
 

@@ -29,7 +29,7 @@ from tests.api.conftest import make_settings
 
 FLOOD = 48  # more than the 40 threads Starlette's shared pool has for sync routes
 SLEEP_S = 15
-QUICK_S = 1.0  # generous on a loaded CI machine; the 100 ms bar is bench/stall_bench.py's
+QUICK_S = 1.0  # generous on a loaded CI machine; the 100 ms bar is bench/security/stall_bench.py's
 
 
 @pytest.fixture(scope="module")

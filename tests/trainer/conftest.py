@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny model (hidden 32, 1 layer) built once per session."""
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("tiny") / "model"
@@ -50,7 +50,7 @@ def random_samples(n: int, vocab: int, seed: int = 0, groups: int = 2) -> list:
 @pytest.fixture(scope="session")
 def small_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default tiny model shape (hidden 128, 2 layers, ~0.5M parameters), built once per session."""
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("small") / "model"

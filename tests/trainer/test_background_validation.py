@@ -33,10 +33,10 @@ def _cfg(model: Path, *extra: str):
 def test_scorer_matches_the_engines_greedy_answers(small_model_dir: Path) -> None:
     """The background scorer's table (one forward, argmax over the move tokens) scores exactly what the rollout
     engine's restricted greedy generation scores, on the same maps, split by path length alike."""
-    from rockroll.agentrl.answers import declared_actions
     from rockroll.agentrl.engines.choices import AnswerTrie
     from rockroll.agentrl.engines.hf import HFEngine
-    from rockroll.agentrl.tiny import load_model_and_tokenizer
+    from rockroll.agentrl.models.tiny import load_model_and_tokenizer
+    from rockroll.agentrl.rollout.answers import declared_actions
     from rockroll.trainer.evaluation.background import FirstChoiceScorer
     from rockroll.trainer.evaluation.exact import FrozenLakeExact
     from rockroll.trainer.rollout.multiturn import LoopThread

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rockroll.agentrl.config import BatchConfig, EpisodeConfig
+from rockroll.agentrl.rollout.config import BatchConfig, EpisodeConfig
 from rockroll.envs.config import ConfigError
 from rockroll.envs.config_loader import describe_config
 from rockroll.trainer.config import RolloutConfig, TrainConfig, TrainEpisodeConfig

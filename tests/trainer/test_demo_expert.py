@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rockroll.agentrl.config import EpisodeConfig
-from rockroll.agentrl.tiny import load_tokenizer
+from rockroll.agentrl.models.tiny import load_tokenizer
+from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.trainer.learner.sft import build_turn_demos, expert_trajectory
 
 SEARCHER = "rockroll.envs.alfworld.searcher:expert"

@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 from rockroll.agentrl.engines import GenerationRequest, SamplingParams  # noqa: E402
 from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
-from rockroll.agentrl.tiny import TINY_MARKER, load_model_and_tokenizer  # noqa: E402
+from rockroll.agentrl.models.tiny import TINY_MARKER, load_model_and_tokenizer  # noqa: E402
 from rockroll.trainer.config_io import load_config, save_config  # noqa: E402
 from rockroll.trainer.learner.workers import LocalWorkers  # noqa: E402
 from rockroll.trainer.run import checkpoint as ckpt  # noqa: E402

@@ -1,4 +1,4 @@
-"""bench/minimal_loop.py: the prompt encoding, the exact evaluation of a known policy against the
+"""bench/learning/minimal_loop.py: the prompt encoding, the exact evaluation of a known policy against the
 reference, shared slips within a group, the merged GRPO loss against one row per turn, and a short run."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from bench.minimal_loop import main  # noqa: E402
-from bench.minimal_loop_core import (  # noqa: E402
+from bench.learning.minimal_loop import main  # noqa: E402
+from bench.learning.minimal_loop_core import (  # noqa: E402
     ACTION_IDS,
     VOCAB,
     MapBatch,

@@ -1,4 +1,4 @@
-"""bench/mixed_run.py: its runs' configs, its sandbox killer (against real process sandboxes), its noise test."""
+"""bench/training/mixed_run.py: its runs' configs, its sandbox killer (against real process sandboxes), its noise test."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.mixed_run import SandboxKiller, run_config, within_noise
+from bench.training.mixed_run import SandboxKiller, run_config, within_noise
 from rockroll.sandbox.managed import SandboxState
 from rockroll.sandbox.manager import SandboxManager
 from tests.trainer.config_smoke import ROOT, smoke_run
@@ -106,7 +106,7 @@ def test_mixed_bench_runs_end_to_end_with_sandboxes_killed(tmp_path: Path) -> No
     warm = smoke_run("mixed_frozenlake_sokoban.yaml", tmp_path, "mix") / "export" / "warmstart"
     out = tmp_path / "mixed.json"
     bench = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "mixed_run.py"), "--warmstart", str(warm), "--steps", "2",
+        [sys.executable, str(ROOT / "bench" / "training" / "mixed_run.py"), "--warmstart", str(warm), "--steps", "2",
          "--eval-every", "1", "--eval-episodes", "4", "--runs", "mixed,faulted,sokoban", "--parallel", "1",
          "--wave-s", "0.25", "--kill-fraction", "0.5", "--max-kills", "6", "--run-dir", str(tmp_path / "bench"),
          "--json", str(out)],

@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rockroll.agentrl.config import EpisodeConfig  # noqa: E402
-from rockroll.agentrl.tiny import load_model_and_tokenizer  # noqa: E402
+from rockroll.agentrl.models.tiny import load_model_and_tokenizer  # noqa: E402
+from rockroll.agentrl.rollout.config import EpisodeConfig  # noqa: E402
 
 SLIPPERY = {"is_slippery": True, "size": 4}
 
@@ -108,8 +108,8 @@ def test_merged_identical_turns_keep_loss_and_gradient(tiny_model_dir: Path) -> 
 
 def test_consecutive_invalid_actions_end_the_episode_as_the_agents_failure() -> None:
     from rockroll.agentrl.engines.random_engine import RandomEngine
-    from rockroll.agentrl.env_manager import EnvManager, EpisodeSpec
-    from rockroll.agentrl.env_source import LocalSource
+    from rockroll.agentrl.rollout.env_manager import EnvManager, EpisodeSpec
+    from rockroll.agentrl.sources.kinds import LocalSource
 
     engine = RandomEngine(invalid_prob=1.0, seed=0)
     manager = EnvManager(
@@ -173,7 +173,7 @@ def test_reseeded_snapshots_keep_the_state_and_draw_their_own_slips() -> None:
 
 def test_fork_values_estimate_state_values_from_continuations(tok) -> None:
     from rockroll.agentrl.engines.random_engine import RandomEngine
-    from rockroll.agentrl.env_source import LocalSource
+    from rockroll.agentrl.sources.kinds import LocalSource
     from rockroll.trainer.learner.sft import expert_trajectory
     from rockroll.trainer.rollout.forks import ForkEstimator
 

@@ -20,7 +20,7 @@ def test_multiturn_batch_survives_a_killed_process_sandbox(
     tiny_model_dir: Path, tmp_path: Path, lockstep: bool
 ) -> None:
     from rockroll.agentrl.engines.hf import HFEngine
-    from rockroll.agentrl.env_source import SandboxSource
+    from rockroll.agentrl.sources.kinds import SandboxSource
     from rockroll.sandbox.manager import SandboxManager
     from rockroll.trainer.config_io import config_from_dict
     from rockroll.trainer.rollout.multiturn import MultiTurnDriver

@@ -57,8 +57,8 @@ def _play(rollout: PlanRollout, tok, seeds: list[int]):
 
 @pytest.mark.slow
 def test_expert_plans_win_in_process_and_in_process_sandboxes(tiny_model_dir, tmp_path) -> None:
-    from rockroll.agentrl.env_source import SandboxSource
-    from rockroll.agentrl.tiny import load_tokenizer
+    from rockroll.agentrl.models.tiny import load_tokenizer
+    from rockroll.agentrl.sources.kinds import SandboxSource
     from rockroll.sandbox.manager import SandboxManager
 
     tok = load_tokenizer(tiny_model_dir)

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 def _engine(tiny_model_dir):
     from rockroll.agentrl.engines.hf import HFEngine
-    from rockroll.agentrl.tiny import load_model_and_tokenizer
+    from rockroll.agentrl.models.tiny import load_model_and_tokenizer
 
     model, tok = load_model_and_tokenizer(tiny_model_dir)
     return HFEngine(model=model, tokenizer=tok, seed=0), model, tok
@@ -127,8 +127,8 @@ def test_greedy_restricted_answer_is_the_best_allowed(tiny_model_dir) -> None:
 
 def test_frozenlake_declares_its_moves_and_the_manager_restricts(tiny_model_dir) -> None:
     import rockroll.envhub as envhub
-    from rockroll.agentrl.answers import answer_trie
     from rockroll.agentrl.engines.random_engine import RandomEngine
+    from rockroll.agentrl.rollout.answers import answer_trie
 
     assert envhub.spec("FrozenLake-v0").action_set == ("Left", "Down", "Right", "Up")
     engine, _, tok = _engine(tiny_model_dir)

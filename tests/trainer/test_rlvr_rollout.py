@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from rockroll.agentrl.char_tokenizer import CharTokenizer
 from rockroll.agentrl.engines.base import GenerationResult
+from rockroll.agentrl.models.char_tokenizer import CharTokenizer
 from rockroll.agentrl.rewards import DatasetRowError, RewardRouter
 from rockroll.agentrl.rewards.base import Reward
 from rockroll.envs.config import ConfigError

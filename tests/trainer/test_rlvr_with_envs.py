@@ -87,7 +87,7 @@ def test_a_run_trains_on_dataset_rows_and_env_episodes(
     torch = pytest.importorskip("torch")
     pytest.importorskip("math_verify")
     import rockroll.trainer.run.sandboxes as sandboxes
-    from rockroll.agentrl.env_source import SandboxSource
+    from rockroll.agentrl.sources.kinds import SandboxSource
     from rockroll.trainer.pipeline import run_training
     from rockroll.trainer.run.metrics import read_metrics
 

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.config import SchedulerConfig
 from rockroll.agentrl.engines.random_engine import RandomEngine
-from rockroll.agentrl.env_source import LocalSource
-from rockroll.agentrl.faults import register_fault_env
-from rockroll.agentrl.scheduler import RolloutScheduler, ratio_slots
+from rockroll.agentrl.faults.envs import register_fault_env
+from rockroll.agentrl.rollout.config import SchedulerConfig
+from rockroll.agentrl.rollout.scheduler import RolloutScheduler, ratio_slots
+from rockroll.agentrl.sources.kinds import LocalSource
 from rockroll.envs.experts import expert_for
 from rockroll.trainer.config_io import config_from_dict, config_to_dict
 from rockroll.trainer.rollout.multiturn import scheduler_config
@@ -195,7 +195,7 @@ def test_mixed_warm_start_draws_demos_in_proportion(tiny_model_dir: Path) -> Non
 
 # ------------------------------------------------------------------ plan mode error model
 def _plan_rollout(tiny_model_dir: Path, env_id: str, source: Any = None, **limits: Any) -> tuple[Any, Any]:
-    from rockroll.agentrl.config import EpisodeConfig
+    from rockroll.agentrl.rollout.config import EpisodeConfig
     from rockroll.trainer.rollout.plan import PlanRollout
 
     engine = RandomEngine(str(tiny_model_dir), seed=3)
@@ -235,13 +235,16 @@ def test_plan_mode_retries_then_masks_envs_that_raise_or_hang(tiny_model_dir: Pa
 
 @pytest.mark.slow
 def test_plan_mode_survives_sandboxes_that_die(tiny_model_dir: Path) -> None:
-    from rockroll.agentrl.env_source import SandboxSource
+    from rockroll.agentrl.sources.kinds import SandboxSource
     from rockroll.sandbox.base import SandboxSpec
     from rockroll.sandbox.manager import SandboxManager
     from rockroll.trainer.rollout.plan import PlanTask
 
     faults = {"TestPlanExit-v0": {"mode": "exit", "fault_every": 3, "fault_at_step": 1}}
-    env = (("ROCKROLL_ENV_MODULES", "rockroll.agentrl.fault_envs"), ("ROCKROLL_FAULT_ENVS", json.dumps(faults)))
+    env = (
+        ("ROCKROLL_ENV_MODULES", "rockroll.agentrl.faults.sandbox_envs"),
+        ("ROCKROLL_FAULT_ENVS", json.dumps(faults)),
+    )
     state, db = tempfile.mkdtemp(prefix="rr-", dir="/tmp"), tempfile.mkdtemp(prefix="rr-db-")
     manager = SandboxManager(
         backend="process", name=f"t{uuid.uuid4().hex[:8]}", state_dir=state, db_url=f"sqlite:///{db}/sb.db",
@@ -289,8 +292,8 @@ def _run_cfg(tiny_model_dir: Path, tmp_path: Path, name: str, rollout: dict) -> 
 def test_plan_mode_run_completes_with_faults_injected(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rockroll.agentrl.env_source import CallableSource
-    from rockroll.agentrl.faults import FaultyEnv
+    from rockroll.agentrl.faults.envs import FaultyEnv
+    from rockroll.agentrl.sources.kinds import CallableSource
     from rockroll.trainer import pipeline
     from rockroll.trainer.run.metrics import read_metrics
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rockroll.agentrl.sandbox_source import SandboxSource
+from rockroll.agentrl.sources.sandbox import SandboxSource
 from rockroll.trainer.config_io import load_config
 from rockroll.trainer.pipeline import sandbox_manager
 

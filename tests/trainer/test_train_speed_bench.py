@@ -1,4 +1,4 @@
-"""bench/train_speed.py end to end, shrunk: a sync and an async run on the slowed Sokoban in process sandboxes,
+"""bench/training/train_speed.py end to end, shrunk: a sync and an async run on the slowed Sokoban in process sandboxes,
 checkpoints every few seconds of training, each checkpoint evaluated, the speed-up line."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.train_speed import race, time_to
+from bench.training.train_speed import race, time_to
 from tests.trainer.config_smoke import ROOT, smoke_run
 
 pytest.importorskip("torch")
@@ -43,7 +43,7 @@ def test_train_speed_bench_races_sync_against_async(tmp_path: Path) -> None:
     warm = smoke_run("sokoban_multiturn.yaml", tmp_path, "sok") / "export" / "warmstart"
     out = tmp_path / "speed.json"
     res = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "train_speed.py"), "--warmstart", str(warm), "--minutes", "0.3",
+        [sys.executable, str(ROOT / "bench" / "training" / "train_speed.py"), "--warmstart", str(warm), "--minutes", "0.3",
          "--ckpt-every-s", "5", "--episodes", "4", "--groups", "2", "--median-s", "0.02", "--run-dir",
          str(tmp_path / "bench"), "--json", str(out), "--plot", str(tmp_path / "speed.png")],
         capture_output=True, text=True, timeout=600, env={**os.environ, "TERM": "dumb"}, check=False,

@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rockroll.agentrl.config import EpisodeConfig  # noqa: E402
-from rockroll.agentrl.tiny import load_model_and_tokenizer  # noqa: E402
+from rockroll.agentrl.models.tiny import load_model_and_tokenizer  # noqa: E402
+from rockroll.agentrl.rollout.config import EpisodeConfig  # noqa: E402
 
 SLIPPERY = {"is_slippery": True, "size": 4}
 

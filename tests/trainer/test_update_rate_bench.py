@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.update_rate import TARGET_PER_10_MIN, summarize
+from bench.training.update_rate import TARGET_PER_10_MIN, summarize
 
 
 def test_updates_per_minute_and_the_median_split() -> None:

@@ -1,6 +1,6 @@
 """``configs/webshop_multiturn.yaml`` as a user runs it, shrunk to two steps: the WebShop tokenizer is built,
 the run exports the warm start and the final model with their episode settings, and
-``bench/webshop_eval.py`` plays held-out goals with both (success, score, its parts, actions)."""
+``bench/learning/webshop_eval.py`` plays held-out goals with both (success, score, its parts, actions)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_webshop_config_smoke_run_and_bench(tmp_path: Path) -> None:
     settings = json.loads((export / "final" / "rockroll_episode.json").read_text())
     assert settings["history_k"] == 0 and settings["envs"][0]["env_kwargs"]["result_labels"] == "position"
     bench = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "webshop_eval.py"), str(export / "warmstart"), str(export / "final"),
+        [sys.executable, str(ROOT / "bench" / "learning" / "webshop_eval.py"), str(export / "warmstart"), str(export / "final"),
          "--episodes", "2"],
         capture_output=True, text=True, timeout=120, env=env, check=False,
     )  # fmt: skip

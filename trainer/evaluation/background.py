@@ -18,8 +18,8 @@ import concurrent.futures as cf
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rockroll.agentrl.answers import declared_actions
 from rockroll.agentrl.engines.choices import AnswerTrie
+from rockroll.agentrl.rollout.answers import declared_actions
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig

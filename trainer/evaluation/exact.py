@@ -6,7 +6,7 @@ the current grid alone (``rollout.episode.history: last_k`` with ``history_k: 0`
 ``cell -> action`` per map: this asks the engine for its greedy answer at every non-terminal cell of each
 validation map (one batched generation, restricted to the env's declared answers when the rollout
 restricts them) and scores the table exactly by dynamic programming over the slips
-(:func:`rockroll.envs.frozenlake.exact.policy_success`), as ``bench/frozenlake_exact_eval.py`` does for
+(:func:`rockroll.envs.frozenlake.exact.policy_success`), as ``bench/learning/frozenlake_exact_eval.py`` does for
 an exported model. The same maps give the same number for the same policy.
 
 :data:`EXACT_VALIDATORS` maps an env id to a factory ``(cfg, env entry) -> validator | None`` (None: the
@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.answers import answer_trie
-from rockroll.agentrl.chat import PromptBuilder, format_observation
 from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
+from rockroll.agentrl.models.chat import PromptBuilder, format_observation
+from rockroll.agentrl.rollout.answers import answer_trie
 from rockroll.envs.core import parse_answer
 from rockroll.envs.frozenlake.exact import policy_success
 from rockroll.envs.frozenlake.maps import ACTIONS

@@ -6,7 +6,7 @@ import copy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model, load_model_and_tokenizer
+from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model, load_model_and_tokenizer
 
 if TYPE_CHECKING:
     import torch

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.chat import PromptBuilder, format_observation
-from rockroll.agentrl.config import EpisodeConfig
-from rockroll.agentrl.scheduler import ratio_slots
+from rockroll.agentrl.models.chat import PromptBuilder, format_observation
+from rockroll.agentrl.rollout.config import EpisodeConfig
+from rockroll.agentrl.rollout.scheduler import ratio_slots
 from rockroll.agentrl.trajectory import TrainSample, Trajectory, Turn
 from rockroll.envs.experts import expert_for
 

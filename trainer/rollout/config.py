@@ -12,9 +12,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, model_validator
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.config import BatchConfig, EpisodeConfig, check_hedging
 from rockroll.agentrl.engines.config import EngineConfig, HFEngineConfig
-from rockroll.agentrl.env_mix import ratio_slots
+from rockroll.agentrl.rollout.config import BatchConfig, EpisodeConfig, check_hedging
+from rockroll.agentrl.rollout.env_mix import ratio_slots
 from rockroll.envs.config import ConfigModel, OneOf, with_defaults
 from rockroll.envs.experts import EXPERTS, is_known_expert
 from rockroll.sandbox.backends import backend_names

@@ -4,7 +4,7 @@ A training run plays each env of ``rollout.env_mix()`` through its env source. M
 registered in this process too (``envhub``: the built-in ones, or one ``envhub.register`` added);
 an env registered on a control plane (``alice/Nim-v0``, uploaded through ``POST /v1/envs``) lives only
 there, and the trainer reaches it through the source alone: ``rockroll train --url`` (the ``remote``
-source, :mod:`rockroll.agentrl.remote_source`) or a train job (its worker's sessions,
+source, :mod:`rockroll.agentrl.sources.remote`) or a train job (its worker's sessions,
 :mod:`rockroll.api.jobs.worker`). Such an env's code never runs in the trainer's process.
 
 :func:`check_train_envs` runs before the model is built: an id that no one knows fails at once (with
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.env_source import EnvSource, LocalSource
+from rockroll.agentrl.sources.kinds import EnvSource, LocalSource
 from rockroll.envs.config import ConfigError
 
 if TYPE_CHECKING:

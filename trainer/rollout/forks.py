@@ -17,9 +17,9 @@ import asyncio
 import random
 from typing import Any
 
-from rockroll.agentrl.chat import PromptBuilder, format_observation
-from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
+from rockroll.agentrl.models.chat import PromptBuilder, format_observation
+from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.agentrl.trajectory import Trajectory
 from rockroll.envs.core import reseed_snapshot
 

@@ -1,8 +1,8 @@
 """Multi-turn rollout for the trainer through agentrl's scheduler and sample buffer.
 
 ``rollout.mode: multiturn``: one action per turn, the env answering each turn, whole episodes
-played by :class:`rockroll.agentrl.scheduler.RolloutScheduler` (queue scheduling, sandboxes, failure
-boundaries) and buffered by :class:`rockroll.agentrl.async_rollout.AsyncRollout` (background production,
+played by :class:`rockroll.agentrl.rollout.scheduler.RolloutScheduler` (queue scheduling, sandboxes, failure
+boundaries) and buffered by :class:`rockroll.agentrl.rollout.async_rollout.AsyncRollout` (background production,
 ``async_generation_ratio`` bounding staleness). Those are asyncio objects: they live on an event
 loop in a background thread (:class:`LoopThread`) and the synchronous controller calls into it.
 """
@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.async_rollout import AsyncRollout
-from rockroll.agentrl.chat import PromptBuilder, format_observation
-from rockroll.agentrl.config import SchedulerConfig
-from rockroll.agentrl.env_manager import EpisodeSpec
-from rockroll.agentrl.eval_config import EPISODE_FILE
-from rockroll.agentrl.lockstep import make_env_manager
-from rockroll.agentrl.scheduler import RolloutScheduler
+from rockroll.agentrl.eval.config import EPISODE_FILE
+from rockroll.agentrl.models.chat import PromptBuilder, format_observation
+from rockroll.agentrl.rollout.async_rollout import AsyncRollout
+from rockroll.agentrl.rollout.config import SchedulerConfig
+from rockroll.agentrl.rollout.env_manager import EpisodeSpec
+from rockroll.agentrl.rollout.lockstep import make_env_manager
+from rockroll.agentrl.rollout.scheduler import RolloutScheduler
 from rockroll.agentrl.trajectory import Trajectory
 from rockroll.envs.config import ConfigError
 from rockroll.trainer.rollout.base import Rollout

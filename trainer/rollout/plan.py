@@ -5,12 +5,12 @@ one per move, see configs/README.md). Scoring is strict: the answer must parse, 
 ``max_actions`` moves, every move must be valid *and* change the state (no bumping into walls),
 and the episode must end in success exactly on the last move. Anything else scores 0.
 
-Envs come from an :class:`rockroll.agentrl.env_source.EnvSource` (in-process, or sandbox sessions), so
+Envs come from an :class:`rockroll.agentrl.sources.kinds.EnvSource` (in-process, or sandbox sessions), so
 the same code runs through real sandboxes. Expert plans (for SFT demos and for the path-length
 breakdown of success) are computed on a local copy of the env with the same seed.
 
 The error model is the multi-turn rollout's (:mod:`rockroll.agentrl.errors`, settings of
-:class:`~rockroll.agentrl.config.EpisodeConfig`): the batched generation and each episode's stages
+:class:`~rockroll.agentrl.rollout.config.EpisodeConfig`): the batched generation and each episode's stages
 (``sandbox_start``, ``env_reset``, ``env_step``) run under timeouts and a per-episode deadline; an
 infra failure (an env that raises or hangs, a sandbox that dies, an engine error) replays the plan on
 a fresh env (the env is deterministic per seed, so the score is the one the plan earns) up to
@@ -32,10 +32,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 import rockroll.envhub as envhub
-from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
-from rockroll.agentrl.env_source import LocalSource
 from rockroll.agentrl.errors import InfraFailure, boundary
+from rockroll.agentrl.rollout.config import EpisodeConfig
+from rockroll.agentrl.sources.kinds import LocalSource
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
 from rockroll.envs.config import ConfigModel
 from rockroll.envs.core import TextEnvProtocol, parse_answer

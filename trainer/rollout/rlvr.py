@@ -25,10 +25,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rockroll.agentrl.config import EpisodeConfig
 from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams
 from rockroll.agentrl.errors import InfraFailure, boundary
 from rockroll.agentrl.rewards.router import RewardOutcome, RewardRouter, route_metrics
+from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.agentrl.trajectory import FailureTag, TrainSample, Trajectory, Turn
 from rockroll.envs.config import ConfigError
 from rockroll.sandbox.retry import Backoff

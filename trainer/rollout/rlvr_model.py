@@ -1,12 +1,12 @@
 """A tiny model for an RLVR run, its tokenizer trained on the task's own text (``model.build_tiny``).
 
-The env-text tokenizer of :mod:`rockroll.agentrl.tiny` knows FrozenLake and Sokoban; a dataset of sums or
+The env-text tokenizer of :mod:`rockroll.agentrl.models.tiny` knows FrozenLake and Sokoban; a dataset of sums or
 Python functions would be spelt byte by byte. :func:`ensure_task_model` builds, where ``model.path`` holds
 no model yet, a byte-level BPE tokenizer trained on the run's training rows (prompts as the template
 renders them, and the warm start's answers), with every digit a token of its own (numbers are spelt
 digit by digit, so a sum's digits line up with its operands'), and a randomly initialised Qwen2-shaped
 model of ``model.tiny_hidden_size`` x ``model.tiny_layers``. The folder is marked as a tiny model, so it
-loads like one (:func:`rockroll.agentrl.tiny.load_tokenizer`: the chat template, ``<|im_end|>`` as EOS).
+loads like one (:func:`rockroll.agentrl.models.tiny.load_tokenizer`: the chat template, ``<|im_end|>`` as EOS).
 Held-out rows are not read: the tokenizer sees no evaluation prompt. Agentic envs in the same run
 (``rollout.envs``) add their own text (random episodes' observations) and one token per action answer.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rockroll.agentrl.tiny import TinyModelConfig, answer_tokens, build_tokenizer, corpus_texts, save_tiny_model
+from rockroll.agentrl.models.tiny import TinyModelConfig, answer_tokens, build_tokenizer, corpus_texts, save_tiny_model
 from rockroll.trainer.rollout.rlvr_data import corpus, load_rows
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from rockroll.trainer.rollout.plan_driver import PlanDriver
 from rockroll.trainer.rollout.rlvr import RLVRRollout
 
 if TYPE_CHECKING:
-    from rockroll.agentrl.env_source import EnvSource
+    from rockroll.agentrl.sources.kinds import EnvSource
     from rockroll.trainer.config import TrainConfig
 
 __all__ = ["build_engine", "make_rollout"]

@@ -3,8 +3,8 @@
 :func:`export_model` writes an in-memory model and tokenizer: weights in safetensors, ``config.json``,
 the tokenizer (``tokenizer.json`` and its config), the chat template, and ``generation_config.json``
 with the tokenizer's EOS and pad ids. For the tiny local model the marker file
-(:data:`~rockroll.agentrl.tiny.TINY_MARKER`) is kept, so
-:func:`~rockroll.agentrl.tiny.load_model_and_tokenizer` (what ``rockroll eval``, ``serve-model`` and
+(:data:`~rockroll.agentrl.models.tiny.TINY_MARKER`) is kept, so
+:func:`~rockroll.agentrl.models.tiny.load_model_and_tokenizer` (what ``rockroll eval``, ``serve-model`` and
 the ``hf`` engine use) loads the export exactly as it loads the original. The directory appears
 whole or not at all (written beside the target, then renamed).
 
@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rockroll.agentrl.tiny import TINY_MARKER, load_model_and_tokenizer
+from rockroll.agentrl.models.tiny import TINY_MARKER, load_model_and_tokenizer
 from rockroll.envs.config_loader import read_yaml
 from rockroll.envs.errors import RockrollError
 from rockroll.trainer.run.checkpoint import is_checkpoint, load_checkpoint

@@ -6,7 +6,7 @@ import hashlib
 from contextlib import ExitStack
 from pathlib import Path
 
-from rockroll.agentrl.env_source import EnvSource, LocalSource, SandboxSource
+from rockroll.agentrl.sources.kinds import EnvSource, LocalSource, SandboxSource
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.manager import SandboxManager
 from rockroll.trainer.config import TrainConfig

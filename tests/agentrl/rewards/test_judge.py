@@ -133,7 +133,7 @@ def test_requests_are_capped_and_rate_limited(judge_url: tuple[str, Fake]) -> No
 def test_a_real_served_model_as_the_judge(tmp_path_factory: pytest.TempPathFactory) -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from rockroll.agentrl.tiny import TinyModelConfig, build_tiny_model
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
     from tests.agentrl.model_server import model_server
 
     torch.set_num_threads(1)
