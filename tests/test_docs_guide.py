@@ -1,4 +1,4 @@
-"""The README's "Write your own environment" guide runs as written: its code blocks are the files
+"""The docs' "Write your own environment" guide (docs/guide.md) runs as written: its code blocks are the files
 of a fresh project, played locally, registered through a real server (sandboxes) and trained on; its
 commands (``# run:`` blocks) train and evaluate the server's env, as a run and as jobs, and serve the result.
 
@@ -22,16 +22,13 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-SECTION = "## Write your own environment"
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide.md"
 API_URL = "http://127.0.0.1:8080"  # the control plane of the guide's commands
 MODEL_PORT = "8001"  # the port of the guide's `rockroll serve-model`
 
 
 def _section() -> str:
-    text = README.read_text()
-    start = text.index(SECTION)
-    return text[start : text.index("\n## ", start + len(SECTION))]
+    return GUIDE.read_text()
 
 
 def guide_files() -> dict[str, str]:
@@ -122,6 +119,14 @@ def _bash(project: Path, block: str, timeout: float, log: Path) -> str:
     text = log.read_text()
     assert code == 0, f"exit {code} (None: past {timeout:.0f} s) of\n{block}\n--- output:\n{text[-5000:]}"
     return text
+
+
+def test_guide_blocks_are_files_or_commands() -> None:
+    """Every fenced block of the page is a ``python`` file or a ``bash`` command block, so each one is written or
+    run by the tests below; none escapes them under another language tag."""
+    tags = re.findall(r"^```(\S*)$", _section(), re.MULTILINE)[::2]  # opening fences (every other fence line)
+    assert tags and set(tags) <= {"python", "bash"}, tags
+    assert len(tags) == len(guide_files()) + len(guide_commands())
 
 
 def test_guide_blocks_are_the_files_it_names() -> None:
