@@ -136,18 +136,6 @@ class _Routes:
         """Connect retries of the transport: none with several replicas (the next one is tried instead)."""
         return self.retries if len(self.urls) == 1 else 0
 
-    def _order(self) -> list[int]:
-        """The replicas to try for one request, the last one that answered first, each ``retries + 1`` times."""
-        n = len(self.urls)
-        return [(self._at + i) % n for i in range(n)] * (self.retries + 1)
-
-    def _stalled_at(self, at: int, resend: bool, stalled: set[int]) -> bool:
-        """Whether a request that replica ``at`` left unanswered goes to the next replica (resendable, and not
-        every replica stalled on it yet); the next request starts at the next replica too."""
-        stalled.add(at)
-        self._at = (at + 1) % len(self.urls)
-        return resend and len(stalled) < len(self.urls)
-
     def _retry(self, method: str, idempotent: bool = False) -> dict[str, Any]:
         """How a request is retried beyond the transport's connect retries (see the module docstring)."""
         resend = idempotent or method.upper() in IDEMPOTENT_METHODS

@@ -30,7 +30,8 @@ import httpx
 from rockroll.client.errors import ApiClientError, SandboxLostError
 from rockroll.client.job_state import TERMINAL_STATES
 from rockroll.client.remote_env import RemoteEnv
-from rockroll.client.routes import _NOT_SENT, _STALLED, IDEMPOTENT_METHODS, _decode, _new_text, _Routes, elsewhere
+from rockroll.client.replicas import RETRIED, Attempts
+from rockroll.client.routes import IDEMPOTENT_METHODS, _decode, _new_text, _Routes
 from rockroll.client.types import JobInfo
 from rockroll.sandbox.retry import Backoff, aretry_call, retry_call
 
@@ -75,30 +76,22 @@ class Client(_Routes):
 
     def _send(self, method: str, path: str, resend: bool = False, **kwargs: Any) -> httpx.Response:
         """One request; with several replicas, to the next one while a replica refuses the connection, or (a
-        request safe to resend: ``resend``) leaves it unanswered for the client's timeout."""
+        request safe to resend: ``resend``) leaves it unanswered for the client's timeout
+        (:class:`~rockroll.client.replicas.Attempts`)."""
         if len(self.urls) == 1:
             return self._http.request(method, path, **kwargs)
-        error: Exception | None = None
-        stalled: set[int] = set()
-        for i, at in enumerate(self._order()):
-            if at in stalled:
-                continue
-            if i and i % len(self.urls) == 0:
-                time.sleep(min(2.0, 0.1 * 2 ** (i // len(self.urls))))  # every replica refused: back off
+        attempts = Attempts(self, resend)
+        for delay_s, url in attempts:
+            if delay_s:
+                time.sleep(delay_s)  # every replica refused: back off
             try:
-                resp = self._http.request(method, self.urls[at] + path, **kwargs)
-            except _NOT_SENT as e:
-                error = e
+                resp = self._http.request(method, url + path, **kwargs)
+            except RETRIED as e:
+                attempts.failed(e)
                 continue
-            except _STALLED:
-                if self._stalled_at(at, resend, stalled):
-                    continue
-                raise
-            if elsewhere(resp) and i + 1 < len(self.urls):  # the session is another replica's: ask the next
-                continue
-            self._at = at
-            return resp
-        raise error or RuntimeError("no replica to send to")
+            if attempts.answered(resp):
+                return resp
+        raise attempts.exhausted()
 
     def _call(self, method: str, path: str, post: Any = None, **kwargs: Any) -> Any:
         answer = self.request(method, path, **kwargs)
@@ -174,27 +167,18 @@ class AsyncClient(_Routes):
         """:meth:`Client._send`, awaited."""
         if len(self.urls) == 1:
             return await self._http.request(method, path, **kwargs)
-        error: Exception | None = None
-        stalled: set[int] = set()
-        for i, at in enumerate(self._order()):
-            if at in stalled:
-                continue
-            if i and i % len(self.urls) == 0:
-                await asyncio.sleep(min(2.0, 0.1 * 2 ** (i // len(self.urls))))
+        attempts = Attempts(self, resend)
+        for delay_s, url in attempts:
+            if delay_s:
+                await asyncio.sleep(delay_s)
             try:
-                resp = await self._http.request(method, self.urls[at] + path, **kwargs)
-            except _NOT_SENT as e:
-                error = e
+                resp = await self._http.request(method, url + path, **kwargs)
+            except RETRIED as e:
+                attempts.failed(e)
                 continue
-            except _STALLED:
-                if self._stalled_at(at, resend, stalled):
-                    continue
-                raise
-            if elsewhere(resp) and i + 1 < len(self.urls):  # the session is another replica's: ask the next
-                continue
-            self._at = at
-            return resp
-        raise error or RuntimeError("no replica to send to")
+            if attempts.answered(resp):
+                return resp
+        raise attempts.exhausted()
 
     async def _call(self, method: str, path: str, post: Any = None, **kwargs: Any) -> Any:
         answer = await self.request(method, path, **kwargs)

@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["AnswerTrie", "allowed_tensor", "mask_logits"]
+__all__ = ["AnswerTrie", "allowed_tensor", "answer_tokens", "mask_logits"]
+
+
+def answer_tokens(tokenizer: Any, answer: str) -> list[int]:
+    """The response that plays ``answer``: ``<answer>ANSWER</answer>`` and the tokenizer's EOS (the end of a
+    turn), the format the multi-turn warm start teaches (:func:`rockroll.trainer.learner.sft.expert_trajectory`)."""
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("an answer needs a tokenizer with an EOS token (the end of a turn)")
+    return [*tokenizer.encode(f"<answer>{answer}</answer>", add_special_tokens=False), int(eos)]
 
 
 class AnswerTrie:
@@ -43,12 +52,8 @@ class AnswerTrie:
 
     @classmethod
     def from_answers(cls, tokenizer: Any, answers: Sequence[str]) -> AnswerTrie:
-        """The trie of ``<answer>A</answer>`` + the tokenizer's EOS for each answer ``A`` (the format the
-        multi-turn warm start teaches, :func:`rockroll.trainer.learner.sft.expert_trajectory`)."""
-        eos = tokenizer.eos_token_id
-        if eos is None:
-            raise ValueError("restricted answers need a tokenizer with an EOS token (the end of a turn)")
-        return cls([[*tokenizer.encode(f"<answer>{a}</answer>", add_special_tokens=False), int(eos)] for a in answers])
+        """The trie of :func:`answer_tokens` for each answer."""
+        return cls([answer_tokens(tokenizer, a) for a in answers])
 
     @property
     def max_len(self) -> int:

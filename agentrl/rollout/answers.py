@@ -14,7 +14,7 @@ from typing import Any
 import rockroll.envhub as envhub
 from rockroll.agentrl.engines.choices import AnswerTrie
 
-__all__ = ["answer_trie", "declared_actions"]
+__all__ = ["answer_trie", "declared_actions", "declared_trie"]
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +27,18 @@ def declared_actions(env_id: str) -> tuple[str, ...]:
         return ()
 
 
+def declared_trie(tokenizer: Any, env_id: str, *, restrict: bool = True) -> AnswerTrie | None:
+    """The trie of ``env_id``'s declared answers for ``tokenizer``, or None (``restrict`` off, or none declared)."""
+    actions = declared_actions(env_id) if restrict else ()
+    return AnswerTrie.from_answers(tokenizer, actions) if actions else None
+
+
 def answer_trie(engine: Any, env_id: str, *, restrict: bool = True, max_tokens: int | None = None) -> AnswerTrie | None:
     """The trie of ``env_id``'s declared answers for ``engine``'s tokenizer, or None (off, none declared,
     or an engine that cannot restrict). ``max_tokens``: the turn's token cap; a longer answer is logged."""
-    actions = declared_actions(env_id) if restrict else ()
-    if not actions or not getattr(engine, "supports_allowed", False):
+    if not getattr(engine, "supports_allowed", False):
         return None
-    trie = AnswerTrie.from_answers(engine.tokenizer, actions)
-    if max_tokens is not None and trie.max_len > max_tokens:
+    trie = declared_trie(engine.tokenizer, env_id, restrict=restrict)
+    if trie is not None and max_tokens is not None and trie.max_len > max_tokens:
         log.warning("%s: an answer takes %d tokens but max_tokens_per_turn is %d", env_id, trie.max_len, max_tokens)
     return trie

@@ -44,6 +44,7 @@ import httpx
 from rockroll.api.server.periodic import Periodic
 from rockroll.sandbox.node.ray_agent import NAMESPACE, agent_id_for, control_urls, ensure_agent
 from rockroll.sandbox.node.serve import NodeOptions
+from rockroll.sandbox.ray_priority import workers_at_driver_priority
 
 __all__ = ["RayNodes", "ray_init_args", "SYNC_S", "RESTART_AFTER_S", "WAIT_S"]
 
@@ -110,7 +111,7 @@ class RayNodes(Periodic):
             # cluster; read when Ray is first imported
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         if self.init_args.get("address") == "local":  # a cluster started here: its agents serve at normal priority
-            os.environ.setdefault("RAY_worker_niceness", "0")
+            workers_at_driver_priority()
         import ray
 
         ray.init(**self.init_args)

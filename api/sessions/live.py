@@ -266,38 +266,6 @@ class SessionRegistry(SessionReaping):
                 return None
             time.sleep(0.1)  # its open is under way (here or at another replica)
 
-    def _settle(self, recs: builtins.list[SessionRecord], serving: dict[str, NodeEntry]) -> None:
-        """Adopt other replicas' confirmed sessions on the agents ``serving``; give up the opens that a
-        replica now gone left unconfirmed (cut off mid-open: no session to list, maybe one at the agent)."""
-        others = sorted({r.server for r in recs if r.server} - {self.server})
-        live = tag_live(self.db.engine, others) if others else set()
-        gone = [r for r in recs if r.server and r.server != self.server and r.server not in live]
-        held = self._held({r.node_id for r in gone if r.sandbox_id}, serving)
-        for rec in recs:
-            if rec in gone and not rec.sandbox_id:
-                self._abandon(rec)  # an open still under way (here or at a live replica) is left to its opener
-            elif rec in gone and rec.node_id in held and rec.id not in held[rec.node_id]:
-                record_close(
-                    self.db, rec.id, rec.steps
-                )  # closed at its agent by a replica that died before recording it
-            elif rec.sandbox_id:
-                self._adopt(rec, serving[rec.node_id])
-
-    @staticmethod
-    def _held(node_ids: set[str], serving: dict[str, NodeEntry]) -> dict[str, set[str]]:
-        """The session ids each agent of ``node_ids`` holds (agents that do not answer are left out)."""
-        held: dict[str, set[str]] = {}
-        for node_id in sorted(node_ids):
-            entry = serving.get(node_id)
-            admin = entry.admin if entry is not None else None
-            if admin is None:
-                continue
-            try:
-                held[node_id] = admin.session_ids()
-            except Exception:  # noqa: BLE001 - an agent that does not answer: its rows are adopted as before
-                log.warning("node %s: could not list its sessions", node_id)
-        return held
-
     def _close_at(self, node_ids: Collection[str], session_id: str) -> None:
         """Close ``session_id`` at the agents ``node_ids`` (one still opening it refuses it when its open ends)."""
         for node_id in set(node_ids):

@@ -29,36 +29,14 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script: make ``bench.*`` importable
     sys.path.insert(0, str(ROOT))
 
-import rockroll.envhub as envhub  # noqa: E402
+import rockroll.trainer.evaluation.exact as exact  # noqa: E402
 from bench.learning.frozenlake_refs import _seed_range  # noqa: E402
 from rockroll.agentrl.engines.base import GenerationRequest, SamplingParams  # noqa: E402
 from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
 from rockroll.agentrl.eval.config import EPISODE_FILE  # noqa: E402
-from rockroll.agentrl.models.chat import PromptBuilder, format_observation  # noqa: E402
 from rockroll.agentrl.models.tiny import load_model_and_tokenizer  # noqa: E402
 from rockroll.agentrl.rollout.answers import answer_trie  # noqa: E402
-from rockroll.envs.core import parse_answer  # noqa: E402
-from rockroll.envs.frozenlake.exact import policy_success, references  # noqa: E402
-from rockroll.envs.frozenlake.maps import ACTIONS  # noqa: E402
-
-_INDEX = {a.lower(): i for i, a in enumerate(ACTIONS)}
-
-
-def _cells(seed: int, size: int) -> tuple[tuple[str, ...], list[tuple[int, int, str]]]:
-    """The map of ``seed`` and, per non-terminal cell, the observation the agent sees there."""
-    env = envhub.make("FrozenLake-v0", is_slippery=True, size=size)
-    env.reset(seed=seed)
-    inner = env.unwrapped
-    grid = tuple(inner.grid)
-    out = []
-    for r, line in enumerate(grid):
-        for c, ch in enumerate(line):
-            if ch in "HG":
-                continue
-            inner._set_state({"grid": list(grid), "row": r, "col": c})
-            out.append((r, c, inner._render()))
-    env.close()
-    return grid, out
+from rockroll.envs.frozenlake.exact import references  # noqa: E402
 
 
 async def _greedy(engine: HFEngine, prompts: list[list[int]], max_new: int, restrict: bool) -> list[list[int]]:
@@ -75,43 +53,28 @@ async def _greedy(engine: HFEngine, prompts: list[list[int]], max_new: int, rest
 def cell_prompts(model_dir: Path, tok: Any, seeds: list[int], size: int) -> tuple[list, list, list, int, bool]:
     """The prompt the model sees at every non-terminal cell of each seed's map, with the settings
     recorded beside the export: ``(maps, where, prompts, max_new_tokens, restrict_answers)``,
-    ``where[i] = (map, row, col)``."""
+    ``where[i] = (map, row, col)`` (:func:`rockroll.trainer.evaluation.exact.cell_prompts`)."""
     settings = json.loads((model_dir / EPISODE_FILE).read_text()) if (model_dir / EPISODE_FILE).exists() else {}
     if settings.get("history", "last_k") != "last_k" or settings.get("history_k", 0) != 0:
         raise SystemExit(f"{model_dir}: the policy must see the current grid alone (rollout.episode.history_k: 0)")
     fmt = settings.get("observation_format", "cells")
-    system_mode = settings.get("system_prompt", "none")
     max_new = int(settings.get("max_tokens_per_turn", 6))
-    probe = envhub.make("FrozenLake-v0", is_slippery=True, size=size)
-    system = probe.system_prompt() if system_mode == "env" else ""
-    probe.close()
-    maps, where, prompts = [], [], []
-    for seed in seeds:
-        grid, cells = _cells(seed, size)
-        maps.append(grid)
-        for r, c, obs in cells:
-            builder = PromptBuilder(tok, system, history="last_k", last_k=0, max_new_tokens=max_new)
-            prompts.append(builder.first_prompt(format_observation(obs, fmt)))
-            where.append((len(maps) - 1, r, c))
-    return maps, where, prompts, max_new, bool(settings.get("restrict_answers", False))
+    kwargs = {"is_slippery": True, "size": size}
+    system = exact.env_system_prompt("FrozenLake-v0", kwargs) if settings.get("system_prompt", "none") == "env" else ""
+    cells = [exact.map_cells("FrozenLake-v0", kwargs, seed) for seed in seeds]
+    where, prompts = exact.cell_prompts(tok, system, [c for _, c in cells], fmt, max_new)
+    return [g for g, _ in cells], where, prompts, max_new, bool(settings.get("restrict_answers", False))
 
 
 def exact_greedy(model_dir: Path, seeds: list[int], steps: int, size: int) -> dict[str, Any]:
-    """Per seed: the exact success of the model's greedy cell policy, and the invalid cells."""
+    """Per seed: the exact success of the model's greedy cell policy, and the invalid cells
+    (:func:`rockroll.trainer.evaluation.exact.table_success`)."""
     model, tok = load_model_and_tokenizer(model_dir)
     maps, where, prompts, max_new, restrict = cell_prompts(model_dir, tok, seeds, size)
     engine = HFEngine(model=model, tokenizer=tok, max_batch_size=256, seed=0)
     answers = asyncio.run(_greedy(engine, prompts, max_new, restrict))
-    policies: list[dict[tuple[int, int], int]] = [{} for _ in maps]
-    invalid = [0] * len(maps)
-    for (m, r, c), ids in zip(where, answers, strict=True):
-        text = parse_answer(tok.decode(ids, skip_special_tokens=True))
-        action = _INDEX.get((text or "").strip().lower())
-        if action is None:
-            invalid[m] += 1
-            action = 0
-        policies[m][(r, c)] = action
-    success = [policy_success(g, steps, p) for g, p in zip(maps, policies, strict=True)]
+    texts = [tok.decode(ids, skip_special_tokens=True) for ids in answers]
+    success, invalid = exact.table_success(maps, where, texts, steps)
     return {"success": success, "invalid_cells": invalid, "cells": len(prompts)}
 
 

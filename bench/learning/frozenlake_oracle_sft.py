@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script: make ``bench.*`` importable
     sys.path.insert(0, str(ROOT))
 
-from bench.learning.frozenlake_exact_eval import _INDEX, _greedy, cell_prompts  # noqa: E402
+from bench.learning.frozenlake_exact_eval import _greedy, cell_prompts  # noqa: E402
 from bench.learning.frozenlake_refs import _seed_range  # noqa: E402
 from rockroll.agentrl.engines.hf import HFEngine  # noqa: E402
 from rockroll.agentrl.models.tiny import load_model_and_tokenizer  # noqa: E402
-from rockroll.envs.core import parse_answer  # noqa: E402
 from rockroll.envs.frozenlake.exact import action_values, expert_policy, policy_success, references  # noqa: E402
 from rockroll.envs.frozenlake.maps import ACTIONS  # noqa: E402
+from rockroll.trainer.evaluation.exact import cell_action  # noqa: E402
 
 
 def labels(maps: list, where: list, steps: int) -> list[int]:
@@ -67,9 +67,7 @@ def greedy_actions(model, tok, prompts: list[list[int]], max_new: int) -> list[i
 
     engine = HFEngine(model=frozen_copy(model), tokenizer=tok, max_batch_size=256, seed=0)
     answers = asyncio.run(_greedy(engine, prompts, max_new, False))  # as the model answers unrestricted
-    return [
-        _INDEX.get((parse_answer(tok.decode(ids, skip_special_tokens=True)) or "").strip().lower()) for ids in answers
-    ]
+    return [cell_action(tok.decode(ids, skip_special_tokens=True)) for ids in answers]
 
 
 def main() -> None:

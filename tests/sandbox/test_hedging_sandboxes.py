@@ -12,8 +12,8 @@ from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.faults.latency import Latency
 from rockroll.agentrl.rollout.config import EpisodeConfig, SchedulerConfig
 from rockroll.agentrl.rollout.scheduler import RolloutScheduler
-from rockroll.agentrl.sources.kinds import SandboxSource
 from rockroll.sandbox.base import SandboxSpec
+from tests.sandbox.counting import counting_source
 
 
 def test_episodes_on_a_frozen_sandbox_are_hedged_on_another(make_manager: Any) -> None:
@@ -22,14 +22,7 @@ def test_episodes_on_a_frozen_sandbox_are_hedged_on_another(make_manager: Any) -
     )
     a, b = m.create(), m.create()
 
-    class CountingSource(SandboxSource):
-        opened = 0
-
-        def _new_session(self, *args: Any, **kwargs: Any) -> Any:
-            session = super()._new_session(*args, **kwargs)
-            CountingSource.opened += 1
-            return session
-
+    CountingSource = counting_source()
     source = CountingSource(m, reuse_sessions=False)
     cfg = SchedulerConfig(
         env_ids=["FrozenLake-v0"], num_env_groups=2, group_size=4, seed=2,

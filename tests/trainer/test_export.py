@@ -185,6 +185,7 @@ def test_export_cli(trained, tiny_model_dir: Path, tmp_path: Path) -> None:
         assert len(errors) == 1 and errors[0].startswith("error: ")
 
 
+@pytest.mark.slow
 def test_serve_model_loads_the_export(trained, tiny_model_dir: Path, tmp_path: Path) -> None:
     import httpx
 

@@ -27,6 +27,7 @@ ray.shutdown()
 """
 
 
+@pytest.mark.slow
 def test_local_ray_workers_run_at_the_drivers_priority() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_worker_niceness", "RAY_ADDRESS")}
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"

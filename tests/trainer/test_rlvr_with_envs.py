@@ -87,18 +87,11 @@ def test_a_run_trains_on_dataset_rows_and_env_episodes(
     torch = pytest.importorskip("torch")
     pytest.importorskip("math_verify")
     import rockroll.trainer.run.sandboxes as sandboxes
-    from rockroll.agentrl.sources.kinds import SandboxSource
     from rockroll.trainer.pipeline import run_training
     from rockroll.trainer.run.metrics import read_metrics
+    from tests.sandbox.counting import counting_source
 
-    class Counting(SandboxSource):
-        opened = 0
-
-        def _new_session(self, *args: Any, **kwargs: Any) -> Any:
-            session = super()._new_session(*args, **kwargs)
-            Counting.opened += 1
-            return session
-
+    Counting = counting_source()
     monkeypatch.setattr(sandboxes, "SandboxSource", Counting)
 
     torch.set_num_threads(1)

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rockroll.agentrl.engines.choices import AnswerTrie
-from rockroll.agentrl.rollout.answers import declared_actions
 
 if TYPE_CHECKING:
     from rockroll.trainer.config import TrainConfig
@@ -132,12 +131,10 @@ def background_validation(
     exact = best.exact
     if not cfg.rollout.select_background or not isinstance(exact, FrozenLakeExact):
         return None
-    ep: Any = cfg.rollout.episode  # a class built at run time (with_defaults): read untyped
-    actions = declared_actions(exact.env.env_id) if ep.restrict_answers else ()
-    if not actions or tok.eos_token_id is None:
+    if tok.eos_token_id is None:
         return None
-    trie = AnswerTrie.from_answers(tok, actions)
-    if trie.choice_point() is None:
+    trie = exact.answers(tok)  # the exact validator's own (built once)
+    if trie is None or trie.choice_point() is None:
         return None
     tag = exact.env.tag
     scorer = FirstChoiceScorer(cfg, exact, tok, trie, lambda s: rollout.difficulty(s, tag))

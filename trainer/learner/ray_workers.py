@@ -25,6 +25,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rockroll.envs.carry import CarriedRegistrations, apply_registrations, carried_registrations
+from rockroll.sandbox.ray_priority import workers_at_driver_priority
 from rockroll.trainer.learner.actor import total_updates
 from rockroll.trainer.strategies.common import free_port
 
@@ -51,10 +52,8 @@ LOCAL_NODE_IP = "127.0.0.1"
 
 
 def _init_ray() -> Any:
-    if not os.environ.get("RAY_ADDRESS"):
-        # a local cluster's workers run the update and generation: Ray starts them at niceness 15, where any
-        # other busy process on the machine starves them (a step of minutes); the driver's priority instead
-        os.environ.setdefault("RAY_worker_niceness", "0")
+    if not os.environ.get("RAY_ADDRESS"):  # a local cluster's workers run the update and generation
+        workers_at_driver_priority()
     import ray
 
     if not ray.is_initialized():

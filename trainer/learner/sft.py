@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import rockroll.envhub as envhub
+from rockroll.agentrl.engines.choices import answer_tokens
 from rockroll.agentrl.models.chat import PromptBuilder, format_observation
 from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.agentrl.rollout.scheduler import ratio_slots
@@ -92,9 +93,9 @@ def expert_trajectory(
                 break
             action = rng.choice(_candidates(env)) if explore and rng.random() < explore else best
             state_key = builder.pending_obs
-            response = _answer(tokenizer, action)
+            response = answer_tokens(tokenizer, action)
             text = builder.add_response(response)
-            target = _answer(tokenizer, best) if label == "expert" else response
+            target = answer_tokens(tokenizer, best) if label == "expert" and best != action else response
             obs, reward, terminated, truncated, info = env.step(text)
             traj.turns.append(
                 Turn(prompt, target, [0.0] * len(target), 0, action_text=text, observation=obs,
@@ -110,11 +111,6 @@ def expert_trajectory(
         return traj
     finally:
         env.close()
-
-
-def _answer(tokenizer: Any, action: str) -> list[int]:
-    """The response that plays ``action``: ``<answer>ACTION</answer>`` and the end-of-turn token."""
-    return [*tokenizer.encode(f"<answer>{action}</answer>", add_special_tokens=False), tokenizer.eos_token_id]
 
 
 def _candidates(env: Any) -> list[str]:
