@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh machine, then run the whole suite.
-#   bash scripts/test.sh [pytest args...]
+#   bash scripts/test.sh [pytest args...]      the whole suite, on parallel workers (ROCKROLL_TEST_WORKERS, 3)
+#   bash scripts/test.sh -m "not slow"         the fast lane of the inner loop (a few minutes)
 # On a loaded machine (the suite must pass there too), beside a bounded load generator:
 #   python3 bench/harness/cpu_load.py --procs 2 --seconds 10800 & bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS="${EXTRAS:-dev,train,rlvr}" bash scripts/setup.sh
+EXTRAS="${EXTRAS:-dev,train,rlvr,docs}" bash scripts/setup.sh
 # DeepSpeed (the gpu extra's ZeRO strategy) runs on CPU too: install it without building its CUDA ops so the
 # tests of the deepspeed strategy run instead of skipping (--no-build-isolation: its setup imports our torch)
 if ! .venv/bin/python -c "import deepspeed" >/dev/null 2>&1; then
@@ -35,8 +36,14 @@ fi
 .venv/bin/ruff format --check .
 # types: mypy over every package, strict on the contracts ([tool.mypy]); prints the Any / type: ignore counts
 .venv/bin/python scripts/typecheck.py
+# the docs site (docs/, mkdocs.yml) builds with no warning: dead links and missing pages fail
+bash scripts/docs.sh
+# duplicate code: a block of 15 or more equal lines in two places fails (pylint's similarity check; pyproject.toml)
+bash scripts/dupcheck.sh
 set +e
-.venv/bin/python -m pytest "$@"
+# parallel workers (pytest-xdist); a file's tests stay on one worker (its module fixtures built once), and tests
+# marked exclusive run alone (tests/suite_plugin.py, which also prints the time against the budget)
+.venv/bin/python -m pytest -n "${ROCKROLL_TEST_WORKERS:-3}" --dist loadfile "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

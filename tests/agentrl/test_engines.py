@@ -249,6 +249,7 @@ def server_url(tiny_path: Path):
         yield url
 
 
+@pytest.mark.slow
 def test_openai_engine_matches_hf_engine_in_greedy_mode(engine, server_url: str, tiny_path: Path) -> None:
     from rockroll.agentrl.engines.openai_engine import OpenAIEngine
 

@@ -52,6 +52,7 @@ def _eval(tmp_path: Path, engine_args: dict, *extra: str) -> tuple[subprocess.Co
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env), out
 
 
+@pytest.mark.slow
 def test_eval_with_the_openai_engine_exits_0_with_its_report(tiny: Path, url: str, tmp_path: Path) -> None:
     proc, out = _eval(tmp_path, {"base_url": url, "tokenizer": str(tiny)})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -96,6 +97,7 @@ def test_an_episode_that_raises_is_recorded_not_fatal_to_the_report() -> None:
     assert "FrozenLake-v9" in report.episodes[2]["failure"] and report.summary["masked"] == 1
 
 
+@pytest.mark.slow
 def test_job_eval_with_the_expert_policy(tmp_path: Path) -> None:
     import rockroll.envhub as envhub
     from rockroll.api.server.serve_proc import ServerProc, create_token, scratch_dir

@@ -96,6 +96,7 @@ def test_model_eval_config(tiny_dir: Path) -> None:
     assert cfg.episode.max_turns == 5 and cfg.episode.history == "full" and cfg.concurrency == 2
 
 
+@pytest.mark.slow
 def test_cli_plays_one_episode_per_seed(tiny_dir: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     proc = _cli(
@@ -123,6 +124,7 @@ def test_cli_plays_one_episode_per_seed(tiny_dir: Path, tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.slow
 def test_cli_bad_input_is_one_line(tiny_dir: Path, tmp_path: Path) -> None:
     cases = [
         (["--model", str(tmp_path / "missing"), "--env", "FrozenLake-v0", "--seeds", "0:2"], "does not exist"),

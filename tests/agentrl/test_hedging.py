@@ -8,6 +8,8 @@ import time
 from collections.abc import Collection
 from typing import Any
 
+import pytest
+
 import rockroll.envhub as envhub
 from rockroll.agentrl.engines.random_engine import RandomEngine
 from rockroll.agentrl.faults.envs import FaultyEnv
@@ -78,6 +80,7 @@ def test_a_stalled_episode_is_hedged_elsewhere_and_the_copy_wins() -> None:
     asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_without_hedging_the_batch_waits_for_the_stall() -> None:
     async def run() -> None:
         source = PlacedSource(stall_s=1.5)

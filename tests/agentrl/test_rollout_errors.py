@@ -202,6 +202,7 @@ def fault_manager() -> Any:
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_sandbox_deaths_and_hangs_are_retried_on_fresh_sandboxes(fault_manager: Any) -> None:
     source = SandboxSource(fault_manager)
     episode = EpisodeConfig(max_turns=4, step_timeout_s=1.0, start_timeout_s=30, episode_timeout_s=60, max_retries=6)

@@ -67,6 +67,7 @@ def _trainer_turn(model_dir: Path, observation: str) -> tuple[list[int], list[in
     return prompt, asyncio.run(go())
 
 
+@pytest.mark.slow
 def test_the_export_is_served_as_it_was_trained(export: Path) -> None:
     env = envhub.make(ENV["env_id"], **ENV["env_kwargs"])
     obs, _ = env.reset(seed=3)

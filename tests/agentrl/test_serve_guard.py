@@ -67,6 +67,7 @@ def _send_raw(url: str, body: dict) -> socket.socket:
     return s
 
 
+@pytest.mark.slow
 def test_api_key_is_required_except_for_health(url: str) -> None:
     assert httpx.get(url + "/health").status_code == 200
     for headers in ({}, _auth("sk-wrong"), {"Authorization": KEY}):
@@ -116,6 +117,7 @@ def test_generation_stops_when_the_client_leaves(url: str) -> None:
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_server_mid_request(model: Path) -> None:
     with model_server_proc(model) as (url, proc):
         s = _send_raw(url, LONG)

@@ -112,6 +112,7 @@ def _kill(c: TestClient, sandbox_id: str) -> None:
          f"sandbox {sandbox_id} was not replaced")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_restart_rate_fires_for_the_owner_and_resolves(alerting: Any, receiver: Receiver) -> None:
     c, who = alerting
     opened = c.post("/v1/sessions", json={"env": "FrozenLake-v0"}, headers=who["alice"]).json()
@@ -155,6 +156,7 @@ def test_node_lost_fires_for_everyone_and_resolves_when_it_rejoins(alerting: Any
         beating.set()
 
 
+@pytest.mark.slow
 def test_failing_jobs_fire_for_their_owner(alerting: Any, receiver: Receiver) -> None:
     c, who = alerting
     job = c.post("/v1/jobs", json={"kind": "eval", "config": {"env": "FrozenLake-v0", "kwargs": {"bogus": 1},
@@ -167,6 +169,7 @@ def test_failing_jobs_fire_for_their_owner(alerting: Any, receiver: Receiver) ->
     receiver.wait_for("job_failures:bob", "resolved", timeout_s=30)
 
 
+@pytest.mark.slow
 def test_slow_steps_fire_p99_and_webhook_gets_both(alerting: Any, receiver: Receiver) -> None:
     c, _who = alerting
     rr = c.app.state.rr

@@ -79,6 +79,7 @@ LOCAL_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(LOCAL_CASES))
 def test_local_user_error_is_short(case: str) -> None:
     args, needles, raised = LOCAL_CASES[case]
@@ -87,6 +88,7 @@ def test_local_user_error_is_short(case: str) -> None:
         assert_debug_traceback(args)
 
 
+@pytest.mark.slow
 def test_server_down_is_short() -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nobody listens there
     for args in (["env", "list", "--url", url], ["job", "train", "total_steps=1", "--url", url]):
@@ -116,6 +118,7 @@ def test_run_exists_error_maps_to_one_line() -> None:
     assert found is not None and "--overwrite" in found.message and found.code != 0
 
 
+@pytest.mark.slow
 def test_bad_token_and_bad_job_config_are_short(server: ServerProc, tmp_path: Path) -> None:
     url = server.url
     args = ["env", "list", "--url", url, "--token", "not-a-token"]

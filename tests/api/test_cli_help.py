@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import typer
 
 from rockroll.cli.main import app
@@ -34,6 +35,7 @@ def _commands(cmd, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     return [path] if module.startswith(OWN_MODULES) else []
 
 
+@pytest.mark.slow
 def test_every_command_help_has_an_example() -> None:
     paths = _commands(typer.main.get_command(app))
     assert len(paths) >= 30 and ("job", "submit-train") in paths and ("image", "build") in paths

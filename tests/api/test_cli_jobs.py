@@ -35,6 +35,7 @@ def _train_yaml(tmp_path: Path, **extra: str) -> Path:
     return cfg
 
 
+@pytest.mark.slow
 def test_job_train_follow_shows_logs_and_fails_politely(as_alice: dict[str, str], tmp_path: Path) -> None:
     """A train job whose model is missing: --follow prints its id and logs, then one error line; exit 1."""
     out = rockroll("job", "train", str(_train_yaml(tmp_path)), "total_steps=2", "--follow", **as_alice)
@@ -53,6 +54,7 @@ def test_job_train_rejects_a_bad_key_before_queueing(as_alice: dict[str, str], t
     assert rockroll("job", "list", **as_alice).stdout.count("job-") == before
 
 
+@pytest.mark.slow
 def test_job_eval_follow_prints_metrics_and_exits_zero(as_alice: dict[str, str]) -> None:
     out = rockroll("job", "eval", "FrozenLake-v0", "--episodes", "2", "--follow", **as_alice)
     assert out.returncode == 0, out
@@ -89,6 +91,7 @@ def test_job_train_cancel_stops_a_running_job(as_alice: dict[str, str], server: 
     assert json.loads(rockroll("job", "metrics", job_id, "--json", **as_alice).stdout)["step"] >= 0
 
 
+@pytest.mark.slow
 def test_session_output_keeps_brackets(as_alice: dict[str, str]) -> None:
     """WebShop's ``[Search]``, ``search[<your query>]`` and ``click[back to search]`` print as the env wrote them."""
     sid = rockroll("session", "create", "WebShop-v0", **as_alice).stdout.strip()

@@ -55,6 +55,7 @@ def model_server_like() -> Iterator[str]:
     httpd.shutdown()
 
 
+@pytest.mark.slow
 def test_ids_are_never_cut_at_80_columns(as_alice: dict[str, str], nim: str) -> None:
     env = {**as_alice, "COLUMNS": "80"}
     sb = rockroll("sandbox", "create", **env).stdout.strip()

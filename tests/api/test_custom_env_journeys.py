@@ -89,6 +89,7 @@ def test_a_422_names_the_field_and_the_server_logs_it(server: ServerProc) -> Non
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_bad_ids_fail_before_anything_is_built(server: ServerProc, nim: str, tmp_path: Path) -> None:
     """A bare name, another owner's private env, no server, a setting a server's env cannot serve: one or two
     lines, before a model is built or a run folder made."""
@@ -110,6 +111,7 @@ def test_bad_ids_fail_before_anything_is_built(server: ServerProc, nim: str, tmp
     assert_short(out, "No env registered as 'Nim-v0'", nim)
 
 
+@pytest.mark.slow
 def test_a_failed_start_leaves_no_run_folder_for_the_retry(tmp_path: Path) -> None:
     args = ["train", "name=again", "model.path=missing", "model.build_tiny=false", "total_steps=1"]
     for _ in range(2):  # the retry fails the same way, not with "run 'again' exists"

@@ -27,6 +27,7 @@ def test_openapi_declares_the_bearer_scheme_and_docs_use_no_cdn(server: ServerPr
         assert http.get("/docs/assets/..%2Fcore.py").status_code == 404
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not chromium_available() and not os.environ.get("ROCKROLL_TEST_PG_URL"), reason="needs chromium")
 def test_swagger_ui_renders_offline_and_authorize_sends_the_token(server: ServerProc) -> None:
     browser = Chromium()

@@ -49,6 +49,8 @@ def test_a_node_registers_with_the_secret_and_is_listed(client: TestClient) -> N
         ("n1", NODE | {"extra": 1}, SECRET, 422),
         ("local", NODE, SECRET, 409),  # the embedded node's id
     ],
+    # named, not by value: the secret is random per process, and parallel workers must collect the same ids
+    ids=["wrong-secret", "no-secret", "bad-id", "long-id", "bad-endpoint", "no-capacity", "extra-field", "local-id"],
 )
 def test_bad_registrations_are_refused(client: TestClient, node_id: str, body: dict, secret: str, status: int) -> None:
     r = _put(client, node_id, body, secret)

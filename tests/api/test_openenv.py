@@ -123,6 +123,7 @@ def wait_until(check: Any, timeout_s: float, what: str) -> None:
 # --------------------------------------------------------------------- OpenEnv's client plays rockroll envs
 
 
+@pytest.mark.slow
 def test_openenv_client_plays_frozenlake_like_the_local_env(server: ServerProc, openenv: OpenEnvSide) -> None:
     """Same seed, same episode: OpenEnv's client sees what the env in this process shows, step for step; the
     socket's session is closed when the client leaves."""

@@ -32,6 +32,7 @@ def pg_url() -> Iterator[str]:
     admin.dispose()
 
 
+@pytest.mark.slow
 def test_server_on_postgres_keeps_envs_and_jobs_across_restart(pg_url: str) -> None:
     from tests.api.test_server import CUSTOM_SOURCE
 

@@ -20,6 +20,7 @@ def _lost(c: Client, session_id: str) -> ApiClientError:
     return e.value
 
 
+@pytest.mark.slow
 def test_sessions_answer_410_after_a_graceful_restart_and_after_a_crash() -> None:
     srv = ServerProc(scratch_dir("restart410"))
     token = create_token(srv.db_url, "gina")

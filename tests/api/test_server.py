@@ -155,6 +155,7 @@ def test_sandbox_routes_and_lost_session(server: ServerProc) -> None:
         assert e.value.status in (409, 410) and e.value.code == "sandbox_lost"
 
 
+@pytest.mark.slow
 def test_custom_env_from_source_survives_restart() -> None:
     d = scratch_dir("restart")
     srv = ServerProc(d)

@@ -64,6 +64,7 @@ def _counts_match(browser: Chromium, c: Client) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_page_summary_sessions_restarts_and_job_plots(server: ServerProc) -> None:
     alice = Client(server.url, server.tokens["alice"])
     root = Client(server.url, server.tokens["root"])

@@ -11,6 +11,7 @@ from rockroll.sandbox.node.client import DataPlaneSession
 from tests.cluster.conftest import ENV, KWARGS, _deployment
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("standalone", [True, False], ids=["standalone", "embedded"])
 def test_a_session_stepped_only_at_its_agent_is_not_reaped(standalone: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROCKROLL_SESSION_IDLE_TTL_S", "2")  # the reaper runs every second

@@ -47,6 +47,7 @@ def _node_view(dep: Deployment, node_id: str) -> dict:
     return next(n for n in r.json()["nodes"] if n["id"] == node_id)
 
 
+@pytest.mark.slow
 def test_a_sigkilled_agent_loses_its_sessions_as_410_and_rejoins_when_restarted() -> None:
     gen = _deployment("loss", standalone=True)
     dep = next(gen)
@@ -118,6 +119,7 @@ def test_a_sigkilled_agent_loses_its_sessions_as_410_and_rejoins_when_restarted(
         gen.close()
 
 
+@pytest.mark.slow
 def test_a_frozen_agent_is_lost_within_5_s_and_drops_its_sessions_when_it_thaws(cluster: Deployment) -> None:
     node = cluster.node
     assert node is not None and node.proc is not None

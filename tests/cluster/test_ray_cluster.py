@@ -58,6 +58,7 @@ def ray_deployment() -> Iterator[dict[str, Any]]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_one_agent_per_ray_node_sessions_spread_and_a_removed_node_loses_only_its_sessions(
     ray_deployment: dict[str, Any],
 ) -> None:
@@ -110,6 +111,7 @@ def opened_ids(opened: list[dict]) -> list[str]:
     return [s["id"] for s in opened]
 
 
+@pytest.mark.slow
 def test_a_rollout_loses_no_episode_when_a_node_is_removed_mid_way(ray_deployment: dict[str, Any]) -> None:
     """The rollout layer re-places lost work: a lost session is an infra failure, retried on a fresh session."""
     from rockroll.agentrl.engines.random_engine import RandomEngine

@@ -128,6 +128,7 @@ def _heard_from(url: str, admin: str, held: dict[str, int], timeout_s: float = 6
     raise AssertionError(f"the agents never reported their sessions {held} to {url}: {views}")
 
 
+@pytest.mark.slow
 def test_agents_outlive_a_sigkilled_serve_and_the_next_serve_adopts_them(setup: dict[str, Any]) -> None:
     agents = setup["agents"]
     first = _serve(setup)

@@ -61,6 +61,7 @@ def after_kill() -> Iterator[dict[str, Any]]:
         gen.close()
 
 
+@pytest.mark.slow
 def test_the_surviving_replica_reaps_the_orphaned_idle_session_and_keeps_the_used_one(after_kill: dict) -> None:
     b, stepper = after_kill["servers"]["b"], after_kill["stepper"]
     idle, busy = after_kill["idle"]["id"], after_kill["busy"]["id"]
@@ -85,6 +86,7 @@ def test_the_surviving_replica_reaps_the_orphaned_idle_session_and_keeps_the_use
         on_b.close_session(busy)
 
 
+@pytest.mark.slow
 def test_the_surviving_replica_fails_the_running_job_and_runs_the_queued_one(after_kill: dict) -> None:
     b = after_kill["servers"]["b"]
     ran, queued = after_kill["jobs"]

@@ -259,6 +259,7 @@ def _held_rows(replicas: dict) -> list[tuple[object, ...]]:
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_a_replica_that_stops_answering_costs_an_open_one_client_timeout(replicas: dict) -> None:
     """A killed replica's sockets close at once, so its requests fail fast; a stopped one (SIGSTOP) takes requests
     and never answers. An open (its idempotency key makes it safe to resend) goes to the other replica after one
@@ -303,6 +304,7 @@ def test_a_replica_that_stops_answering_costs_an_open_one_client_timeout(replica
                 on_b.close_session(left["id"])
 
 
+@pytest.mark.slow
 def test_sigkill_of_a_replica_during_a_256_episode_rollout_loses_no_episode(replicas: dict) -> None:
     """The rollout opens sessions through either replica and steps them at the agent; replica a is
     SIGKILLed mid-way: opens and closes go on at b, the episodes on the agent never notice."""
@@ -376,6 +378,7 @@ def test_sigkill_of_a_replica_during_a_256_episode_rollout_loses_no_episode(repl
                 assert 400 <= e.status < 500, e  # lost (410), not found, or not reset yet: an answer
 
 
+@pytest.mark.slow
 def test_a_groups_sessions_spread_over_node_agents_before_free_capacity_decides(tmp_path: Path) -> None:
     """Anti-affinity: with n1 busier than n2, capacity alone would put a whole group on n2."""
     d = scratch_dir("spread")

@@ -149,6 +149,7 @@ def test_docker_dead_idle_warm_container_is_not_handed_out(make_manager: Any, do
     plays(sb)
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_docker_burst_of_16_creates_has_no_errors(make_manager: Any, docker_image: str) -> None:
     """8 from the warm pool, 8 started cold at once (16 threads on the Docker SDK together)."""

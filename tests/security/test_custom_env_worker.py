@@ -228,6 +228,7 @@ def test_custom_env_code_runs_as_an_agent_uid_and_its_attacks_fail(sandbox: tupl
     assert backend.exec(h, ["true"]).exit_code == 0
 
 
+@pytest.mark.slow
 def test_a_worker_that_crashes_hangs_or_floods_loses_only_its_session(sandbox: tuple[Any, Any, str]) -> None:  # noqa: F811
     backend, h, _ = sandbox
     _provision(backend, h)

@@ -78,6 +78,7 @@ SPAWN = (
 )
 
 
+@pytest.mark.slow
 def test_a_killed_commands_children_that_left_its_group_die_with_it(sandbox: tuple[Any, Any]) -> None:
     backend, h = sandbox
     r = backend.exec(h, SPAWN + "; sleep 600", timeout_s=4)

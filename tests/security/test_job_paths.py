@@ -149,6 +149,7 @@ def test_a_job_runs_in_its_own_worker_process(alice: Client, server: ServerProc)
     assert alice.wait_job(job["id"], timeout_s=60)["state"] == "cancelled"
 
 
+@pytest.mark.slow
 def test_only_allowlisted_engine_urls_pass(data_dir: Path) -> None:
     allowed = ["http://127.0.0.1:9", "llm.internal:8000"]
     assert url_allowed("http://127.0.0.1:9/v1", allowed) and url_allowed("https://llm.internal:8000/v1", allowed)

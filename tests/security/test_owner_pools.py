@@ -162,6 +162,7 @@ def test_the_last_free_sandbox_is_kept_for_another_owner(apps: Apps) -> None:
     assert r.status_code == 429 and r.json()["error"]["details"]["what"] == "sandboxes", r.text
 
 
+@pytest.mark.slow
 def test_idle_custom_env_sandbox_is_reaped_and_no_longer_counted(apps: Apps) -> None:
     c, who = apps.start(pool_size=1, max_sandboxes=6, max_sandboxes_per_owner=1, sandbox_idle_ttl_s=1.0)
     placement = c.app.state.rr.placement

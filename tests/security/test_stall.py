@@ -68,6 +68,7 @@ def _flood(
     http.close()
 
 
+@pytest.mark.slow
 def test_exec_flood_gets_429_naming_the_quota_and_others_are_answered_at_once(server: ServerProc, bob) -> None:
     b, sb = bob
     with Client(server.url, server.tokens["alice"]) as a:

@@ -130,6 +130,7 @@ def test_requests_are_capped_and_rate_limited(judge_url: tuple[str, Fake]) -> No
     assert max(starts) - min(starts) >= 0.75  # a 4/s bucket: 4 at once, then one each 0.25 s
 
 
+@pytest.mark.slow
 def test_a_real_served_model_as_the_judge(tmp_path_factory: pytest.TempPathFactory) -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
