@@ -4,6 +4,7 @@ explicit stop ends them and their sandboxes, and two supervisors starting at onc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -97,7 +98,8 @@ def setup() -> Iterator[dict[str, Any]]:
                     server.cleanup()
                 for agent in agents:  # the cluster's shutdown ends the agents; their sandboxes go with them
                     for pid in sandbox_pids(f"rockroll.manager=node-{agent}"):
-                        os.kill(pid, signal.SIGKILL)
+                        with contextlib.suppress(ProcessLookupError):  # gone since the listing: dead already
+                            os.kill(pid, signal.SIGKILL)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
