@@ -196,6 +196,7 @@ def test_an_explicit_stop_ends_the_agents_and_their_sandboxes(setup: dict[str, A
         DataPlaneSession(s["data_plane"]["endpoint"], s["id"], s["data_plane"]["token"], timeout_s=5)
 
 
+@pytest.mark.slow
 def test_two_supervisors_starting_at_once_share_one_agent_per_ray_node(setup: dict[str, Any]) -> None:
     agents = setup["agents"]
     if not setup.get("stopped"):  # no agent yet on the cluster: both race to start them
