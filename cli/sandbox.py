@@ -1,4 +1,5 @@
-"""``rockroll sandbox ...``: sandboxes on a rockroll server (list, create, exec, restart, remove)."""
+"""``rockroll sandbox ...``: sandboxes on a rockroll server (list, create, exec, restart, remove), and
+``prune``: the process sandboxes a state directory of this machine still holds, without a server."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ import sys
 
 import typer
 
+from rockroll.cli.envs import fail
 from rockroll.cli.remote import TOKEN, URL, _run, _table, console, err
+from rockroll.sandbox.prune import prune
 
 __all__ = ["sandbox_app"]
 
-sandbox_app = typer.Typer(help="Sandboxes on a rockroll server.", no_args_is_help=True)
+sandbox_app = typer.Typer(
+    help="Sandboxes on a rockroll server (prune: this machine's leftover process sandboxes).", no_args_is_help=True
+)
 
 _SB_COLS = ["id", "state", "pool", "owner", "uptime_s", "restarts", "sessions", "cpu_seconds", "memory_bytes"]
 
@@ -85,3 +90,34 @@ def sandbox_exec(
     if res["timed_out"]:
         err.print(f"[red]timed out after {timeout_s}s[/red]")
     raise typer.Exit(res["exit_code"] if res["exit_code"] >= 0 else 124)
+
+
+@sandbox_app.command("prune")
+def sandbox_prune(
+    state_dir: str = typer.Option(..., "--state-dir", help="The servers' sandbox state directory (sandbox_state_dir)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be stopped and removed."),
+) -> None:
+    """Stop the process sandboxes a state directory still runs and remove their folders, without a server
+    (every sandbox there: run it when no server uses the directory). One line each, then a total.
+
+    Example: rockroll sandbox prune --state-dir /tmp/rockroll-sb-1000 --dry-run
+    """
+    try:
+        done, failed = prune(state_dir, dry_run=dry_run)
+    except (ValueError, OSError) as e:
+        fail(str(e), 2, e)
+    verbs = ("would stop", "would remove") if dry_run else ("stopped", "removed")
+    for lo in done:
+        action = verbs[0] if lo.pid is not None else verbs[1]
+        typer.echo(f"{action:<12} {lo.describe()}")
+    for lo in failed:
+        typer.echo(f"{'not stopped':<12} {lo.describe()}: still running (another user's? run as its owner)", err=True)
+    sandboxes = sum(1 for lo in done if lo.pid is not None)
+    folders = len(done) - sandboxes
+    typer.echo(
+        f"total: {sandboxes} sandbox{'es' * (sandboxes != 1)}, {folders} leftover folder{'s' * (folders != 1)}"
+        + (" (dry run: nothing changed)" if dry_run else " stopped and removed")
+        + (f"; {len(failed)} not stopped" if failed else "")
+    )
+    if failed:
+        raise typer.Exit(1)

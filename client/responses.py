@@ -43,6 +43,9 @@ def _d(text: str) -> Any:
 class Health(TypedDict):
     status: Annotated[str, _d('"ok" while the server answers.')]
     backend: Annotated[str, _d("Sandbox backend: docker or process.")]
+    isolation: Annotated[
+        str, _d("The sandboxes' isolation level and the server's min_isolation (rockroll.sandbox.confinement).")
+    ]
     sandboxes: Annotated[dict[str, int], _d("Number of sandboxes in each state.")]
     restarts: Annotated[int, _d("Sandbox restarts since the server started.")]
     sessions: Annotated[int, _d("Open env sessions.")]
@@ -380,6 +383,7 @@ class Overview(TypedDict):
 
     time: Number
     backend: str
+    isolation: Annotated[str, _d("The sandboxes' isolation level and the server's min_isolation.")]
     principal: Principal
     summary: Summary
     sandboxes: list[OverviewSandbox]

@@ -107,6 +107,9 @@ class SandboxBackend(abc.ABC):
     """Starts and stops sandboxes; see the module docstring."""
 
     name: str = "abstract"
+    #: the isolation level its sandboxes get (:mod:`rockroll.sandbox.confinement`): a backend that does not
+    #: say is taken as ``none``
+    level: str = "none"
     #: while waiting for a sandbox's server, ask :meth:`is_alive` at most this often (seconds); 0: every poll
     alive_check_s: float = 0.0
 

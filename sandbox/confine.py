@@ -13,18 +13,20 @@ does not run with root's rights (``ProcessBackend(user="")`` opts out). :func:`c
    sandbox's own directory bound at :data:`SANDBOX_DIR` (its socket and workspace; other
    sandboxes' directories are not in its view at all); bwrap loads the seccomp filter of
    :mod:`rockroll.sandbox.seccomp_filter` (``--seccomp``) last, so it holds for all that follows;
-4. drops to the unprivileged :data:`SANDBOX_USER` (``setpriv``: no supplementary groups,
-   ``no_new_privs``) before the server starts, keeping as its only capabilities (bounding,
+4. drops to an unprivileged uid of the sandbox's own (:func:`server_uid`; its gid alike; the
+   presence of :data:`SANDBOX_USER` is what enables confinement) with ``setpriv`` (no supplementary
+   groups, ``no_new_privs``) before the server starts, keeping as its only capabilities (bounding,
    inheritable and ambient sets) :data:`SERVER_CAPS`, which it needs to run each agent command as an
    agent uid of :data:`AGENT_UID_BASE`'s range (:mod:`rockroll.sandbox.server.agents`); those
    commands hold no capability at all. ``server_caps=False`` drops every capability instead.
 
 Threat model: the server and everything it runs (env code, the agent's commands) are untrusted
-towards the host. The server and env code run as :data:`SANDBOX_USER`, which owns nothing on the
-host but its sandbox directory; agent commands run as agent uids (no capabilities,
+towards the host. The server and env code run as the sandbox's own server uid, which owns nothing on
+the host but its sandbox directory and shares no per-uid limit with another sandbox; agent commands run as agent uids (no capabilities,
 ``no_new_privs``) that own only their workspace. None of them can read ``/etc/shadow``, root's
 files or another sandbox's directory, write the host's files, or reach a network; the agent uids
-cannot write the server's socket or files, nor read another session's workspace. The user is
+cannot write the server's socket or files, nor read another session's workspace. Stopping the
+sandbox kills every process of its cgroups (:func:`kill_cgroup`) and its pid namespace. The user is
 created by ``scripts/setup.sh`` (``useradd --system``); without it, or without root or
 bubblewrap, sandboxes run as the manager's user (see :mod:`rockroll.sandbox.process`).
 """
@@ -47,6 +49,9 @@ __all__ = [
     "sandbox_user",
     "agent_pids",
     "agent_uid_base",
+    "server_uid",
+    "SERVER_UID_BASE",
+    "kill_cgroup",
     "confined_argv",
     "make_cgroups",
     "memory_cgroup",
@@ -65,6 +70,10 @@ AGENT_UID_BASE = 1_800_000_000
 SERVER_CAPS = ("setuid", "setgid", "setpcap", "kill", "chown")
 #: per-sandbox agent uid bases are drawn from this many slots above the backend's first uid
 _UID_SLOTS = 1 << 17
+#: the first uid of confined sandbox *servers*: each sandbox's server runs as a uid of its own drawn from
+#: :data:`_SERVER_SLOTS` above it (below the agents' range), so no per-uid limit is shared between sandboxes
+SERVER_UID_BASE = 1_700_000_000
+_SERVER_SLOTS = 1 << 20
 
 
 def agent_pids(pids_limit: int) -> int:
@@ -80,6 +89,16 @@ def agent_uid_base(first: int, max_sessions: int) -> int:
     shared agent uids would share their bound; two of ``2**17`` slots colliding only means that.
     """
     return first + secrets.randbelow(_UID_SLOTS) * (max_sessions + 1)
+
+
+def server_uid() -> int:
+    """A random uid (and gid) for one confined sandbox's server, a uid no host user has.
+
+    The kernel counts ``RLIMIT_NPROC`` per uid over the whole host, and a uid may signal its own
+    processes anywhere: servers of different sandboxes (different owners) sharing one uid would share
+    that bound and could reach each other's processes. Two of ``2**20`` drawn alike only means that.
+    """
+    return SERVER_UID_BASE + secrets.randbelow(_SERVER_SLOTS)
 
 
 _HIDDEN = ("/tmp", "/run", "/root", "/home")
@@ -201,6 +220,24 @@ def make_cgroups(name: str, *, memory_mb: int, pids: int, cpus: float) -> list[s
     return procs
 
 
+def kill_cgroup(name: str) -> int:
+    """SIGKILL every process in sandbox ``name``'s cgroups (what ``setsid`` and an empty environment do not
+    escape); how many were signalled."""
+    killed = 0
+    for d in cgroup_dirs(name):
+        try:
+            pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            continue
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                continue
+    return killed
+
+
 def remove_cgroups(name: str) -> None:
     """Remove sandbox ``name``'s cgroups (after its processes are gone; a busy one is left)."""
     for d in cgroup_dirs(name):
@@ -220,14 +257,23 @@ def confined_argv(
     readable: set[str],
     seccomp_fd: int | None = None,
     server_caps: bool = True,
+    pids_limit: int | None = None,
+    memory_mb: int | None = None,
 ) -> list[str]:
     """The command line that runs ``server`` confined (module docstring); ``server`` names
     :data:`SANDBOX_DIR` paths. ``readable`` are host paths mounted back read-only (interpreter, sources);
     ``seccomp_fd`` an inherited descriptor holding the BPF program bwrap loads
-    (:mod:`rockroll.sandbox.seccomp_filter`), or None: no filter."""
+    (:mod:`rockroll.sandbox.seccomp_filter`), or None: no filter. ``pids_limit`` and ``memory_mb`` are
+    also set as rlimits, the fallback where no cgroup holds them: ``RLIMIT_NPROC`` (per uid, and the
+    server's uid is the sandbox's own) always, ``RLIMIT_AS`` (``memory_mb`` + 1 GiB) per process when
+    ``cgroup_procs`` is empty."""
     uid, gid = user
     join = "".join(f"echo $$ > {shlex.quote(p)} && " for p in cgroup_procs)
-    limits = ["prlimit", "--core=0", "--nofile=4096", f"--fsize={workspace_mb * 1024 * 1024}", "--"]
+    limits = ["prlimit", "--core=0", "--nofile=4096", f"--fsize={workspace_mb * 1024 * 1024}"]
+    limits += [f"--nproc={pids_limit}"] if pids_limit else []
+    # address space, not memory: 1 GiB of room for what a process maps and never touches (thread stacks)
+    limits += [f"--as={(memory_mb + 1024) * 1024 * 1024}"] if memory_mb and not cgroup_procs else []
+    limits += ["--"]
     bwrap = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     bwrap += ["--cap-drop", "ALL"]
     for cap in SERVER_CAPS if server_caps else ("setuid", "setgid", "setpcap"):  # setpriv's, then the server's

@@ -110,6 +110,7 @@ class DockerBackend(SandboxBackend):
     """
 
     name = "docker"
+    level = "container"  # rockroll.sandbox.confinement: ranked with a confined process sandbox
     # an inspect per readiness poll cost 64 concurrent starts ~10 CPU-s of this process and dockerd
     # (bench/sandboxes/docker_burst.py); a container that dies while starting is seen within a second anyway
     alive_check_s = 1.0
@@ -257,7 +258,7 @@ class DockerBackend(SandboxBackend):
             ref=container.id,
             host=url,
             generation=int(generation),
-            extra={"dir": str(d), "agent_isolation": "uid", "agent_uid": uid},
+            extra={"dir": str(d), "level": self.level, "agent_isolation": "uid", "agent_uid": uid},
         )
 
     def _undo_start(self, url: str, name: str | None, d: Path | None) -> None:

@@ -20,6 +20,7 @@ from rockroll.sandbox.confine import (
     confined_argv,
     make_cgroups,
     memory_cgroup,
+    server_uid,
 )
 from rockroll.sandbox.seccomp_filter import open_program
 
@@ -88,13 +89,14 @@ class Wrapper(NamedTuple):
 def wrapper(
     isolation: str, run_as: tuple[int, int] | None, python: str, agent_uid: int, d: Path, spec: SandboxSpec, cgroup: str
 ) -> Wrapper:
-    """The confinement of the server of the sandbox in directory ``d`` (``run_as``: confined as that
-    ``(uid, gid)``, in cgroup ``cgroup``; see the :mod:`rockroll.sandbox.process` docstring)."""
+    """The confinement of the server of the sandbox in directory ``d`` (``run_as``: confined, the
+    sandbox user's ``(uid, gid)`` found, as a server uid of the sandbox's own, in cgroup ``cgroup``; see
+    the :mod:`rockroll.sandbox.process` docstring)."""
     extra: dict[str, Any] = {}  # what the sandbox handle's extra says of the confinement
     seccomp_fd: int | None = None  # the program bwrap loads (an inherited descriptor), where libseccomp is here
     own_env: dict[str, str] = {}  # the server's own variables (its commands do not inherit ROCKROLL_*)
     if run_as:
-        uid, gid = run_as
+        uid = gid = server_uid()  # this sandbox's own: no per-uid limit shared with other sandboxes
         os.chown(d, uid, gid)
         os.chmod(d, 0o711)  # agents pass through to their workspaces; the socket and log are 0600
         agent_uid = agent_uid_base(agent_uid, spec.max_sessions)  # RLIMIT_NPROC counts host-wide
@@ -105,8 +107,9 @@ def wrapper(
         procs = make_cgroups(cgroup, memory_mb=spec.memory_mb, pids=spec.pids_limit, cpus=spec.cpus)
         seccomp_fd = open_program()
         argv = confined_argv(
-            [], sandbox_dir=str(d), user=run_as, workspace_mb=spec.workspace_mb,
+            [], sandbox_dir=str(d), user=(uid, gid), workspace_mb=spec.workspace_mb,
             cgroup_procs=procs, readable=server_paths(python, dict(spec.env)), seccomp_fd=seccomp_fd,
+            pids_limit=spec.pids_limit, memory_mb=spec.memory_mb,
         )  # fmt: skip
         extra.update(user=uid, cgroup=cgroup)
         memory = memory_cgroup(cgroup) if procs else None

@@ -39,7 +39,8 @@ Every sandbox also ends with the process that started it, however that one ends 
 included), unless it was handed over: the server watches a *lifeline*, a pipe whose only write end
 this process holds (close-on-exec, so no other child inherits it), and exits when it closes.
 :meth:`ProcessBackend.release` (called by a manager closed with ``stop_sandboxes=False``) writes
-``k`` first, and the server then outlives this process for the next manager to adopt.
+``k`` first, and the server then outlives this process for the next manager to adopt, within
+``adopt_timeout_s`` (ten minutes by default); else it stops by itself (:mod:`rockroll.sandbox.handover`).
 
 Processes carry ``--label rockroll.manager=<name> --label rockroll.sandbox=<id>`` on their command
 line, so a restarted manager finds them in ``/proc`` and adopts or stops them.
@@ -69,14 +70,17 @@ from rockroll.sandbox.confine import (
     SANDBOX_DIR,
     SANDBOX_USER,
     cgroup_dirs,
+    kill_cgroup,
     private_dir,
     remove_cgroups,
     sandbox_user,
 )
+from rockroll.sandbox.confinement import check, inherited_minimum
 from rockroll.sandbox.errors import SandboxStartError
 from rockroll.sandbox.isolation import detect_isolation, wrapper
 from rockroll.sandbox.retry import Backoff
 from rockroll.sandbox.seccomp_filter import status
+from rockroll.sandbox.server.handover import ADOPT_TIMEOUT_S
 
 #: bytes of a Unix socket path (``sun_path`` is 108 bytes with its trailing NUL on Linux)
 MAX_SOCKET_PATH = 107
@@ -106,6 +110,12 @@ class ProcessBackend(SandboxBackend):
         survive_owner: no lifeline: a sandbox outlives this process however it ends (SIGKILL included),
             for a later manager to adopt; off (the default), only a sandbox handed over with
             :meth:`release` does, so a crashed owner leaves no sandbox behind.
+        adopt_timeout_s: a sandbox handed over with :meth:`release` that no manager adopts this long
+            stops by itself (:mod:`rockroll.sandbox.handover`); 0: it waits forever.
+        min_isolation: the weakest isolation level this backend may start a sandbox with
+            (:mod:`rockroll.sandbox.confinement`; ``strongest``: what this machine offers); None: the one a
+            control plane gave this process (a job worker), else none (a local run: a weak level is warned of).
+            Below it, construction and :meth:`start` raise :class:`~rockroll.sandbox.confinement.IsolationTooWeak`.
     """
 
     name = "process"
@@ -119,6 +129,8 @@ class ProcessBackend(SandboxBackend):
         agent_uid: int = AGENT_UID_BASE,
         tie_to_parent: bool = False,
         survive_owner: bool = False,
+        adopt_timeout_s: float = ADOPT_TIMEOUT_S,
+        min_isolation: str | None = None,
     ):
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -130,11 +142,19 @@ class ProcessBackend(SandboxBackend):
         self.agent_uid = agent_uid
         self.tie_to_parent = tie_to_parent
         self.survive_owner = survive_owner and not tie_to_parent
+        if adopt_timeout_s < 0:
+            raise ValueError(f"adopt_timeout_s must be >= 0 (0: wait forever), got {adopt_timeout_s}")
+        self.adopt_timeout_s = adopt_timeout_s
+        #: the isolation level its sandboxes get (:mod:`rockroll.sandbox.confinement`)
+        self.level = "confined" if self.run_as else self.isolation
+        self.min_isolation = inherited_minimum() if min_isolation is None else min_isolation
+        check(self.level, self.min_isolation, what="process sandbox")
 
     def _dir(self, manager: str, name: str) -> Path:
         return self.state_dir / manager / name
 
     def start(self, sandbox_id: str, spec: SandboxSpec, *, labels: dict[str, str]) -> SandboxHandle:
+        check(self.level, self.min_isolation or "none", what="process sandbox")
         manager = labels.get("rockroll.manager", "default")
         d = self._dir(manager, f"{sandbox_id}-g{labels.get('rockroll.generation', '0')}")
         private_dir(self.state_dir)  # 0700, ours, not a symlink: other local users reach no socket
@@ -154,7 +174,8 @@ class ProcessBackend(SandboxBackend):
         for k, v in sorted(labels.items()):
             server += ["--label", f"{k}={v}"]
         cgroup = f"{manager}.{d.name}"
-        extra = {"isolation": self.isolation, "dir": str(d), "user": os.geteuid(), "agent_isolation": "none"}
+        extra = {"isolation": self.isolation, "level": self.level, "dir": str(d), "user": os.geteuid()}
+        extra["agent_isolation"] = "none"
         extra["seccomp"] = status() if self.isolation == "bwrap" else "off: no bwrap to load it"
         w = wrapper(self.isolation, self.run_as, self.python, self.agent_uid, d, spec, cgroup)
         argv, seccomp_fd, own_env = w.argv, w.seccomp_fd, w.env
@@ -166,7 +187,8 @@ class ProcessBackend(SandboxBackend):
             argv.insert(argv.index("bwrap") + 1, "--die-with-parent")
         lifeline, keep = os.pipe2(os.O_CLOEXEC)  # the server ends when `keep` closes (see release)
         if not self.survive_owner:
-            server += ["--lifeline", str(lifeline)]
+            server += ["--lifeline", str(lifeline), "--adopt-timeout-s", str(self.adopt_timeout_s)]
+            server += ["--private-pids"] if self.isolation != "none" else []  # bwrap, unshare: a pid namespace
         fds = (lifeline,) if seccomp_fd is None else (lifeline, seccomp_fd)
         try:
             with open(d / "server.log", "wb") as log:
@@ -230,6 +252,7 @@ class ProcessBackend(SandboxBackend):
             shutil.rmtree(d, ignore_errors=True)
         if handle.extra.get("cgroup"):
             for _ in Backoff(timeout_s=5.0):  # the pid namespace's last processes take a moment to go
+                kill_cgroup(handle.extra["cgroup"])  # whatever left the tree (setsid) is still in the cgroup
                 remove_cgroups(handle.extra["cgroup"])
                 if not _cgroup_left(handle.extra["cgroup"]):
                     break
@@ -348,9 +371,22 @@ class ProcessConfig(BackendConfig):
     survive_owner: bool = Field(
         default=False, description="sandboxes outlive this process even when it is killed (a later manager adopts them)"
     )
+    adopt_timeout_s: float = Field(
+        default=ADOPT_TIMEOUT_S,
+        ge=0,
+        description="a sandbox handed over at shutdown that no manager adopts this long stops by itself (0: never)",
+    )
+
+    min_isolation: Literal["strongest", "none", "unshare", "bwrap", "confined"] | None = Field(
+        default=None,
+        description="weakest isolation level to start a sandbox with (rockroll.sandbox.confinement); "
+        "unset: the one a control plane passed on, else none with a warning",
+    )
 
     def build(self) -> ProcessBackend:
         return ProcessBackend(
             state_dir=self.state_dir, isolation=self.isolation, python=self.python, user=self.user,
             agent_uid=self.agent_uid, tie_to_parent=self.tie_to_parent, survive_owner=self.survive_owner,
+            adopt_timeout_s=self.adopt_timeout_s,
+            min_isolation=self.min_isolation,
         )  # fmt: skip

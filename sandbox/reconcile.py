@@ -1,7 +1,8 @@
 """Reconciliation when a manager starts: match persisted records with running sandboxes.
 
 * a labelled container/process with a record of the same id and generation whose server answers
-  is **adopted** (its sessions keep working);
+  is **adopted** (its sessions keep working); a handed-over process sandbox is held from then on, so
+  it does not stop by itself (:mod:`rockroll.sandbox.handover`);
 * one without a record, of a stale generation, a duplicate, or that does not answer is **removed**;
 * a record whose sandbox is gone is **restarted** (``auto_restart``) or dropped.
 
@@ -16,6 +17,7 @@ from typing import Protocol
 
 from rockroll.sandbox.base import SandboxBackend, SandboxSpec
 from rockroll.sandbox.errors import SandboxError
+from rockroll.sandbox.handover import hold
 from rockroll.sandbox.managed import ManagedSandbox, SandboxState
 from rockroll.sandbox.manager_config import ManagerConfig
 from rockroll.sandbox.models import SandboxRecord
@@ -65,6 +67,7 @@ def reconcile(m: ReconciledManager) -> dict[str, list[str]]:
             report["removed"].append(rec.id)
             continue
         handle.boot_id = health.boot_id
+        hold(m.backend, handle, m.config.probe_timeout_s)  # its countdown stops (process sandboxes)
         sb.handle, sb.state, sb.last_health, sb.sessions = handle, SandboxState.READY, health, health.sessions
         m._sandboxes[sb.id] = sb
         m.persist(sb)

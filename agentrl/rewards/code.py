@@ -5,8 +5,10 @@ response's last fenced code block (or the whole response). One run per response:
 :mod:`rockroll.agentrl.rewards.code_harness` goes on stdin to ``python3 -I -`` in a fresh folder of a
 sandbox's workspace. Score: the share of tests passed.
 
-Sandboxes come from a :class:`~rockroll.sandbox.manager.SandboxManager` (its own, process backend,
-unless one is given): ``sandboxes`` of them, started on first use, each running up to
+Sandboxes come from a :class:`~rockroll.sandbox.manager.SandboxManager` given to it, else the process's
+sandbox provider (:mod:`rockroll.sandbox.provider`: inside a control plane's job worker, the server's
+sandboxes for the job's owner, at the server's isolation), else a manager of its own (process backend,
+held to the minimum isolation a control plane passed on: :mod:`rockroll.sandbox.confinement`): ``sandboxes`` of them, started on first use, each running up to
 ``runs_per_sandbox`` answers at once. Each has no network (``network=False``: a network namespace
 of its own), a memory, pids and CPU limit (cgroups, where the host allows), and the harness caps
 file sizes and address space. The run's time limit is the adaptive test-run timeout of
@@ -41,9 +43,10 @@ from rockroll.agentrl.rewards.base import ConfigModel, Reward, RewardResult
 from rockroll.agentrl.rewards.code_harness import harness_source, read_report
 from rockroll.agentrl.rewards.errors import RewardError
 from rockroll.sandbox.base import SandboxSpec
-from rockroll.sandbox.errors import SandboxError
-from rockroll.sandbox.managed import ManagedSandbox, SandboxState
+from rockroll.sandbox.errors import CapacityError, SandboxError
+from rockroll.sandbox.managed import SandboxState
 from rockroll.sandbox.manager import SandboxManager
+from rockroll.sandbox.provider import ProvidedSandbox, SandboxProvider, default_provider
 
 __all__ = ["CodeReward", "CodeConfig", "extract_code"]
 
@@ -83,7 +86,7 @@ class CodeReward(Reward):
     requires = ("tests",)
     config: CodeConfig
 
-    def __init__(self, config: ConfigModel | None = None, *, manager: SandboxManager | None = None) -> None:
+    def __init__(self, config: ConfigModel | None = None, *, manager: SandboxProvider | None = None) -> None:
         super().__init__(config)
         cfg = self.config
         self.timeouts = AdaptiveTimeouts(cfg.t_min_s, cfg.lam, cfg.t_max_s)
@@ -92,21 +95,24 @@ class CodeReward(Reward):
         )
         self._own_dir: tempfile.TemporaryDirectory[str] | None = None
         if manager is None:
+            manager = default_provider()
+        if manager is None:
             self._own_dir = tempfile.TemporaryDirectory(prefix="rr-code-", dir="/tmp")  # short socket paths
             d = self._own_dir.name
             manager = SandboxManager(
                 backend="process", name=f"rlvr-{secrets.token_hex(4)}", state_dir=d, db_url=f"sqlite:///{d}/sb.db",
                 max_sandboxes=cfg.sandboxes, idle_ttl_s=None, default_spec=self.spec,
             )  # fmt: skip
-        self.manager = manager
+        self.manager: SandboxProvider = manager
+        self._cap = cfg.sandboxes  # lowered to the number held when the provider refuses one more
         self._cond = threading.Condition()
-        self._boxes: list[ManagedSandbox] = []
+        self._boxes: list[ProvidedSandbox] = []
         self._load: dict[str, int] = {}
         self._starting = 0
         self.counts: Counter[str] = Counter()  # runs, timed_out, oom_killed, infra
 
     # ------------------------------------------------------------ sandboxes
-    def _lease(self) -> ManagedSandbox:
+    def _lease(self) -> ProvidedSandbox:
         cfg = self.config
         with self._cond:
             while True:
@@ -116,12 +122,21 @@ class CodeReward(Reward):
                     box = min(free, key=lambda b: self._load[b.id])
                     self._load[box.id] += 1
                     return box
-                if len(self._boxes) + self._starting < cfg.sandboxes:
+                if len(self._boxes) + self._starting < self._cap:
                     self._starting += 1
                     break
                 self._cond.wait()
         try:
             box = self.manager.create(self.spec)
+        except CapacityError:  # the owner's quota is reached: share the sandboxes held (if any)
+            with self._cond:
+                self._starting -= 1
+                if not self._boxes:
+                    self._cond.notify_all()
+                    raise
+                self._cap = len(self._boxes)
+                self._cond.notify_all()
+            return self._lease()
         except BaseException:
             with self._cond:
                 self._starting -= 1
@@ -134,7 +149,7 @@ class CodeReward(Reward):
             self._cond.notify_all()
         return box
 
-    def _give_back(self, box: ManagedSandbox) -> None:
+    def _give_back(self, box: ProvidedSandbox) -> None:
         with self._cond:
             self._load[box.id] -= 1
             self._cond.notify_all()
@@ -184,7 +199,8 @@ class CodeReward(Reward):
     def close(self) -> None:
         """Stop the sandboxes of its own manager (a given manager is left to its owner)."""
         if self._own_dir is not None:
-            self.manager.close()
+            if isinstance(self.manager, SandboxManager):
+                self.manager.close()
             self._own_dir.cleanup()
             self._own_dir = None
         else:

@@ -3,7 +3,9 @@
 The rubric (``rubric``, a template over ``{prompt}``, ``{response}`` and ``{reference}``, the last
 from ``metadata["reference"]`` or ``metadata["answer"]``) goes to ``POST {base_url}/chat/completions``
 of ``model``; the key is read from the environment variable ``api_key_env`` (none: no
-``Authorization`` header). The judge's text must hold a score that ``score_pattern``'s first group
+``Authorization`` header). A job of the control plane may name only a variable its admin lists
+(``Settings.job_api_key_envs``), and its URL, the default one included, must be allowed
+(``Settings.job_engine_urls``): :mod:`rockroll.api.jobs.outbound` checks :func:`chat_url`. The judge's text must hold a score that ``score_pattern``'s first group
 reads; it is divided by ``max_score`` and clipped to ``[0, 1]``.
 
 Every failure here is infra, never a zero: an endpoint that refuses, times out or answers non-2xx
@@ -34,7 +36,7 @@ from rockroll.agentrl.rewards.errors import JudgeEndpointError, JudgeParseError
 if TYPE_CHECKING:
     from aiolimiter import AsyncLimiter
 
-__all__ = ["JudgeReward", "JudgeConfig", "DEFAULT_RUBRIC"]
+__all__ = ["JudgeReward", "JudgeConfig", "DEFAULT_RUBRIC", "chat_url"]
 
 DEFAULT_RUBRIC = """You grade an answer to a task. Judge its correctness and helpfulness against the reference, if any.
 
@@ -50,10 +52,20 @@ Answer to grade:
 Reply with one line of reasoning, then a last line of the form "SCORE: <integer from 0 to 10>"."""
 
 
+def chat_url(base_url: str) -> str:
+    """The URL a judge of ``base_url`` POSTs every rubric to (``/v1`` appended when missing)."""
+    url = base_url.rstrip("/")
+    return (url if url.endswith("/v1") else url + "/v1") + "/chat/completions"
+
+
 class JudgeConfig(ConfigModel):
     base_url: str = Field("http://127.0.0.1:8000/v1", description="Root of the OpenAI-compatible server.")
     model: str = Field("judge", description="Model id the server serves.")
-    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the key (unset: none).")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="Environment variable holding the key (unset or '': none); in a job, one its server lists "
+        "in job_api_key_envs.",
+    )
     rubric: str = Field(DEFAULT_RUBRIC, description="Prompt template over {prompt}, {response}, {reference}.")
     system_prompt: str = Field("", description="System message before the rubric (empty: none).")
     score_pattern: str = Field(
@@ -89,8 +101,8 @@ class JudgeReward(Reward):
 
     def __init__(self, config: ConfigModel | None = None) -> None:
         super().__init__(config)
-        url = self.config.base_url.rstrip("/")
-        self.base_url = url if url.endswith("/v1") else url + "/v1"
+        self.url = chat_url(self.config.base_url)
+        self.base_url = self.url.removesuffix("/chat/completions")
         self._pattern = re.compile(self.config.score_pattern)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._http_state: tuple[httpx.AsyncClient, asyncio.Semaphore, AsyncLimiter | None] | None = None
@@ -118,7 +130,7 @@ class JudgeReward(Reward):
 
     async def _ask(self, messages: list[dict[str, str]]) -> str:
         client, sem, limiter = self._http()
-        cfg, url = self.config, f"{self.base_url}/chat/completions"
+        cfg, url = self.config, self.url
         body = {"model": cfg.model, "messages": messages, "max_tokens": cfg.max_tokens, "temperature": cfg.temperature}
         async with sem:
             if limiter is not None:

@@ -164,7 +164,7 @@ class NodeRecord(Base):
 class JobMetricPoint(Base):
     """One metrics report of a job (numbers only), kept so its plots outlive a server restart.
 
-    Bounded per job and in jobs kept (:class:`rockroll.api.server.history.MetricHistory`).
+    Bounded per job and in jobs kept per owner (:class:`rockroll.api.server.history.MetricHistory`).
     """
 
     __tablename__ = "api_job_metrics"
@@ -176,9 +176,10 @@ class JobMetricPoint(Base):
 
 
 class RestartEvent(Base):
-    """One sandbox replacement and its reason, as a server's manager logged it (newest kept, bounded).
+    """One sandbox replacement and its reason, as a server's manager logged it (the newest of each owner kept).
 
-    ``manager`` is the sandbox manager's name (a replica's own); see :class:`rockroll.api.server.history.RestartLog`.
+    ``manager`` is the sandbox manager's name (a replica's own); ``event["owner"]`` the sandbox's owner when it was
+    logged; see :class:`rockroll.api.server.history.RestartLog`.
     """
 
     __tablename__ = "api_restarts"

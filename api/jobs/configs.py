@@ -11,7 +11,10 @@ directory (:mod:`rockroll.api.jobs.paths`) and every URL checked against the all
   sessions). A custom env plays only in the owner's sandboxes (the worker's sessions), so settings
   that need a local copy of it (a warm start's expert, plan mode) are refused here
   (:func:`rockroll.trainer.rollout.env_check.check_train_envs`). ``rollout.sandbox`` is moot: a job's envs
-  always run in this server's sandboxes.
+  always run in this server's sandboxes. An RLVR dataset (``rollout.rlvr.dataset.path``, ``heldout_path``) is
+  confined like a model (symlinks followed: inside the owner's folder or ``job_model_dirs``) and made absolute;
+  every URL the worker would reach, defaults included (engine, judge rewards, W&B), is allowed and a judge's
+  ``api_key_env`` listed (:mod:`rockroll.api.jobs.outbound`);
 * ``eval`` with a model: the :class:`~rockroll.agentrl.eval.config.EvalConfig` mapping with ``output_dir``
   and the engine's ``model_path``/``tokenizer`` absolute, its URLs allowed, and no ``source`` (a job's
   envs always run in this server's sandboxes); for an ``hf`` model, :data:`MODEL_EPISODE` lists the
@@ -24,8 +27,12 @@ estimators and backends are names of their registries, and an expert (``rollout.
 registered expert or the one the env's spec declares (:func:`rockroll.envs.experts.is_known_expert`);
 what they name loads only in the job's worker.
 
+Env kwargs of every kind are checked for paths out of the owner's folder, answering the same whether a
+file is there or not (:func:`rockroll.api.jobs.paths.check_env_kwargs`).
+
 Errors: 400 ``invalid_job`` naming a bad key; 404 ``env_not_found`` for an env the owner may not play;
-422 ``job_path``, ``job_url`` or ``job_plugin`` (an expert that is not registered) naming the field.
+422 ``job_path``, ``job_url``, ``job_key_env`` (an ``api_key_env`` ``job_api_key_envs`` does not list) or
+``job_plugin`` (an expert that is not registered) naming the field.
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ from typing import Any
 import rockroll.envhub as envhub
 from rockroll.agentrl.eval.config import PROMPT_KEYS, EvalConfig
 from rockroll.agentrl.sources.kinds import CallableSource
-from rockroll.api.jobs.paths import JobDirs, JobPathError, check_strings, config_file, confine
-from rockroll.api.jobs.urls import SETTING, JobUrlError, check_url
+from rockroll.api.jobs.outbound import CHECKED_KEYS, check_train_outbound
+from rockroll.api.jobs.paths import JobDirs, JobPathError, check_env_kwargs, check_strings, config_file, confine
+from rockroll.api.jobs.urls import KEY_SETTING, SETTING, JobKeyEnvError, JobUrlError, check_url
 from rockroll.api.server.errors import ApiError
 from rockroll.api.server.schemas import EvalJobConfig, is_model_eval
 from rockroll.envs.config import ConfigError, parse_config
@@ -57,6 +65,8 @@ MODEL_EPISODE = "_model_episode"
 _PLUGIN_KEY = re.compile(r"(^|\.)expert$")
 #: resolves an env id for the job's owner (the catalog's exact ids; UnknownEnvError when the owner may not play it)
 EnvResolver = Callable[[str], Any]
+#: dataset files an RLVR run reads (``rollout.rlvr.dataset.<name>``)
+_DATASET_KEYS = ("path", "heldout_path")
 
 
 def effective_config(
@@ -67,13 +77,15 @@ def effective_config(
     owner_dir: Path,
     engine_urls: tuple[str, ...] = (),
     resolve_env: EnvResolver | None = None,
+    key_envs: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The config a ``kind`` job's worker runs (see the module docstring); ``ApiError`` when it cannot run.
 
-    ``resolve_env``: the owner's view of the env catalog (None: built-in envs only)."""
+    ``resolve_env``: the owner's view of the env catalog (None: built-in envs only); ``key_envs``: the
+    variables a judge's ``api_key_env`` may name (``Settings.job_api_key_envs``)."""
     try:
         if kind == "train":
-            return _train(config, dirs, owner_dir, engine_urls, resolve_env)
+            return _train(config, dirs, owner_dir, (engine_urls, key_envs), resolve_env)
         return _eval(config, dirs, owner_dir, engine_urls)
     except ConfigError as e:
         details = {"key": e.key, "allowed": e.allowed, "problems": [{"key": k, "message": m} for k, m in e.problems]}
@@ -88,11 +100,18 @@ def effective_config(
         raise ApiError(422, "job_path", str(e), {"key": e.key}) from e
     except JobUrlError as e:
         raise ApiError(422, "job_url", str(e), {"key": e.key, "setting": SETTING}) from e
+    except JobKeyEnvError as e:
+        raise ApiError(422, "job_key_env", str(e), {"key": e.key, "setting": KEY_SETTING}) from e
 
 
 def _train(
-    config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...], resolve_env: EnvResolver | None
+    config: Any,
+    dirs: JobDirs,
+    owner_dir: Path,
+    allowed: tuple[tuple[str, ...], tuple[str, ...]],
+    resolve_env: EnvResolver | None,
 ) -> dict[str, Any]:
+    urls, key_envs = allowed
     data = dict(config) if isinstance(config, dict) else config
     if isinstance(data, dict) and data.get("config_path") is not None:
         data["config_path"] = str(config_file(dirs, owner_dir, data["config_path"]))
@@ -107,10 +126,17 @@ def _train(
     if not model.is_relative_to(owner_dir.resolve()) and not (model / "config.json").exists() and cfg.model.build_tiny:
         raise JobPathError("model.path", f"model.path {cfg.model.path!r} has no model, and model folders are read-only")
     out["model"]["path"] = str(model)
-    check_strings(
-        out, "", skip=("rollout.env_kwargs", "rollout.envs.*.env_kwargs", "model.path", "logging.run_dir"),
-        engine_urls=urls,
-    )  # fmt: skip
+    dataset = out["rollout"]["rlvr"]["dataset"]
+    for name in _DATASET_KEYS:
+        if dataset.get(name):
+            key = f"rollout.rlvr.dataset.{name}"
+            dataset[name] = str(confine(owner_dir, dataset[name], key, read_dirs=dirs.model_dirs))
+    check_env_kwargs(out["rollout"]["env_kwargs"], "rollout.env_kwargs", owner_dir)
+    for i, env in enumerate(out["rollout"]["envs"]):
+        check_env_kwargs(env["env_kwargs"], f"rollout.envs.{i}.env_kwargs", owner_dir)
+    check_train_outbound(cfg, out, urls, key_envs)
+    skip = ("rollout.env_kwargs", "rollout.envs.*.env_kwargs", "model.path", "logging.run_dir", *CHECKED_KEYS)
+    check_strings(out, "", skip=(*skip, *(f"rollout.rlvr.dataset.{n}" for n in _DATASET_KEYS)), engine_urls=urls)
     check_train_envs(cfg, CallableSource(_opens_nothing, check=resolve_env or _builtin_only))
     return out
 
@@ -127,6 +153,7 @@ def _eval(config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...]) ->
     parse_config(EvalJobConfig, config)
     if not is_model_eval(config):
         check_strings(config, "", skip=("kwargs",), engine_urls=urls)
+        check_env_kwargs(config.get("kwargs") or {}, "kwargs", owner_dir)
         if config.get("policy") == "expert":
             check_expert(str(config.get("env")))
         return dict(config)
@@ -143,6 +170,8 @@ def _eval(config: Any, dirs: JobDirs, owner_dir: Path, urls: tuple[str, ...]) ->
         out[MODEL_EPISODE] = [k for k in PROMPT_KEYS if k not in cfg.episode.model_fields_set]
     if "base_url" in args:
         check_url(str(args["base_url"]), urls, "engine.args.base_url")
+    for i, env in enumerate(out["envs"]):
+        check_env_kwargs(env.get("kwargs") or {}, f"envs.{i}.kwargs", owner_dir)
     skip = ("envs.*.kwargs", "output_dir", "engine.args.base_url", *(f"engine.args.{n}" for n in _MODEL_ARGS))
     if cfg.engine.kind == "openai":
         skip += ("engine.args.model",)  # the served model's name, sent to the allowed server

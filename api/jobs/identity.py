@@ -23,12 +23,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rockroll.sandbox.confine import sandbox_user
 from rockroll.sandbox.confine_worker import can_confine_workers, worker_argv
+from rockroll.sandbox.confinement import ENV as MIN_ISOLATION_ENV
 
 __all__ = ["WorkerIdentity", "find_worker_identity", "worker_identity", "worker_command", "worker_env", "WORKER"]
 
@@ -54,10 +55,16 @@ class WorkerIdentity(NamedTuple):
         return f"{self.name} (uid {self.uid}), {how}"
 
 
-def worker_env(home: Path) -> dict[str, str]:
-    """The environment of a worker: a few harmless variables of the server's, ``HOME`` its job folder."""
+def worker_env(home: Path, min_isolation: str = "", keys: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker: a few harmless variables of the server's, ``HOME`` its job folder, the
+    server's minimum isolation (:data:`rockroll.sandbox.confinement.ENV`: no weaker sandbox starts there) and
+    ``keys``, the API keys its config names that ``job_api_key_envs`` lists
+    (:func:`rockroll.api.jobs.outbound.key_env_values`; they never override the fixed variables)."""
     env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
+    env.update({k: v for k, v in (keys or {}).items() if not k.startswith("ROCKROLL_")})
     env.update(HOME=str(home), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+    if min_isolation:
+        env[MIN_ISOLATION_ENV] = min_isolation
     return env
 
 

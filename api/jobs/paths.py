@@ -11,8 +11,13 @@ resolved here, in the control plane, before the job is queued (and again before 
 * ``config_path`` may also name a config shipped with the server (``configs/NAME.yaml`` or
   ``NAME.yaml``) when the owner's folder has no such file;
 * any other string of the config that looks like a path (absolute, ``~``, ``..``) is refused, and a URL
-  must match ``Settings.job_engine_urls`` (:mod:`rockroll.api.jobs.urls`). Env kwargs are left alone:
-  they go to the env inside its sandbox.
+  must match ``Settings.job_engine_urls`` (:mod:`rockroll.api.jobs.urls`);
+* env kwargs (:func:`check_env_kwargs`) go to the env in its sandbox, and to a local replica of it in the
+  worker (an expert's, the trainer's first look), so a path among them (``catalog_path``) would tell
+  whether a file exists: a string that looks like a path outside the owner's folder (absolute, ``~``,
+  ``..``, or one resolving out of it through a symlink) is refused with the same answer whether anything
+  is there or not (nothing is looked up but the owner's own links); their URLs are the env's business
+  (its sandbox's network), not checked here.
 
 The answer is the job's *effective* config: the validated config with every path absolute and inside
 the owner's folder. The job worker runs that, never the text the caller sent. Refusals raise
@@ -36,7 +41,10 @@ from typing import Any
 from rockroll.api.jobs.urls import check_url
 from rockroll.api.server.errors import RockrollError
 
-__all__ = ["JobDirs", "JobPathError", "confine", "config_file", "owner_folder", "check_strings", "SERVER_CONFIGS"]
+__all__ = [
+    "JobDirs", "JobPathError", "confine", "config_file", "owner_folder", "check_strings", "check_env_kwargs",
+    "SERVER_CONFIGS",
+]  # fmt: skip
 
 #: configs shipped with the server (``rockroll job submit-train --server-config NAME``)
 SERVER_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -153,6 +161,35 @@ def check_strings(data: Any, key: str, *, skip: Sequence[str], engine_urls: Sequ
                 key, f"{key} {data!r} looks like a path outside your job directory; job configs name files "
                 "relative to it",
             )  # fmt: skip
+
+
+def check_env_kwargs(data: Any, key: str, base: Path) -> None:
+    """Refuse any string under the env kwargs ``data`` that names a path outside ``base`` (the owner's folder):
+    absolute, ``~``, ``..``, a NUL, or relative but resolving out of ``base`` through a symlink. The message
+    never depends on whether the path exists (see the module docstring)."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            check_env_kwargs(v, f"{key}.{k}", base)
+    elif isinstance(data, (list, tuple)):
+        for i, v in enumerate(data):
+            check_env_kwargs(v, f"{key}.{i}", base)
+    elif isinstance(data, str) and "://" not in data:
+        if _looks_absolute(data) or _has_dotdot(data) or "\0" in data or not _stays_in(base, data):
+            raise JobPathError(
+                key, f"{key} {data!r} looks like a path outside your job directory; env kwargs may name files "
+                "relative to it only",
+            )  # fmt: skip
+
+
+def _stays_in(base: Path, text: str) -> bool:
+    if not text.strip() or len(text) > 4096:
+        return True  # not a path the owner could have linked (too long for one: the env refuses it)
+    base = base.resolve()
+    try:
+        real = (base / PurePosixPath(text.replace("\\", "/"))).resolve()
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return _inside(real, base)
 
 
 def _matches(key: str, pattern: str) -> bool:

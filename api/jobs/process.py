@@ -42,6 +42,8 @@ from rockroll.api.jobs.protocol import (
     encode,
     error_to_dict,
 )
+from rockroll.api.jobs.sandboxes import OPS as SANDBOX_OPS
+from rockroll.api.jobs.sandboxes import JobSandboxes
 from rockroll.client.job_state import JobState
 from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
@@ -71,10 +73,15 @@ class JobProcess:
         on_report: Callable[[float | None, Metrics | None], None],
         identity: WorkerIdentity | None = None,
         grace_s: float = 60.0,
+        sandboxes: JobSandboxes | None = None,
+        min_isolation: str = "",
+        keys: dict[str, str] | None = None,
     ) -> None:
         self.job_id, self.kind, self.config = job_id, kind, config
         self.cwd, self.logs, self.identity, self.grace_s = cwd, logs, identity, grace_s
         self.open_env, self.on_log, self.on_report = open_env, on_log, on_report
+        self.sandboxes, self.min_isolation = sandboxes, min_isolation
+        self.keys = dict(keys or {})  # the API keys its config may name (job_api_key_envs), the server's values
         self.proc: subprocess.Popen[bytes] | None = None
         self.pid = 0
         self.opened = 0  # env sessions opened for the job (in the placement's sandboxes)
@@ -92,7 +99,7 @@ class JobProcess:
         try:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.cwd,
-                env=worker_env(self.cwd), start_new_session=True, **as_user,
+                env=worker_env(self.cwd, self.min_isolation, self.keys), start_new_session=True, **as_user,
             )  # fmt: skip
         except OSError as e:
             return JobState.FAILED, f"the job worker did not start: {e}", None
@@ -120,9 +127,14 @@ class JobProcess:
             code = self._reap()
             self._rpc.shutdown(wait=True, cancel_futures=True)
             self._close_sessions()
+            if self.sandboxes is not None:
+                self.sandboxes.close()
             pump.join(timeout=10)
         if self.opened:
             self.on_log(f"the job played {self.opened} env sessions in this server's sandboxes")
+        if self.sandboxes is not None and self.sandboxes.created:
+            levels = ", ".join(sorted(self.sandboxes.levels))
+            self.on_log(f"the job's code ran in {self.sandboxes.created} sandboxes of this server (isolation {levels})")
         return self._outcome(end, code)
 
     def cancel(self, grace_s: float | None = None) -> None:
@@ -180,6 +192,10 @@ class JobProcess:
     def _dispatch(self, op: JSONValue, args: JSONValue) -> object:
         if not isinstance(args, dict):
             raise TypeError("rpc args must be a mapping")
+        if isinstance(op, str) and op in SANDBOX_OPS:
+            if self.sandboxes is None:
+                raise TypeError("this server gives jobs no sandboxes of their own")
+            return self.sandboxes.handle(op, args)
         if op == "open":
             env, kwargs = args.get("env"), args.get("kwargs") or {}
             if not isinstance(env, str) or not isinstance(kwargs, dict):

@@ -25,6 +25,9 @@ The database stays small (issue 13 item 10): a record keeps the tail of its log 
 job ends and at most every :data:`LOG_FLUSH_S`), its latest progress and metrics (at most 256 names,
 written at most every :data:`REPORT_FLUSH_S`: reports between are merged), and SQLite's WAL is
 checkpointed after every job and every :data:`CHECKPOINT_S`.
+
+Per owner (issue 48 items 3, 4): caps on configs, active and kept jobs, steps, episodes and run time
+(:mod:`rockroll.api.jobs.caps`); fair shares of the workers (:mod:`rockroll.api.jobs.fair`).
 """
 
 from __future__ import annotations
@@ -36,24 +39,28 @@ import threading
 import time
 import typing
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import defer
 
 from rockroll.api.db import Database, JobRecord
+from rockroll.api.jobs.caps import JobCaps, WallClock, admit, page
 from rockroll.api.jobs.configs import effective_config
+from rockroll.api.jobs.fair import FairPool
 from rockroll.api.jobs.identity import WorkerIdentity, find_worker_identity
 from rockroll.api.jobs.logs import JobLogs
+from rockroll.api.jobs.outbound import key_env_values
 from rockroll.api.jobs.paths import JobDirs
 from rockroll.api.jobs.process import JobProcess
 from rockroll.api.jobs.protocol import Cancelled, clean_metrics
+from rockroll.api.jobs.recovery import orphaned_jobs
+from rockroll.api.jobs.sandboxes import JobConfinement, SandboxSource
 from rockroll.api.server.auth import Principal
 from rockroll.api.server.errors import ApiError
 from rockroll.api.server.schemas import JobKind
 from rockroll.client.job_state import TERMINAL_STATES, JobState
-from rockroll.sandbox.lease import tag_live
 
 __all__ = ["JobRunner", "JOB_KINDS", "JobState", "TERMINAL_STATES", "Cancelled"]
 
@@ -68,7 +75,7 @@ TAKEOVER_S, CANCEL_POLL_S = 15.0, 1.0
 
 
 class JobRunner:
-    """Queues jobs and runs each in a worker process, ``workers`` at a time."""
+    """Queues jobs and runs each in a worker process, on ``workers`` (plus reserve) workers shared fairly by owners."""
 
     def __init__(
         self,
@@ -83,17 +90,26 @@ class JobRunner:
         log_max_bytes: int = 1_000_000,
         runner: str = "",
         resolve_env: Callable[[str, str], Any] | None = None,
+        confinement: JobConfinement | None = None,
+        caps: JobCaps | None = None,
+        reserve_workers: int = 1,
+        key_envs: tuple[str, ...] = (),
     ) -> None:
         self.db = db
+        self.confinement = confinement  # the jobs' sandboxes and the isolation their workers need (None: no rule)
         self.runner = runner  # this server's lease tag, recorded on the jobs it runs
         self.open_env = open_env
         self.resolve_env = resolve_env  # (env id, owner) -> the id the owner may play (UnknownEnvError otherwise)
         self.dirs = dirs
         self.engine_urls = tuple(engine_urls)
+        self.key_envs = tuple(key_envs)  # variables a job may name as its api_key_env (the server's values passed on)
         self.user = user
         self.logs = JobLogs(dirs.logs, log_max_bytes)
         self.train_enabled = train
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="job")
+        self.caps = caps or JobCaps.from_settings()
+        self.wall = WallClock(self.caps)  # cancels a job past its max_job_wall_s
+        self._pool = FairPool(self._run, workers, reserve_workers, share=self.caps.workers_share)
+        self._admit = threading.Lock()  # an owner's caps are counted and its job added as one step
         self._procs: dict[str, JobProcess] = {}
         self._cancel: set[str] = set()
         self._flushed: dict[str, float] = {}  # when each running job's log tail was last written
@@ -109,7 +125,7 @@ class JobRunner:
     @classmethod
     def from_settings(
         cls, db: Database, open_env: Callable[..., Any], settings: Any, runner: str = "",
-        resolve_env: Callable[[str, str], Any] | None = None,
+        resolve_env: Callable[[str, str], Any] | None = None, sandboxes: SandboxSource | None = None,
     ) -> JobRunner:  # fmt: skip
         """The runner of a server's ``Settings`` (``runner``: its lease tag; ``resolve_env(env_id, owner)``: the
         catalog's lookup, so train jobs may play their owner's custom envs)."""
@@ -118,36 +134,18 @@ class JobRunner:
             db, open_env, settings.job_workers, dirs=dirs, train=settings.train_jobs,
             engine_urls=tuple(settings.job_engine_urls), user=settings.job_user,
             log_max_bytes=settings.job_log_max_bytes, runner=runner, resolve_env=resolve_env,
+            confinement=JobConfinement(sandboxes, settings, settings.min_isolation),
+            caps=JobCaps.from_settings(settings), reserve_workers=settings.job_reserve_workers,
+            key_envs=tuple(settings.job_api_key_envs),
         )  # fmt: skip
 
     def recover(self) -> list[str]:
-        """Take over the jobs of servers that are gone (this one's previous run included): fail those that
-        were running, run the queued ones here. Jobs of live replicas are left alone. Returns the ids queued."""
-        active = (JobState.QUEUED, JobState.RUNNING)
-        # the jobs first, then their runners' leases, then only those jobs (each still as it was read): a job
-        # that a live replica created in between is never seen here, so never taken from it
-        with self.db.session() as s:
-            rows = s.execute(select(JobRecord.id, JobRecord.runner, JobRecord.state).where(JobRecord.state.in_(active)))
-            seen = [tuple(row) for row in rows]
-        alive = tag_live(self.db.engine, sorted({runner for _, runner, _ in seen} - {"", self.runner})) | {self.runner}
-        queued = []
-        with self.db.session() as s:
-            for job_id, runner, state in seen:
-                if runner in alive:
-                    continue
-                job = s.get(JobRecord, job_id, with_for_update=True)
-                if job is None or job.runner != runner or job.state != state:  # changed since: not ours to judge
-                    continue
-                log.warning("job %s (%s): its runner %r holds no lease; taking it over", job_id, state, runner)
-                if job.state == JobState.RUNNING:
-                    job.state, job.error = JobState.FAILED, "the server running it stopped during the job"
-                    job.finished_at = time.time()
-                else:
-                    job.runner = self.runner
-                    queued.append(job.id)
-        for job_id in queued:
-            self._pool.submit(self._run, job_id)
-        return queued
+        """Take over the jobs of servers that are gone (:func:`rockroll.api.jobs.recovery.orphaned_jobs`): fail
+        those that were running, run the queued ones here. Returns the ids queued."""
+        queued = orphaned_jobs(self.db, self.runner)
+        for job_id, owner in queued:
+            self._pool.submit(job_id, owner)
+        return [job_id for job_id, _ in queued]
 
     # ----------------------------------------------------------- routes
     def create(self, who: Principal, kind: str, config: dict[str, Any]) -> JobRecord:
@@ -156,7 +154,8 @@ class JobRunner:
             raise ApiError(400, "invalid_job", f"kind must be one of {', '.join(JOB_KINDS)}")
         if kind == "train" and not self.train_enabled:
             raise ApiError(400, "invalid_job", "train jobs are disabled on this server (serve --train-jobs)")
-        self.effective(kind, config, who.owner)
+        self.caps.check_config(config, who.owner)
+        self.caps.check_work(kind, self.effective(kind, config, who.owner), who.owner)
         job = JobRecord(
             id=f"job-{secrets.token_hex(8)}",
             owner=who.owner,
@@ -170,9 +169,12 @@ class JobRunner:
             created_at=time.time(),
             runner=self.runner,
         )
-        with self.db.session() as s:
+        with self._admit, self.db.session() as s:
+            dropped = admit(s, who.owner, self.caps)  # 429 over the active cap; the owner's oldest finished go
             s.add(job)
-        self._pool.submit(self._run, job.id)
+        for old in dropped:
+            self.logs.remove(old)
+        self._pool.submit(job.id, who.owner)
         return job
 
     def effective(self, kind: str, config: Any, owner: str) -> dict[str, Any]:
@@ -181,7 +183,7 @@ class JobRunner:
         resolve = self.resolve_env
         return effective_config(
             kind, config, dirs=self.dirs, owner_dir=owner_dir, engine_urls=self.engine_urls,
-            resolve_env=None if resolve is None else (lambda env_id: resolve(env_id, owner)),
+            resolve_env=None if resolve is None else (lambda env_id: resolve(env_id, owner)), key_envs=self.key_envs,
         )  # fmt: skip
 
     def get(self, job_id: str, who: Principal) -> JobRecord:
@@ -192,13 +194,18 @@ class JobRunner:
             raise ApiError(404, "job_not_found", f"no job {job_id!r}")
         return job
 
+    def page(self, who: Principal, limit: int = 100, offset: int = 0) -> tuple[list[JobRecord], int | None]:
+        """:meth:`list`'s jobs within ``max_job_list_bytes`` (:func:`~rockroll.api.jobs.caps.page`), the next offset."""
+        with self.db.session() as s:
+            return page(s, who, limit, offset, int(self.caps.get("max_job_list_bytes", who.owner)))
+
     def list(self, who: Principal, limit: int = 100, offset: int = 0) -> list[JobRecord]:
         """Jobs visible to ``who``, newest first (``offset`` of them skipped)."""
-        q = select(JobRecord).order_by(JobRecord.created_at.desc()).offset(offset).limit(limit)
+        q = select(JobRecord).order_by(JobRecord.created_at.desc(), JobRecord.id.desc()).offset(offset).limit(limit)
         if not who.admin:
             q = q.where(JobRecord.owner == who.owner)
         with self.db.session() as s:
-            return list(s.scalars(q))
+            return list(s.scalars(q.options(defer(JobRecord.logs))))
 
     def read_logs(self, job_id: str, who: Principal, tail: int | None = None) -> str:
         """A job's log: the end of its file (the last ``tail`` lines), else the tail its record keeps."""
@@ -220,6 +227,7 @@ class JobRunner:
             proc = self._procs.get(job_id)
         if proc is not None:
             proc.cancel()
+        self._pool.discard(job_id)
         with self.db.session() as s:
             rec = s.get(JobRecord, job_id)
             if rec is not None and rec.state == JobState.QUEUED:
@@ -235,7 +243,7 @@ class JobRunner:
             procs = list(self._procs.values())
         for proc in procs:
             proc.cancel(grace_s=10.0)
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()
         self._checkpoint()
 
     # ---------------------------------------------------------- running
@@ -252,6 +260,9 @@ class JobRunner:
             state, error, metrics = self._work(job_id, kind, owner, config)
         except Exception as e:  # noqa: BLE001 - a job's failure is recorded, never raised
             state, error, metrics = JobState.FAILED, f"{type(e).__name__}: {e}", None
+        late = self.wall.end(job_id)
+        if late and state != JobState.SUCCEEDED:
+            state, error = JobState.CANCELLED, late
         if self._closing.is_set() and state == JobState.CANCELLED:
             state, error = JobState.FAILED, "the server shut down during the job"
         if error:
@@ -279,6 +290,10 @@ class JobRunner:
         identity = self._worker_identity()
         if identity is not None:
             os.chown(owner_dir, identity.uid, identity.gid)
+        rule = self.confinement
+        problem = rule.worker_problem(identity is not None and identity.confined, self.user) if rule else ""
+        if problem:  # the confinement rule: no job runs in a worker weaker than the server's minimum
+            return JobState.FAILED, f"{problem} ({self.worker_note})", None
         if identity is None or not identity.confined:  # the fallback is said in every job's log
             self._update(job_id, log=f"warning: {self.worker_note}")
 
@@ -289,9 +304,12 @@ class JobRunner:
             job_id, kind, effective, cwd=owner_dir, logs=self.logs, open_env=open_env, identity=identity,
             on_log=lambda line: self._update(job_id, log=line),
             on_report=lambda progress, metrics: self._update(job_id, progress=progress, metrics=metrics),
+            sandboxes=rule.for_job(owner) if rule else None, min_isolation=rule.passed_on() if rule else "",
+            keys=key_env_values(effective, self.key_envs),
         )  # fmt: skip
         with self._lock:
             self._procs[job_id] = proc
+            self.wall.start(job_id, owner)
             if job_id in self._cancel or self._closing.is_set():
                 proc.cancel()
         try:
@@ -365,20 +383,20 @@ class JobRunner:
                 self._checkpoint()
 
     def _poll_cancels(self) -> None:
-        """Cancel the running jobs whose cancel was asked at another replica."""
+        """Cancel the running jobs past their wall-clock cap, and those whose cancel was asked at another replica."""
         while not self._closing.wait(CANCEL_POLL_S):
             with self._lock:
                 running = list(self._procs)
             if not running:
                 continue
+            asked = self.wall.overdue()  # past their wall-clock cap
             try:
                 with self.db.session() as s:
-                    asked = list(
-                        s.scalars(select(JobRecord.id).where(JobRecord.id.in_(running), JobRecord.cancel_requested))
+                    asked += s.scalars(
+                        select(JobRecord.id).where(JobRecord.id.in_(running), JobRecord.cancel_requested)
                     )
             except Exception as e:  # noqa: BLE001 - a database hiccup: next time
                 log.debug("cannot look for cancel requests: %s", e)
-                continue
             for job_id in asked:
                 with self._lock:
                     self._cancel.add(job_id)

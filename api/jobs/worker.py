@@ -6,8 +6,9 @@ the job kind (:data:`rockroll.api.jobs.kinds.KINDS`) with a :class:`WorkerContex
 ``done``, ``cancelled`` or ``failed`` message (the wire: :mod:`rockroll.api.jobs.protocol`).
 
 What it cannot do: open the server's database, read its tokens or settings (none are passed), or run
-an env here: ``ctx.open_session`` asks the server, which opens the session in one of its sandboxes
-for the job's owner and relays each call (:class:`SessionProxy`). When the server goes away (its end
+an env or a model's code here: ``ctx.open_session`` asks the server, which opens the session in one of
+its sandboxes for the job's owner and relays each call (:class:`SessionProxy`), and a code reward gets
+its sandboxes from the server too (:mod:`rockroll.api.jobs.worker_sandboxes`). When the server goes away (its end
 of stdin closes) the worker exits at once.
 """
 
@@ -26,7 +27,9 @@ from typing import Any, BinaryIO
 from rockroll.agentrl.sources.kinds import CallableSource, EnvSource
 from rockroll.api.jobs.kinds import KINDS
 from rockroll.api.jobs.protocol import MAX_LINE, Cancelled, encode, error_from_dict
+from rockroll.api.jobs.worker_sandboxes import RemoteSandboxes
 from rockroll.envs.json_types import JSONObject, JSONValue
+from rockroll.sandbox.provider import set_default_provider
 
 __all__ = ["WorkerContext", "SessionProxy", "Channel", "main"]
 
@@ -178,6 +181,7 @@ def main() -> None:
     proto = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # what the job prints goes to stderr: the worker log, never into the channel
     channel = Channel(sys.stdin.buffer, proto)
+    set_default_provider(RemoteSandboxes(channel))  # code rewards run in the server's sandboxes, never here
     start = channel.start.result(timeout=120)
     status = 0
     try:

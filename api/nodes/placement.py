@@ -32,10 +32,12 @@ from rockroll.api.db import Database
 from rockroll.api.sandboxes.owners import OwnerLedger, base_pool, owner_pool
 from rockroll.api.sandboxes.views import Counts, describe, pool_views, snapshot
 from rockroll.sandbox.base import SandboxSpec
+from rockroll.sandbox.confinement import IsolationTooWeak, enforce
 from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
 from rockroll.sandbox.managed import ManagedSandbox, SandboxState
 from rockroll.sandbox.manager import ManagerConfig, SandboxManager
 from rockroll.sandbox.pool import PoolConfig, WarmPoolConfig
+from rockroll.sandbox.process import ProcessBackend
 from rockroll.sandbox.retry import wait_until
 from rockroll.sandbox.server.plugins import DEFAULT_PLUGIN_DIR, PLUGINS_ENV
 from rockroll.sandbox.session import RemoteSession
@@ -69,6 +71,8 @@ class Placement:
         max_sandboxes_per_owner: int = 4,
         idle_ttl_s: float = 600.0,
         manager_name: str = "api",
+        min_isolation: str | None = None,
+        adopt_timeout_s: float | None = None,
     ) -> None:
         self._provisioned: set[tuple[str, int]] = set()
         self._pick_lock = threading.Lock()
@@ -94,6 +98,13 @@ class Placement:
         )
         self.manager = SandboxManager(config)
         self.backend_name = self.manager.backend.name
+        try:
+            self.isolation = enforce(self.manager.backend, min_isolation)
+        except IsolationTooWeak:
+            self.manager.close()
+            raise
+        if adopt_timeout_s is not None and isinstance(self.manager.backend, ProcessBackend):
+            self.manager.backend.adopt_timeout_s = adopt_timeout_s  # a handed-over sandbox nobody adopts stops
         self.pools = {p.name: p for p in pools}
         self._adopt_owners()
         self._drop_orphaned_sessions()

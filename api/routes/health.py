@@ -1,4 +1,5 @@
-"""``GET /v1/health`` and ``GET /metrics`` (no auth).
+"""``GET /v1/health`` (no auth) and ``GET /metrics`` (``Settings.metrics_token`` as a bearer when set; open but
+with owner names and server paths hashed otherwise: :mod:`rockroll.api.server.metrics`).
 
 Both are async and read only in-memory counts: they answer on the request loop and never wait for
 a thread, so no amount of work elsewhere (long execs, slow routes on the shared thread pool)
@@ -10,10 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from rockroll.api.server.deps import StateDep
+from rockroll.api.server.errors import ApiError
+from rockroll.api.server.metrics import Redacted, label_key, scrape_allowed
 from rockroll.client.responses import Health
 
 __all__ = ["router"]
@@ -28,6 +31,7 @@ async def get_health(state: StateDep) -> dict[str, Any]:
     return {
         "status": "ok",
         "backend": state.placement.backend_name,
+        "isolation": state.placement.isolation,
         "sandboxes": snap["by_state"],
         "restarts": snap["restarts"],
         "sessions": len(state.sessions),
@@ -37,6 +41,12 @@ async def get_health(state: StateDep) -> dict[str, Any]:
 
 
 @router.get("/metrics", response_class=Response)
-async def get_metrics(state: StateDep) -> Response:
-    """Prometheus text format."""
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+async def get_metrics(state: StateDep, request: Request) -> Response:
+    """Prometheus text format; 401 without ``metrics_token`` when one is set."""
+    token = state.settings.metrics_token
+    if not scrape_allowed(request.headers.get("authorization"), token):
+        raise ApiError(401, "unauthorized", "/metrics needs the server's metrics token: 'Authorization: Bearer TOKEN'")
+    registry = state.metrics.registry
+    key = label_key(state.settings.cluster_secret, state.metrics.label_key)
+    body = generate_latest(registry if token else Redacted(registry, key))  # type: ignore[arg-type]
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from fastapi.responses import PlainTextResponse
 
 from rockroll.api.db import JobRecord
+from rockroll.api.jobs.caps import json_bytes
 from rockroll.api.server.deps import StateDep, Who
 from rockroll.api.server.schemas import JobCreate, is_model_eval
 from rockroll.client.responses import JobInfo, JobList, JobMetrics
@@ -64,11 +65,28 @@ def create_job(body: JobCreate, state: StateDep, who: Who) -> dict:
 def list_jobs(
     state: StateDep,
     who: Who,
+    response: Response,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> dict[str, Any]:
-    """The caller's jobs, newest first, ``limit`` from ``offset`` on (every owner's for admins)."""
-    return {"jobs": [job_view(j) for j in state.jobs.list(who, limit, offset)]}
+    """The caller's jobs, newest first, ``limit`` from ``offset`` on (every owner's for admins).
+
+    A page is at most ``max_job_list_bytes`` (4 MiB; at least one job): when more jobs follow, the
+    ``X-Next-Offset`` header holds the next page's ``offset`` and ``Link`` its URL (``rel="next"``).
+    """
+    jobs, after = state.jobs.page(who, limit, offset)
+    views, used, cap = [], 16, state.settings.max_job_list_bytes
+    for job in jobs:  # the page was sized from the stored JSON; the views themselves decide
+        view = job_view(job)
+        used += json_bytes(view) + 1
+        if views and used > cap:
+            after = offset + len(views)
+            break
+        views.append(view)
+    if after is not None:
+        response.headers["X-Next-Offset"] = str(after)
+        response.headers["Link"] = f'</v1/jobs?limit={limit}&offset={after}>; rel="next"'
+    return {"jobs": views}
 
 
 @router.get("/{job_id}", response_model=JobInfo)

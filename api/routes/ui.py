@@ -100,6 +100,7 @@ def overview(
     out = {
         "time": time.time(),
         "backend": state.placement.backend_name,
+        "isolation": state.placement.isolation,
         "principal": {"owner": who.owner, "admin": who.admin},
         "summary": _summary(visible, sessions, nodes),
         "sandboxes": sandboxes,

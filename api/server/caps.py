@@ -8,6 +8,9 @@ owners that may ask for a network, nobody by default). A request over a cap answ
 naming the field, the cap and the setting that raises it; a value the caller leaves out defaults to
 the smaller of the sandbox default (``sandbox_ttl_s`` for the lifetime) and the cap. Caps bind admins too (an operator lists them where they need more).
 
+Jobs have caps of their own, per owner (:mod:`rockroll.api.jobs.caps`: config size, active and kept
+jobs, steps and episodes, wall-clock time); their 422 is this module's :func:`over_cap` too.
+
 Threat model: every token owner is untrusted; without caps one could take the machine's memory,
 processes or disk from every other owner, or reach the network from a sandbox, or hold a sandbox
 forever (a sandbox's lifetime, ``ttl_s``, is capped and enforced by :mod:`rockroll.api.sandboxes.ttl`).
@@ -23,7 +26,7 @@ from pydantic import BaseModel
 from rockroll.api.server.errors import ApiError
 from rockroll.api.server.settings import Settings
 
-__all__ = ["Cap", "SANDBOX_CAPS", "capped_sandbox", "check_exec_timeout"]
+__all__ = ["Cap", "SANDBOX_CAPS", "capped_sandbox", "check_exec_timeout", "over_cap"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ def capped_sandbox(body: BaseModel, settings: Settings, owner: str) -> BaseModel
     if body.network and owner not in settings.network_owners:
         over.append({"field": "network", "requested": True, "cap": False, "setting": "ROCKROLL_NETWORK_OWNERS"})
     if over:
-        raise _over_cap(over, owner)
+        raise over_cap(over, owner)
     return body.model_copy(update=lowered) if lowered else body
 
 
@@ -76,13 +79,14 @@ def check_exec_timeout(timeout_s: float, settings: Settings) -> None:
     """422 ``over_cap`` when a command's timeout is over ``max_exec_timeout_s``."""
     limit = settings.max_exec_timeout_s
     if timeout_s > limit:
-        raise _over_cap(
+        raise over_cap(
             [{"field": "timeout_s", "requested": timeout_s, "cap": limit, "setting": "ROCKROLL_MAX_EXEC_TIMEOUT_S"}],
             "",
         )
 
 
-def _over_cap(over: list[dict[str, Any]], owner: str) -> ApiError:
+def over_cap(over: list[dict[str, Any]], owner: str) -> ApiError:
+    """The 422 ``over_cap`` answer naming each field over its cap (``over``: field, requested, cap, setting)."""
     parts = []
     for o in over:
         if o["field"] == "network":

@@ -4,11 +4,15 @@
 keeps only the latest values). Points are written to ``api_job_metrics`` at most every
 :data:`FLUSH_S` per job (and at once when the job ends); a job met after a restart is read back from
 there. Bounded: ``max_points`` per job (evenly thinned beyond that, in memory and in the table, so a
-long run keeps its whole shape) and the newest ``max_jobs`` jobs.
+long run keeps its whole shape) and, per owner, the newest ``max_jobs`` jobs: one owner's jobs never
+push out another's (issue 48 item 4). Memory keeps the ``max_cached`` jobs met last (a job evicted has
+its unsaved points written first, and is read back when met again).
 
 :class:`RestartLog`: the sandbox manager's ``restart_log`` (each replacement and its reason, newest
-last) with every new event also written to ``api_restarts`` under the manager's name, and the
-newest ``max_events`` read back at start. Older rows are deleted as new ones come.
+last) with every new event also written to ``api_restarts`` under the manager's name, and read back at
+start. It keeps the newest ``max_events`` of each owner (the sandbox's, from ``api_sandboxes``; ''
+for sandboxes of nobody's): one owner's crashing sandboxes never push out another's restarts. Older rows
+are deleted as new ones come.
 
 A database error is logged and the in-memory history goes on: these are views, never the job's result.
 """
@@ -21,10 +25,10 @@ import time
 from collections import OrderedDict, deque
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from rockroll.api.db import Database
+from rockroll.api.db import Database, JobRecord, SandboxOwner
 from rockroll.api.db.models import JobMetricPoint, RestartEvent
 from rockroll.sandbox.manager import RestartEvent as SandboxRestart
 from rockroll.sandbox.manager import SandboxManager
@@ -40,8 +44,10 @@ FLUSH_S = 1.0
 class MetricHistory:
     """The numeric metrics each job reported, oldest first: ``[{"t": unix time, "metrics": {...}}]``."""
 
-    def __init__(self, db: Database | None = None, max_points: int = 500, max_jobs: int = 200) -> None:
-        self.db, self.max_points, self.max_jobs = db, max_points, max_jobs
+    def __init__(
+        self, db: Database | None = None, max_points: int = 500, max_jobs: int = 200, max_cached: int = 200
+    ) -> None:
+        self.db, self.max_points, self.max_jobs, self.max_cached = db, max_points, max_jobs, max_cached
         self._points: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self._unsaved: dict[str, list[dict[str, Any]]] = {}
         self._saved_at: dict[str, float] = {}
@@ -78,13 +84,17 @@ class MetricHistory:
                 self._points.move_to_end(job_id)
                 return points
         stored = self._read(job_id)
+        evicted = []
         with self._lock:
             points = self._points.setdefault(job_id, stored)
-            while len(self._points) > self.max_jobs:
+            while len(self._points) > self.max_cached:
                 old, _ = self._points.popitem(last=False)
-                self._unsaved.pop(old, None)
+                evicted.append((old, self._unsaved.pop(old, [])))
                 self._saved_at.pop(old, None)
-            return points
+        for old, unsaved in evicted:  # read back from the table when met again: nothing may be left unwritten
+            if unsaved:
+                self._write(old, unsaved, None)
+        return points
 
     def _read(self, job_id: str) -> list[dict[str, Any]]:
         if self.db is None:
@@ -106,10 +116,17 @@ class MetricHistory:
         """Write the job's new points; after a thinning, the table is made the same as memory."""
         with self._lock:
             fresh = self._unsaved.pop(job_id, [])
-            first = job_id not in self._saved_at  # a job new to the table: the oldest job's rows may go
+            first = job_id not in self._saved_at  # a job new to the table: its owner's oldest job's rows may go
             self._saved_at[job_id] = time.monotonic()
             kept = list(self._points.get(job_id, ())) if thinned else None
-        if self.db is None or not (fresh or kept is not None):
+        if fresh or kept is not None:
+            self._write(job_id, fresh, kept, prune=first)
+
+    def _write(
+        self, job_id: str, fresh: list[dict[str, Any]], kept: list[dict[str, Any]] | None, prune: bool = False
+    ) -> None:
+        """Add ``fresh`` points to the table (``kept``: replace the job's rows with these instead)."""
+        if self.db is None:
             return
         try:
             with self.db.session() as s:
@@ -117,26 +134,23 @@ class MetricHistory:
                     s.execute(delete(JobMetricPoint).where(JobMetricPoint.job_id == job_id))
                     fresh = kept
                 s.add_all(JobMetricPoint(job_id=job_id, t=p["t"], metrics=p["metrics"]) for p in fresh)
-            if first:
-                self._prune_jobs()
+            if prune:
+                self._prune_jobs(job_id)
         except SQLAlchemyError as e:
             log.warning("cannot write the metric history of job %s: %s", job_id, e)
 
-    def _prune_jobs(self) -> None:
-        """Keep the histories of the newest ``max_jobs`` jobs in the table (by their last point)."""
+    def _prune_jobs(self, job_id: str) -> None:
+        """Keep the histories of the newest ``max_jobs`` jobs (by their last point) of ``job_id``'s owner: other
+        owners' are not touched (points of jobs without a record count as one more owner's)."""
         assert self.db is not None  # noqa: S101 - called only with a database
         with self.db.session() as s:
-            jobs = s.execute(select(func.count(func.distinct(JobMetricPoint.job_id)))).scalar_one()
-            if jobs <= self.max_jobs:
-                return
-            newest = (
-                select(JobMetricPoint.job_id)
-                .group_by(JobMetricPoint.job_id)
-                .order_by(func.max(JobMetricPoint.t).desc())
-                .limit(self.max_jobs)
-            )
-            keep = [row[0] for row in s.execute(newest)]
-            s.execute(delete(JobMetricPoint).where(JobMetricPoint.job_id.not_in(keep)))
+            owner = s.scalar(select(JobRecord.owner).where(JobRecord.id == job_id))
+            q = select(JobMetricPoint.job_id).outerjoin(JobRecord, JobRecord.id == JobMetricPoint.job_id)
+            q = q.where(JobRecord.id.is_(None)) if owner is None else q.where(JobRecord.owner == owner)
+            older = q.group_by(JobMetricPoint.job_id).order_by(func.max(JobMetricPoint.t).desc()).offset(self.max_jobs)
+            drop = [row[0] for row in s.execute(older)]
+            if drop:
+                s.execute(delete(JobMetricPoint).where(JobMetricPoint.job_id.in_(drop)))
 
     def watch(self, jobs: Any) -> None:
         """Record every metrics report of ``jobs`` (a :class:`rockroll.api.jobs.runner.JobRunner`) from now on."""
@@ -159,42 +173,73 @@ def _stored(event: dict[str, Any]) -> SandboxRestart:
     )  # fmt: skip
 
 
+def _event_owner() -> ColumnElement[str]:
+    """The owner a stored restart event names ('' for rows written before owners were recorded)."""
+    return func.coalesce(RestartEvent.event["owner"].as_string(), "")
+
+
 class RestartLog(deque[SandboxRestart]):
-    """A manager's ``restart_log`` whose new events are also written to ``api_restarts`` (module docstring)."""
+    """A manager's ``restart_log`` whose new events are also written to ``api_restarts``, the newest
+    ``max_events`` of each owner kept (module docstring); ``maxlen`` is that number, per owner."""
 
     def __init__(self, db: Database, manager: str, max_events: int = 500) -> None:
-        super().__init__(maxlen=max_events)
-        self.db, self.manager = db, manager
+        super().__init__()
+        self.db, self.manager, self.per_owner = db, manager, max_events
+        self._owned: dict[str, deque[SandboxRestart]] = {}  # owner -> its events, oldest first
+        self._lock = threading.Lock()
         try:
-            with db.session() as s:
+            with db.session() as s:  # every row: the table holds at most max_events per owner
                 rows = s.scalars(
-                    select(RestartEvent.event)
-                    .where(RestartEvent.manager == manager)
-                    .order_by(RestartEvent.id.desc())
-                    .limit(max_events)
+                    select(RestartEvent.event).where(RestartEvent.manager == manager).order_by(RestartEvent.id)
                 ).all()
-            super().extend(_stored(e or {}) for e in reversed(rows))
+            for e in rows:
+                self._keep(_stored(e or {}), str((e or {}).get("owner") or ""))
         except SQLAlchemyError as e:
             log.warning("cannot read the restart history of %s: %s", manager, e)
 
+    @property
+    def maxlen(self) -> int:
+        """Events kept per owner."""
+        return self.per_owner
+
     def append(self, event: SandboxRestart) -> None:
-        super().append(event)
+        owner = ""
         try:
             with self.db.session() as s:
-                s.add(RestartEvent(manager=self.manager, t=float(event.get("time", time.time())), event=event))
-                s.flush()
-                oldest_kept = (
-                    select(RestartEvent.id)
-                    .where(RestartEvent.manager == self.manager)
-                    .order_by(RestartEvent.id.desc())
-                    .offset(self.maxlen - 1 if self.maxlen else 0)
-                    .limit(1)
-                ).scalar_subquery()
-                s.execute(
-                    delete(RestartEvent).where(RestartEvent.manager == self.manager, RestartEvent.id < oldest_kept)
+                owner = (
+                    s.scalar(select(SandboxOwner.owner).where(SandboxOwner.sandbox_id == event.get("sandbox_id"))) or ""
                 )
+                t = float(event.get("time", time.time()))
+                s.add(RestartEvent(manager=self.manager, t=t, event={**event, "owner": owner}))
+                s.flush()
+                mine = (RestartEvent.manager == self.manager, _event_owner() == owner)
+                oldest_kept = (
+                    (
+                        select(RestartEvent.id)
+                        .where(*mine)
+                        .order_by(RestartEvent.id.desc())
+                        .offset(max(self.per_owner - 1, 0))
+                    )
+                    .limit(1)
+                    .scalar_subquery()
+                )
+                s.execute(delete(RestartEvent).where(*mine, RestartEvent.id < oldest_kept))
         except SQLAlchemyError as e:
             log.warning("cannot record the restart of %s: %s", event.get("sandbox_id"), e)
+        self._keep(event, owner)
+
+    def _keep(self, event: SandboxRestart, owner: str) -> None:
+        """Add ``event`` of ``owner`` in memory, dropping that owner's oldest beyond ``max_events``."""
+        with self._lock:
+            mine = self._owned.setdefault(owner, deque())
+            mine.append(event)
+            super().append(event)
+            while len(mine) > self.per_owner:
+                old = mine.popleft()
+                try:
+                    super().remove(old)
+                except ValueError:  # cleared meanwhile
+                    pass
 
     @classmethod
     def install(cls, db: Database, manager: SandboxManager) -> RestartLog:

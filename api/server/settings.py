@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from rockroll.api.server.settings_alerts import AlertSettings
 from rockroll.envs.config import ConfigError, OneOf
 from rockroll.sandbox.backends import backend_names
+from rockroll.sandbox.confinement import MINIMUMS
 
 __all__ = ["Settings", "is_loopback", "REPLICA_SEP"]
 
@@ -36,7 +38,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class Settings(BaseSettings):
+class Settings(AlertSettings):
     """Configuration of ``rockroll serve-api``."""
 
     model_config = SettingsConfigDict(env_prefix="ROCKROLL_", extra="forbid")
@@ -101,6 +103,21 @@ class Settings(BaseSettings):
         "they share node agents, sessions and jobs; sessions run on node agents only (no embedded node), so "
         "losing a replica loses none. Empty: the only server on its database.",
     )
+    sandbox_adopt_timeout_s: float = Field(
+        default=600.0,
+        ge=0,
+        le=7 * 86_400,
+        description="A process sandbox this server hands over at shutdown stops by itself when no server adopts it "
+        "within this many seconds (0: it waits forever); rockroll sandbox prune --state-dir stops leftovers.",
+    )
+    # the confinement rule (issue 48 item 1, rockroll.sandbox.confinement)
+    min_isolation: Annotated[str, OneOf(MINIMUMS)] = Field(
+        default="strongest",
+        description="Weakest isolation the code of owners and models may run with (sandboxes, code rewards, job "
+        "workers): strongest (what this machine offers: confined when root with bubblewrap and rockroll-sandbox), "
+        "confined, bwrap, unshare or none. The server refuses to start below it; naming a weaker level than the "
+        "machine offers is the operator's opt-in, logged at start and shown on /ui.",
+    )
     stop_sandboxes_on_exit: bool = Field(
         default=False,
         description="On shutdown (SIGTERM, Ctrl-C), stop every sandbox this server runs. Off: they stay up and "
@@ -131,8 +148,23 @@ class Settings(BaseSettings):
     job_engine_urls: list[str] = Field(
         default_factory=list,
         max_length=64,
-        description="URLs (http://host:port[/path]) or hosts (host[:port]) an eval job's engine may reach "
-        "(engine.args.base_url); empty: none, every URL in a job config is refused.",
+        description="URLs (http://host:port[/path]) or hosts (host[:port]) a job's worker may reach: engines "
+        "(engine.args.base_url, rollout.engine.base_url), judge rewards, W&B, their defaults included when a config "
+        "leaves them unset; empty: none, every URL a job would reach is refused.",
+    )
+    # outbound secrets and scraping (issue 48 items 7a, 7d)
+    job_api_key_envs: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Environment variables of the server a job may name as an API key (a judge reward's "
+        "api_key_env); their values are passed to the workers of jobs that name them. Empty: none (a judge "
+        "sends no key).",
+    )
+    metrics_token: str = Field(
+        default="",
+        max_length=512,
+        description="Bearer token GET /metrics requires (Prometheus: authorization.credentials_file); it then "
+        "shows every label. Empty: /metrics is open, with owner names and server paths replaced by keyed hashes.",
     )
     job_user: str = Field(
         default="rockroll-sandbox",
@@ -148,6 +180,76 @@ class Settings(BaseSettings):
         le=1_000_000_000,
         description="A job's log file is rotated at this size (one older file kept); the database keeps its tail.",
     )
+    # job caps per owner (issue 48 items 3, 4; rockroll.api.jobs.caps, rockroll.api.jobs.fair); they bind admins
+    # too, and job_owner_caps gives an owner values of its own
+    max_job_config_bytes: int = Field(
+        default=1 << 20,
+        ge=1024,
+        le=16 << 20,
+        description="Largest job config (its JSON, as sent) a job may be submitted with; over it answers 413 "
+        "too_large. Big data belongs in files of the owner's job directory (config_path, paths in env kwargs).",
+    )
+    max_active_jobs_per_owner: int = Field(
+        default=8, ge=1, le=100_000, description="Most jobs one owner has queued or running; one more answers 429."
+    )
+    max_kept_jobs_per_owner: int = Field(
+        default=1000,
+        ge=1,
+        le=10_000_000,
+        description="Most jobs of one owner the server keeps: a new job deletes that owner's oldest finished ones "
+        "(record, metric history, logs); only other owners' jobs are never touched.",
+    )
+    max_job_list_bytes: int = Field(
+        default=4 << 20,
+        ge=16_384,
+        le=256 << 20,
+        description="Largest GET /v1/jobs answer: a page is cut at this size (at least one job), and its Link and "
+        "X-Next-Offset headers name the rest.",
+    )
+    max_job_total_steps: int = Field(
+        default=100_000, ge=1, description="Most total_steps a train job may ask for (422 over_cap beyond)."
+    )
+    max_job_episodes: int = Field(
+        default=1_000_000, ge=1, description="Most episodes an eval job may ask for, over all its envs (422 over_cap)."
+    )
+    max_job_wall_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        le=365 * 86_400,
+        description="A job running longer than this (from its start) is cancelled, its error saying why.",
+    )
+    job_workers_per_owner: int = Field(
+        default=0,
+        ge=0,
+        le=1024,
+        description="Most of the job_workers one owner's jobs hold at once (0: all of them). A freed worker goes "
+        "to the waiting owner with the fewest running jobs (round robin among equals).",
+    )
+    job_reserve_workers: int = Field(
+        default=1,
+        ge=0,
+        le=64,
+        description="Workers beyond job_workers that only an owner running no job may take: however long one "
+        "owner's jobs run, another owner's job starts at once (0: none; the server then runs at most job_workers).",
+    )
+    job_owner_caps: dict[
+        str,
+        dict[
+            Annotated[
+                str,
+                OneOf(
+                    ("max_job_config_bytes", "max_active_jobs_per_owner", "max_kept_jobs_per_owner",
+                     "max_job_total_steps", "max_job_episodes", "max_job_wall_s", "job_workers_per_owner")
+                ),
+            ],
+            Annotated[float, Field(gt=0)],
+        ],
+    ] = Field(
+        default_factory=dict,
+        max_length=10_000,
+        description="Job caps of single owners, raised or lowered (JSON in the environment), e.g. "
+        '{"alice": {"max_active_jobs_per_owner": 32, "max_job_wall_s": 604800}}.',
+    )  # fmt: skip
     # exec and file quotas (issue 13 item 3)
     max_sandbox_calls_per_owner: int = Field(
         default=8,
@@ -235,73 +337,6 @@ class Settings(BaseSettings):
         description="Host header names (any port) a dev-mode server answers; others get 400, so that a web page "
         "whose name is rebound to 127.0.0.1 cannot use the token-less API.",
     )
-    # proactive alerts (issue 36 item 2): rules over what the platform measures (rockroll.api.alerts)
-    alert_interval_s: float = Field(default=5.0, gt=0, le=3600, description="How often the alert rules are evaluated.")
-    alert_for_s: float = Field(
-        default=0.0, ge=0, le=86_400, description="An alert fires once its condition has held this long (0: at once)."
-    )
-    alert_resolve_s: float = Field(
-        default=60.0,
-        ge=0,
-        le=86_400,
-        description="A firing alert resolves once its condition has been clear this long (hysteresis: a flapping "
-        "condition does not fire and resolve on every evaluation).",
-    )
-    alert_window_s: float = Field(
-        default=600.0,
-        gt=0,
-        le=7 * 86_400,
-        description="The window events are counted over (restarts, start failures, jobs).",
-    )
-    alert_restarts_per_env: int = Field(
-        default=3,
-        ge=1,
-        le=100_000,
-        description="Sandbox restarts of one env (per owner) within alert_window_s that fire.",
-    )
-    alert_unhealthy_share: float = Field(
-        default=0.25, gt=0, le=1, description="Share of sandboxes unhealthy or restarting that fires (platform-wide)."
-    )
-    alert_step_p99_s: float = Field(
-        default=2.0, gt=0, le=3600, description="P99 env step latency (seconds) over alert_window_s that fires."
-    )
-    alert_step_min_count: int = Field(
-        default=20, ge=1, le=1_000_000, description="Steps within alert_window_s needed before the P99 rule judges."
-    )
-    alert_start_failures: int = Field(
-        default=3,
-        ge=1,
-        le=100_000,
-        description="Sandbox start failures within alert_window_s that fire (platform-wide).",
-    )
-    alert_job_failures: int = Field(
-        default=3, ge=1, le=100_000, description="Failed jobs of one owner within alert_window_s that fire."
-    )
-    alert_db_growth_bytes: int = Field(
-        default=500_000_000, ge=1, description="Database growth (bytes) within alert_window_s that fires."
-    )
-    alert_disk_free_share: float = Field(
-        default=0.05,
-        ge=0,
-        le=1,
-        description="Free share of the disk holding the database, sandbox state or job folders under which an "
-        "alert fires (0: never).",
-    )
-    alert_webhook_url: str = Field(
-        default="",
-        max_length=2000,
-        pattern=r"^(https?://\S+)?$",
-        description="Where firing and resolved alerts are POSTed as JSON (empty: nowhere); retried with backoff "
-        "from a bounded queue, so a slow or dead receiver never holds up the server.",
-    )
-    alert_webhook_timeout_s: float = Field(default=5.0, gt=0, le=120, description="Timeout of one webhook POST.")
-    alert_webhook_retries: int = Field(
-        default=5, ge=0, le=100, description="Retries of a failed webhook POST (backoff)."
-    )
-    alert_webhook_queue: int = Field(
-        default=1000, ge=1, le=1_000_000, description="Alerts waiting for the webhook; more are dropped (and counted)."
-    )
-
     def job_root(self) -> Path:
         """Where owners' job directories live (``job_dir``, else beside the SQLite database, else ~/.rockroll)."""
         if self.job_dir:

@@ -140,7 +140,9 @@ def build_state(settings: Settings) -> AppState:
         settings.session_idle_ttl_s, interval_s=min(settings.session_reap_interval_s, settings.session_idle_ttl_s / 2)
     )
 
-    jobs = JobRunner.from_settings(db, open_env, settings, runner=server, resolve_env=catalog.resolve)
+    jobs = JobRunner.from_settings(
+        db, open_env, settings, runner=server, resolve_env=catalog.resolve, sandboxes=placement
+    )
     state = AppState(
         settings,
         db,
@@ -183,6 +185,8 @@ def _placement(settings: Settings, db: Database) -> Placement:
         max_sandboxes_per_owner=settings.max_sandboxes_per_owner,
         idle_ttl_s=settings.sandbox_idle_ttl_s,
         manager_name=settings.manager_name(),
+        min_isolation=settings.min_isolation,
+        adopt_timeout_s=settings.sandbox_adopt_timeout_s,
     )
 
 

@@ -131,12 +131,20 @@ class NodeAgent(BatchCalls):
         if claims.token_id and claims.token_id in self.revoked:
             raise TokenRevoked("the API token this session token was asked with has been revoked")
 
-    def authorise(self, token: str, session_id: str | None = None) -> tuple[AgentSession, SessionClaims]:
-        """The session ``token`` opens and its claims (401: a bad or revoked token; 404: no session of its owner here)."""
+    def check(self, token: str) -> SessionClaims:
+        """The claims of ``token`` when it is a live session token of this agent: signed with the secret,
+        unexpired, for this node, its API token not revoked (:class:`TokenInvalid`, :class:`TokenExpired`
+        or :class:`TokenRevoked` otherwise, 401). No session need be held: ``POST /v1/node/step`` asks
+        this of its ``Authorization`` header before it reads a byte of the body."""
         claims = self.tokens.verify(token)
         self.revoke_check(claims)
         if claims.node_id != self.id:
             raise TokenInvalid(f"the session token is for node {claims.node_id!r}, not this one ({self.id!r})")
+        return claims
+
+    def authorise(self, token: str, session_id: str | None = None) -> tuple[AgentSession, SessionClaims]:
+        """The session ``token`` opens and its claims (401: a bad or revoked token; 404: no session of its owner here)."""
+        claims = self.check(token)
         if session_id is not None and claims.session_id != session_id:
             raise NodeSessionNotFound(session_id)
         entry = self._sessions.get(claims.session_id)

@@ -13,12 +13,15 @@ resent on a new socket too (a reset sent twice leaves the same fresh episode for
 unseeded one may differ, the episode just began). Errors come back as
 :class:`DataPlaneError` with the agent's ``status`` and ``code``.
 
-:class:`BatchStepper` steps many sessions (of one agent) in one ``POST /v1/node/step``.
+:class:`BatchStepper` steps many sessions (of one agent) in one ``POST /v1/node/step``, one of their
+session tokens in its ``Authorization`` header (the agent checks it before it reads the body).
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +34,8 @@ from rockroll.sandbox.errors import SandboxError
 __all__ = ["DataPlaneError", "DataPlaneSession", "BatchStepper", "ws_url"]
 
 RECONNECTS = 2
+HEADER_TRIES = 3
+"""How many of a batch's distinct tokens :class:`BatchStepper` shows in turn before a 401 is the answer."""
 
 
 class DataPlaneError(SandboxError):
@@ -167,15 +172,49 @@ class DataPlaneSession:
                 self._ws = None
 
 
+def _expires_at(token: str) -> float:
+    """The ``exp`` a session token says, read without checking it (0: unreadable): a hint for the choice
+    of header token only, the agent checks every token."""
+    try:
+        part = token.split(".")[1]
+        return float(json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))["exp"])
+    except (IndexError, KeyError, TypeError, ValueError):  # binascii.Error is a ValueError
+        return 0.0
+
+
+def _header_tokens(items: list[dict[str, Any]], most: int = HEADER_TRIES) -> list[str]:
+    """The tokens of ``items`` to show in the header, in the order to try: distinct, unexpired first."""
+    tokens = list(dict.fromkeys(t for item in items if isinstance(t := item.get("token"), str) and t))
+    now = time.time()
+    return sorted(tokens, key=lambda t: _expires_at(t) <= now)[:most]
+
+
 class BatchStepper:
-    """Steps several sessions of one agent in one request each (``POST /v1/node/step``)."""
+    """Steps several sessions of one agent in one request each (``POST /v1/node/step``).
+
+    The agent reads no body before it has checked the ``Authorization`` header: one of the batch's
+    session tokens (unexpired first). Where the agent refuses it (401: expired, revoked), the next
+    distinct token is shown, up to :data:`HEADER_TRIES`, so one bad token answers its items alone; when
+    every token of the batch was refused so, each item is answered its token's refusal (what the agent
+    would have answered it), and a batch of more bad tokens than that raises the 401.
+    """
 
     def __init__(self, endpoint: str, *, timeout_s: float = 120.0) -> None:
         self._http = httpx.Client(base_url=endpoint.rstrip("/"), timeout=timeout_s)
 
     def step(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``items``: ``{"token", "seq", "action"}`` (or ``{"token", "op": "reset", "seed"}``); answers in order."""
-        resp = self._http.post("/v1/node/step", json={"steps": items})
+        body = json.dumps({"steps": items}, separators=(",", ":")).encode()
+        refused: dict[str, dict[str, Any]] = {}  # header token -> the agent's refusal of it
+        for token in _header_tokens(items) or [""]:
+            headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
+            resp = self._http.post("/v1/node/step", content=body, headers=headers)
+            if resp.status_code != 401:
+                break
+            refused[token] = resp.json()
+        else:
+            if all(item.get("token") in refused for item in items):
+                return [{"status": 401, "error": refused[item["token"]].get("error")} for item in items]
         payload = resp.json()
         if resp.status_code != 200:
             _raise_for({"status": resp.status_code, **payload})

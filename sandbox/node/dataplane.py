@@ -15,16 +15,22 @@ Routes (a Starlette app, served by uvicorn; the same routes in the embedded agen
   session of the token's owner here), or a close with ``4000 + status`` where the server cannot answer so.
   When the API token the session token was asked with is revoked (the control plane tells the agent),
   the socket is answered ``token_revoked`` and closed (4401) at once, even while it waits for a message.
-* ``POST /v1/node/step``: ``{"steps": [{"token", "op", "seq", "action", "seed"}, ...]}`` ->
-  ``{"results": [...]}``, one round trip per sandbox (:meth:`NodeAgent.batch`). The body is read as
-  it streams and refused (413 ``too_large``) once past ``MAX_BATCH_BYTES``; one that is not JSON is
-  422 ``validation_error``.
+* ``POST /v1/node/step`` with ``Authorization: Bearer <session token>``: ``{"steps": [{"token", "op",
+  "seq", "action", "seed"}, ...]}`` -> ``{"results": [...]}``, one round trip per sandbox
+  (:meth:`NodeAgent.batch`). Auth comes before the body: the header's token must be a live session
+  token of this agent (:meth:`NodeAgent.check`: signed, unexpired, for this node, not revoked; any one
+  of the batch's) or the request is answered 401 and its connection closed, no byte of the body read.
+  A request without the header (an older client) is held to the first token of the body's first
+  :data:`AUTH_PREFIX_BYTES`, checked before any more is read. Each item's own token is then checked
+  as before (an item's 401 or 404 answers it alone). The body is read as it streams and refused (413
+  ``too_large``) once past ``MAX_BATCH_BYTES``; one that is not JSON is 422 ``validation_error``.
 * ``GET /v1/node/health``: the agent's id, endpoint, capacity and session count.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable
 
@@ -38,29 +44,58 @@ from starlette.websockets import WebSocket
 from rockroll.sandbox import errors as sb
 from rockroll.sandbox.body_limit import BodyError, read_limited
 from rockroll.sandbox.node.agent import AgentSession, NodeAgent
-from rockroll.sandbox.node.tokens import SessionClaims, TokenExpired, TokenRejected, TokenRevoked
+from rockroll.sandbox.node.tokens import SessionClaims, TokenExpired, TokenInvalid, TokenRejected, TokenRevoked
 from rockroll.sandbox.node.wire import WireError, dumps, error_answer, loads
 
-__all__ = ["dataplane_routes", "MAX_MESSAGE_CHARS", "MAX_BATCH", "bearer"]
+__all__ = ["dataplane_routes", "MAX_MESSAGE_CHARS", "MAX_BATCH", "AUTH_PREFIX_BYTES", "bearer"]
 
 MAX_MESSAGE_CHARS = 200_000
 MAX_BATCH = 4096
 MAX_BATCH_BYTES = 32 * 1024 * 1024
+AUTH_PREFIX_BYTES = 4096
+"""How much of a batch's body a request without an ``Authorization`` header may have read before auth."""
 PREFIX = "/v1/node"
+_BODY_TOKEN = re.compile(rb'"token"\s*:\s*"([A-Za-z0-9_.\-]{1,4096})"')
 
 
 def _dumps(payload: object) -> str:
     return dumps(payload).decode()
 
 
-def json_response(payload: object, status: int = 200) -> Response:
-    return Response(dumps(payload), status_code=status, media_type="application/json")
+def json_response(payload: object, status: int = 200, *, close: bool = False) -> Response:
+    """``payload`` as JSON; ``close``: and close the connection (a refusal of a body left unread)."""
+    headers = {"connection": "close"} if close else None
+    return Response(dumps(payload), status_code=status, media_type="application/json", headers=headers)
 
 
 def bearer(header: str) -> str:
     """The token of an ``Authorization: Bearer ...`` header ('' when absent)."""
     scheme, _, token = header.partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
+
+
+async def read_batch(agent: NodeAgent, request: Request) -> bytes:
+    """The body of a ``POST /v1/node/step``, read only once a session token of ``agent`` was shown (the
+    header's, else the first in the body's first :data:`AUTH_PREFIX_BYTES`); :class:`TokenRejected`
+    before any (more) of it is read, :class:`BodyError` past ``MAX_BATCH_BYTES``."""
+    token = bearer(request.headers.get("authorization", ""))
+    if token:
+        agent.check(token)
+        return await read_limited(request, MAX_BATCH_BYTES)
+
+    def vet(head: bytes) -> None:
+        found = _BODY_TOKEN.search(head)
+        if found is None:
+            raise TokenInvalid("no session token: send one of the batch's as 'Authorization: Bearer <token>'")
+        agent.check(found.group(1).decode())
+
+    return await read_limited(request, MAX_BATCH_BYTES, head=AUTH_PREFIX_BYTES, vet=vet)
+
+
+def _refusal(e: Exception, *, close: bool = False) -> Response:
+    """The answer to a refused batch request (``close``: refused before its body was read to its end)."""
+    answer = error_answer(e)
+    return json_response({"error": answer["error"]}, answer["status"], close=close)
 
 
 class _Asgi:
@@ -175,10 +210,12 @@ def dataplane_routes(find: Callable[[Starlette], NodeAgent | None]) -> list[Base
     async def step_batch(request: Request) -> Response:
         try:
             agent = agent_of(request)
-            try:  # read under the limit as it streams: a body is never held whole before its size is known
-                body = await read_limited(request, MAX_BATCH_BYTES)
+            try:  # auth first, then read under the limit as it streams: never a body held before both
+                body = await read_batch(agent, request)
             except BodyError as e:
-                raise WireError(e.status, e.code, str(e)) from e
+                return _refusal(WireError(e.status, e.code, str(e)), close=True)
+            except TokenRejected as e:  # the rest of the body is never read: close, do not drain it
+                return _refusal(e, close=True)
             try:
                 payload = loads(body)
             except (ValueError, RecursionError) as e:
@@ -187,8 +224,7 @@ def dataplane_routes(find: Callable[[Starlette], NodeAgent | None]) -> list[Base
             if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_BATCH:
                 raise WireError(422, "validation_error", f"'steps' must be a list of 1 to {MAX_BATCH} items")
         except WireError as e:
-            answer = error_answer(e)
-            return json_response({"error": answer["error"]}, answer["status"])
+            return _refusal(e)
         except ClientDisconnect:  # the client went away mid-body: nobody to answer
             return Response(status_code=400)
         return json_response({"results": await agent.abatch(steps)})

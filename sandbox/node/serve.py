@@ -8,9 +8,12 @@ named (comma-separated URLs): each beat goes to the one that answered last, and 
 it does not answer. It prints one line
 ``rockroll node <id> serving <endpoint>`` once it listens.
 
-Request bodies are read under ``NodeOptions.max_body_bytes`` (``$ROCKROLL_NODE_MAX_BODY_BYTES``,
-32 MiB by default, 64 KiB..256 MiB): a longer one is refused with 413 while it streams
-(:mod:`rockroll.sandbox.body_limit`). Replay records are bounded by ``$ROCKROLL_REPLAY_SESSION_BYTES``
+Auth comes before bodies: the admin routes check the cluster secret and ``POST /v1/node/step`` a
+session token of this agent, both in the ``Authorization`` header, before they read a byte of the
+body (:mod:`rockroll.sandbox.node.dataplane`); a refused request is answered and its connection
+closed, the body never drained. Request bodies are read under ``NodeOptions.max_body_bytes``
+(``$ROCKROLL_NODE_MAX_BODY_BYTES``, 32 MiB by default, 64 KiB..256 MiB): a longer one is refused with
+413 while it streams, at the first byte past the limit (:mod:`rockroll.sandbox.body_limit`). Replay records are bounded by ``$ROCKROLL_REPLAY_SESSION_BYTES``
 and ``$ROCKROLL_REPLAY_TOTAL_BYTES`` (:mod:`rockroll.sandbox.node.replay`).
 """
 

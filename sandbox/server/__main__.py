@@ -1,10 +1,14 @@
-"""``python -m rockroll.sandbox.server --socket PATH --workspace DIR [--max-sessions N] [--lifeline FD]``.
+"""``python -m rockroll.sandbox.server --socket PATH --workspace DIR [--max-sessions N] [--lifeline FD]
+[--adopt-timeout-s S] [--private-pids]``.
 
 The server ends promptly: SIGTERM (or the close of its ``--lifeline``, the pipe whose write end the
 process backend's manager holds: :mod:`rockroll.sandbox.process`) closes its sessions for at most
 :data:`GRACE_S`, then kills what its agents still run (every running command's process group and
 every process of its agent uids, which would otherwise keep a bwrap pid namespace alive) and exits
 without waiting for busy threads: a data-plane step or a command in flight never holds it up.
+
+A sandbox handed over on its lifeline (``k``) that no manager adopts within ``--adopt-timeout-s``
+ends the same way (:mod:`rockroll.sandbox.server.handover`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from types import FrameType
 from rockroll.sandbox.server.agents import AGENT_UID_ENV
 from rockroll.sandbox.server.app import serve
 from rockroll.sandbox.server.execs import kill_running
+from rockroll.sandbox.server.handover import ADOPT_TIMEOUT_S, Handover
 
 #: seconds the server may spend closing its sessions after SIGTERM before it exits regardless
 GRACE_S = 2.0
@@ -68,14 +73,21 @@ def _on_term(max_sessions: int) -> Callable[[int, FrameType | None], None]:
     return handler
 
 
-def _watch_lifeline(fd: int) -> None:
-    """SIGTERM this server when the lifeline closes, unless its holder handed the sandbox over (``k``)."""
+def _watch_lifeline(fd: int, handover: Handover) -> None:
+    """SIGTERM this server when the lifeline closes, unless its holder handed the sandbox over (``k``):
+    then the handover's countdown starts."""
     try:
         data = os.read(fd, 1)
     except OSError:
         data = b""
     if data != b"k":
-        os.kill(os.getpid(), signal.SIGTERM)
+        _sigterm()
+    else:
+        handover.handed_over()
+
+
+def _sigterm() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -85,14 +97,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-sessions", type=int, default=int(os.environ.get("ROCKROLL_MAX_SESSIONS", "16")))
     p.add_argument("--label", action="append", default=[], help="key=value, for finding the process (ignored)")
     p.add_argument("--lifeline", type=int, default=-1, help="a pipe's read end: exit when it closes")
+    p.add_argument(
+        "--adopt-timeout-s", type=float, default=ADOPT_TIMEOUT_S,
+        help="after a handover on the lifeline, exit when no manager holds the sandbox this long (0: never)",
+    )  # fmt: skip
+    p.add_argument("--private-pids", action="store_true", help="this server has a pid namespace of its own")
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, _on_term(args.max_sessions))
+    handover = None
     if args.lifeline >= 0:
         os.set_inheritable(args.lifeline, False)  # agent commands do not hold it
-        threading.Thread(target=_watch_lifeline, args=(args.lifeline,), name="lifeline", daemon=True).start()
+        handover = Handover(args.adopt_timeout_s, private_pids=args.private_pids, expire=_sigterm)
+        watch = threading.Thread(target=_watch_lifeline, args=(args.lifeline, handover), name="lifeline", daemon=True)
+        watch.start()
     code = 1
     try:
-        serve(args.socket, args.workspace, args.max_sessions)
+        serve(args.socket, args.workspace, args.max_sessions, handover)
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1

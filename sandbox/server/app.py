@@ -1,7 +1,8 @@
 """The in-sandbox HTTP server: routes ``POST /<op>`` calls to sessions, commands and files.
 
 Built on the standard library's ``http.server`` with a threading unix-socket server (HTTP/1.1
-keep-alive, one thread per connection). The protocol is described in :mod:`rockroll.sandbox.client`.
+keep-alive, one thread per connection). The protocol is described in :mod:`rockroll.sandbox.client`;
+``POST /adopt`` is a manager's hold on a handed-over sandbox (:mod:`rockroll.sandbox.server.handover`).
 
 Agent code runs apart from the server where the backend allows it
 (:mod:`rockroll.sandbox.server.agents`): ``exec`` and the file calls act as the sandbox's agent uid
@@ -39,6 +40,7 @@ from rockroll.sandbox.server.agents import Agents
 from rockroll.sandbox.server.channel import serve_channel
 from rockroll.sandbox.server.execs import run_command
 from rockroll.sandbox.server.files import Workspace
+from rockroll.sandbox.server.handover import Handover
 from rockroll.sandbox.server.sessions import SessionStore
 from rockroll.sandbox.server.wire import Answer, error_info
 
@@ -63,8 +65,10 @@ MAX_BATCH = 4096
 class SandboxServer:
     """The state of one server: sessions, workspace and the op table."""
 
-    def __init__(self, workspace: str, max_sessions: int = 16) -> None:
+    def __init__(self, workspace: str, max_sessions: int = 16, handover: Handover | None = None) -> None:
         self.boot_id = secrets.token_hex(8)
+        #: the countdown of a handed-over sandbox (``POST /adopt`` holds it off), None: no handover here
+        self.handover = handover
         self.started = time.monotonic()
         self.agents = Agents(workspace, max_sessions)
         self.workspace = Workspace(workspace, self.agents.exec_identity)
@@ -227,8 +231,24 @@ def _make_handler(server: SandboxServer) -> type[BaseHTTPRequestHandler]:
             except (ValueError, RecursionError) as e:
                 self._send(400, {"error": {"type": "BadRequest", "message": f"not a JSON object: {e}", "attrs": {}}})
                 return
+            if self.path == "/adopt":  # a manager takes the sandbox over (rockroll.sandbox.server.handover)
+                self._adopt()
+                return
             status, payload = server.dispatch(self.path.lstrip("/"), args)
             self._send(status, payload)
+
+        def _adopt(self) -> None:
+            """Answer ``{"held": bool}``; when held, count the caller as a holder until its connection ends."""
+            h = server.handover
+            if h is not None and not h.from_manager(self.connection):
+                msg = "only a manager outside the sandbox may adopt it"
+                self._send(403, {"error": {"type": "Forbidden", "message": msg, "attrs": {}}})
+                return
+            held = h is not None and h.timeout_s > 0
+            self._send(200, {"result": {"held": held}})
+            if h is not None and held:
+                self.close_connection = True
+                h.hold(self.rfile)
 
         def _send(self, status: int, payload: Answer) -> None:
             body = json.dumps(payload).encode()
@@ -259,11 +279,11 @@ def make_httpd(socket_path: str, state: SandboxServer) -> socketserver.BaseServe
     return httpd
 
 
-def serve(socket_path: str, workspace: str, max_sessions: int = 16) -> None:
-    """Serve on ``socket_path`` until the process is killed."""
+def serve(socket_path: str, workspace: str, max_sessions: int = 16, handover: Handover | None = None) -> None:
+    """Serve on ``socket_path`` until the process is killed (``handover``: see :class:`SandboxServer`)."""
     # envs hosted here (e.g. SWE-v0) learn that they already run inside a sandbox
     os.environ["ROCKROLL_IN_SANDBOX"] = "1"
-    state = SandboxServer(workspace, max_sessions)
+    state = SandboxServer(workspace, max_sessions, handover)
     serve_channel(socket_path, state)  # the data plane's WebSocket channel, up before the HTTP socket answers
     httpd = make_httpd(socket_path, state)
     try:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rockroll.api.db import Database, JobRecord
-from rockroll.api.jobs import runner as runner_mod
+from rockroll.api.jobs import recovery as runner_mod  # where the takeover reads the leases
 from rockroll.api.jobs.paths import JobDirs
 from rockroll.api.jobs.runner import JobRunner
 from rockroll.client.job_state import JobState

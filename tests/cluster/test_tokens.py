@@ -57,7 +57,9 @@ def test_expired_forged_and_foreign_tokens_are_refused_and_step_nothing(
         out = b.step([{"token": t, "seq": 1, "action": NOOP} for t in (expired, forged, claimed)])
         assert [r["status"] for r in out] == [401, 401, 404]
         b.close()
-        ws = httpx.post(f"{endpoint}/v1/node/step", json={"steps": "nope"})
+        ws = httpx.post(
+            f"{endpoint}/v1/node/step", json={"steps": "nope"}, headers={"Authorization": f"Bearer {dp['token']}"}
+        )
         assert ws.status_code == 422 and ws.json()["error"]["code"] == "validation_error"
 
         s = DataPlaneSession(endpoint, sid, dp["token"])

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from rockroll.sandbox.node.tokens import SessionTokens
 from tests.cluster.standalone_agent import Agent, standalone_agent
 
 LIMIT = 1024 * 1024
@@ -40,14 +41,23 @@ def memory_kib(pid: int) -> dict[str, int]:
     return out
 
 
-def stream_until_answered(endpoint: str, *, chunked: bool, timeout_s: float = 60.0) -> tuple[bytes, int]:
+def auth(agent: Agent) -> dict[str, str]:
+    """An ``Authorization`` header the agent takes (a session token of it: it reads no body before one)."""
+    token, _ = SessionTokens(agent.secret).issue("se-00", "alice", agent.proc.node_id)
+    return {"Authorization": f"Bearer {token}"}
+
+
+def stream_until_answered(
+    endpoint: str, *, chunked: bool, headers: dict[str, str], timeout_s: float = 60.0
+) -> tuple[bytes, int]:
     """POST ``BODY`` bytes (made lazily, a chunk at a time) to ``/v1/node/step`` and stop sending as soon
     as an answer arrives: ``(the answer's head, body bytes sent)``."""
     url = urlsplit(endpoint)
     sock = socket.create_connection((url.hostname, url.port), timeout=timeout_s)
     framing = b"Transfer-Encoding: chunked" if chunked else f"Content-Length: {BODY}".encode()
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode()
     sock.sendall(b"POST /v1/node/step HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                 + framing + b"\r\n\r\n")  # fmt: skip
+                 + head + framing + b"\r\n\r\n")  # fmt: skip
     sent, deadline = 0, time.monotonic() + timeout_s
     chunk = b" " * CHUNK
     frame = f"{CHUNK:x}\r\n".encode() + chunk + b"\r\n" if chunked else chunk
@@ -79,7 +89,7 @@ def stream_until_answered(endpoint: str, *, chunked: bool, timeout_s: float = 60
 @pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
 def test_an_oversized_body_is_refused_while_it_streams(agent: Agent, chunked: bool) -> None:
     before = memory_kib(agent.pid)
-    answer, sent = stream_until_answered(agent.endpoint, chunked=chunked)
+    answer, sent = stream_until_answered(agent.endpoint, chunked=chunked, headers=auth(agent))
     after = memory_kib(agent.pid)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert sent < BODY // 2, f"the whole body went out ({sent} bytes) before the answer"
@@ -90,7 +100,7 @@ def test_an_oversized_body_is_refused_while_it_streams(agent: Agent, chunked: bo
 def test_the_agent_still_steps_after_refusals_and_bad_json_is_a_4xx(agent: Agent) -> None:
     url = f"{agent.endpoint}/v1/node/step"
     for bad in (b'{"steps": [', b"[" * 100_000, b"\xff\xfe", b'{"steps": 3}'):
-        resp = httpx.post(url, content=bad, headers={"Content-Type": "application/json"}, timeout=30)
+        resp = httpx.post(url, content=bad, headers={"Content-Type": "application/json"} | auth(agent), timeout=30)
         assert resp.status_code == 422 and resp.json()["error"]["code"] == "validation_error", resp.text
     _sid, token = agent.open_session()
     answers = []

@@ -34,13 +34,6 @@ _SECRET = "bob's secret weights"
 
 
 @pytest.fixture()
-def alice(server: ServerProc) -> Client:
-    c = Client(server.url, server.tokens["alice"], retries=0)
-    yield c
-    c.close()
-
-
-@pytest.fixture()
 def bob_secret(server: ServerProc) -> Path:
     """A file in bob's job folder, owned by the job user as a worker of bob's would leave it."""
     uid, gid = sandbox_user()  # type: ignore[misc]

@@ -28,13 +28,6 @@ from rockroll.client.sdk import ApiClientError, Client
 from tests.api.conftest import make_settings
 
 
-@pytest.fixture()
-def alice(server: ServerProc) -> Client:
-    c = Client(server.url, server.tokens["alice"], retries=0)
-    yield c
-    c.close()
-
-
 def _refused(c: Client, kind: str, config: dict[str, Any]) -> dict[str, Any]:
     with pytest.raises(ApiClientError) as e:
         c.create_job(kind, config)
@@ -142,7 +135,8 @@ def test_a_job_runs_in_its_own_worker_process(alice: Client, server: ServerProc)
             item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in item
         )
         assert env["HOME"] == str(server.data_dir / "jobs" / owner_folder("alice"))
-        assert not any(k.startswith("ROCKROLL_") for k in env)  # no token, no settings, no database URL
+        # no token, no settings, no database URL: only the server's minimum isolation (the confinement rule)
+        assert [k for k in env if k.startswith("ROCKROLL_")] == ["ROCKROLL_MIN_ISOLATION"]
         assert os.readlink(f"/proc/{pid}/cwd") == env["HOME"]
     finally:
         alice.cancel_job(job["id"])

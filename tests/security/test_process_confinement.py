@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from rockroll.sandbox.base import SandboxSpec
-from rockroll.sandbox.confine import SANDBOX_USER, cgroup_dirs
+from rockroll.sandbox.confine import SANDBOX_USER, SERVER_UID_BASE, cgroup_dirs
 from rockroll.sandbox.errors import SandboxStartError
 from rockroll.sandbox.process import ProcessBackend
 from tests.sandbox.conftest import confinement_problem
@@ -55,9 +55,13 @@ def two(backend: ProcessBackend) -> Iterator[tuple[ProcessBackend, Any, Any]]:
 
 
 def test_the_server_and_its_commands_run_as_the_unprivileged_user(two: Any) -> None:
-    backend, a, _ = two
+    backend, a, b = two
     uid = pwd.getpwnam(SANDBOX_USER).pw_uid
-    assert a.extra["user"] == uid  # the server; its commands run as an agent uid of their own
+    # each sandbox's server runs as a uid of its own (no per-uid limit shared), no host user's
+    assert a.extra["user"] >= SERVER_UID_BASE and a.extra["user"] != b.extra["user"]
+    assert a.extra["level"] == "confined"
+    server = backend.exec(a, ["sh", "-c", "stat -c %u /run/rockroll/s.sock"])
+    assert int(server.stdout) == a.extra["user"] != uid
     r = backend.exec(a, ["id", "-u"])
     assert r.exit_code == 0 and int(r.stdout) == a.extra["agent_uid"] not in (uid, 0)
     assert a.extra["agent_uid"] >= backend.agent_uid  # the sandbox's own base, above the backend's first

@@ -10,6 +10,7 @@ them off a terminal), and stopping at the next step when the job is cancelled.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -19,7 +20,7 @@ from rockroll.envs.config_loader import load_config
 from rockroll.trainer.config import TrainConfig
 from rockroll.trainer.run.progress import TrainProgress
 
-__all__ = ["run_job", "config_for_job", "TrainJobConfig"]
+__all__ = ["run_job", "config_for_job", "describe_run", "TrainJobConfig"]
 
 
 class TrainJobConfig(TrainConfig):
@@ -47,14 +48,25 @@ def config_for_job(config: dict[str, Any]) -> TrainConfig:
     return load_config(TrainConfig, path, overrides, data=data)
 
 
+def describe_run(cfg: TrainConfig) -> str:
+    """What a run trains and on what, as its first log line says: the advantage (``algo.turn_credit`` when
+    rows are multi-turn turns, else ``algo.adv_estimator``) and loss, then the RLVR dataset and/or the envs."""
+    algo = cfg.algo
+    credit = f"{algo.turn_credit} turn credit" if cfg.rollout.plays_envs else algo.adv_estimator
+    envs = [f"{e.env_id}" + (f" x{e.ratio:g}" if len(cfg.rollout.env_mix()) > 1 else "") for e in cfg.rollout.env_mix()]
+    if cfg.rollout.mode == "rlvr":
+        data = cfg.rollout.rlvr.dataset
+        name = f"{data.generator} generator" if data.source == "generator" else f"{data.source} {Path(data.path).name}"
+        envs = [f"the {name} dataset", *(envs if cfg.rollout.envs else [])]
+    return f"{credit}/{algo.pg_variant} on {' + '.join(envs)} ({cfg.rollout.mode}), {cfg.total_steps} steps"
+
+
 def run_job(config: dict[str, Any], ctx: Any) -> dict[str, Any]:
     """Run a training job with the API's :class:`rockroll.api.jobs.worker.WorkerContext`; return the final metrics."""
     from rockroll.trainer.pipeline import run_training
 
     cfg = config_for_job(config)
-    ctx.log(
-        f"train {cfg.name}: {cfg.algo.adv_estimator}/{cfg.algo.pg_variant} on {cfg.rollout.env_id}, {cfg.total_steps} steps"
-    )
+    ctx.log(f"train {cfg.name}: {describe_run(cfg)}")
 
     progress = TrainProgress(None, cfg.total_steps, write=ctx.log)  # a line per step and evaluation in the log
 

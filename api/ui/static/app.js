@@ -106,7 +106,7 @@ function renderAlerts(alerts) {
 function render(o) {
   renderAlerts(o.alerts || []);
   document.getElementById("status").textContent =
-    `backend ${o.backend} · ${o.principal.owner}${o.principal.admin ? " (admin)" : ""} · updated ${new Date(o.time * 1000).toLocaleTimeString()}`;
+    `backend ${o.backend} · isolation ${o.isolation} · ${o.principal.owner}${o.principal.admin ? " (admin)" : ""} · updated ${new Date(o.time * 1000).toLocaleTimeString()}`;
   const sm = o.summary;
   document.getElementById("n-sandboxes").textContent = sm.sandboxes;
   document.getElementById("n-sessions").textContent = sm.sessions;
