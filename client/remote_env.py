@@ -7,7 +7,9 @@ session token (:class:`rockroll.sandbox.node.client.DataPlaneSession`; the contr
 step path), when the control plane offers a ``data_plane`` and the agent answers; otherwise, and
 with ``transport="http"``, each call is one request to the session routes; with ``transport="ws"``
 they go over the control plane's own WebSocket (``/v1/sessions/{id}/ws``). ``set_state``, ``fork``
-and ``close`` always go through the control plane. ``gymnasium.make("rockroll-remote/FrozenLake-v0", client=client)`` works after
+and ``close`` always go through the control plane. A step takes the agent's text or a turn with tool calls
+(:class:`~rockroll.envs.tools.ToolAction`); :attr:`RemoteEnv.tools` are the env's tools, as the control plane
+listed them. ``gymnasium.make("rockroll-remote/FrozenLake-v0", client=client)`` works after
 :func:`register_gymnasium` (called on import of this module).
 """
 
@@ -23,7 +25,10 @@ from rockroll.client.errors import ApiClientError, error_for
 from rockroll.client.responses import DataPlane, DataPlaneToken
 from rockroll.client.session_socket import SessionSocket
 from rockroll.client.types import ResetResult, SessionInfo, SessionOpened, StepResult
+from rockroll.envs.action_wire import tools_from_wire
 from rockroll.envs.core import TextSpace
+from rockroll.envs.errors import ActionTypeError
+from rockroll.envs.tools import Action, Tool, ToolAction, action_to_wire
 from rockroll.sandbox.node.client import DataPlaneError, DataPlaneSession
 
 __all__ = ["RemoteEnv", "SessionClient", "register_gymnasium", "GYM_REMOTE_NAMESPACE"]
@@ -58,7 +63,7 @@ class SessionClient(Protocol):
     def reset(
         self, session_id: str, seed: int | None = None, options: Mapping[str, object] | None = None
     ) -> ResetResult: ...
-    def step(self, session_id: str, action: str) -> StepResult: ...
+    def step(self, session_id: str, action: Action) -> StepResult: ...
     def actions(self, session_id: str) -> list[str]: ...
     def get_state(self, session_id: str) -> dict[str, Any]: ...
     def set_state(self, session_id: str, state: Mapping[str, object]) -> None: ...
@@ -100,6 +105,7 @@ class RemoteEnv(gym.Env[str, str]):
         else:
             info = client.get_session(session_id)
         self._system_prompt = info.get("system_prompt", "")
+        self._tools = tools_from_wire(info.get("tools"))
         self.sandbox_id: str = info["sandbox_id"]
         self.node: str = offered["node"] if offered else ""  # the node agent serving it, if any
         self.session_id: str = info["id"]
@@ -149,20 +155,26 @@ class RemoteEnv(gym.Env[str, str]):
         out = self.client.reset(self.session_id, seed=seed, options=options)
         return out["observation"], out["info"]
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Play the agent's text. Never resent: a connection that drops after sending raises, as the
-        server may have played it (the rollout layer then replays the episode on a fresh session)."""
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Play the agent's text or a turn with tool calls. Never resent: a connection that drops after sending
+        raises, as the server may have played it (the rollout layer then replays the episode on a fresh session)."""
+        if not isinstance(action, (str, ToolAction)):
+            raise ActionTypeError(action)
         out: StepResult | dict[str, Any]
         if isinstance(self._socket, DataPlaneSession):
             out = self._call_direct(self._socket.step_raw, action)
         elif self._socket is not None:
-            out = self._socket.call({"op": "step", "action": action})
+            out = self._socket.call({"op": "step", "action": action_to_wire(action)})
         else:
             out = self.client.step(self.session_id, action)
         return out["observation"], float(out["reward"]), bool(out["terminated"]), bool(out["truncated"]), out["info"]
 
     def system_prompt(self) -> str:
         return self._system_prompt
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return self._tools
 
     def action_candidates(self) -> list[str]:
         if self._socket is not None:

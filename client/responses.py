@@ -189,6 +189,7 @@ class SessionOpened(TypedDict):
     sandbox_id: str
     env: str
     system_prompt: NotRequired[Annotated[str, _d("Not in the answer to a fork.")]]
+    tools: NotRequired[Annotated[list[dict[str, Any]], _d("The env's tools, OpenAI function schemas.")]]
     data_plane: NotRequired[Annotated[DataPlane, _d("Where to step the session directly, and the token for it.")]]
 
 
@@ -201,6 +202,7 @@ class SessionInfo(TypedDict):
     steps: int
     created_at: Number
     system_prompt: str
+    tools: Annotated[list[dict[str, Any]], _d("The env's tools, OpenAI function schemas ([]: a text env).")]
 
 
 @_open

@@ -31,6 +31,7 @@ from rockroll.client.types import (
     SessionOpened,
     StepResult,
 )
+from rockroll.envs.tools import Action, action_to_wire
 
 __all__ = ["IDEMPOTENT_METHODS"]
 
@@ -261,16 +262,19 @@ class _Routes:
         """Returns ``{observation, info}``."""
         return self._call("POST", f"/v1/sessions/{session_id}/reset", json={"seed": seed, "options": options})
 
-    def step(self, session_id: str, action: str) -> StepResult:
-        """Returns ``{observation, reward, terminated, truncated, info}``."""
-        return self._call("POST", f"/v1/sessions/{session_id}/step", json={"action": action})
+    def step(self, session_id: str, action: Action) -> StepResult:
+        """Returns ``{observation, reward, terminated, truncated, info}``; ``action``: the agent's text, or a turn
+        with tool calls (a :class:`~rockroll.envs.tools.ToolAction`)."""
+        return self._call("POST", f"/v1/sessions/{session_id}/step", json={"action": action_to_wire(action)})
 
-    def step_many(self, actions: dict[str, str], resets: dict[str, int | None] | None = None) -> list[dict[str, Any]]:
+    def step_many(
+        self, actions: Mapping[str, Action], resets: dict[str, int | None] | None = None
+    ) -> list[dict[str, Any]]:
         """One step on each session of ``{session_id: action}`` in one request (results in order).
 
         Sessions in ``resets`` (``{session_id: seed}``) are reset instead, after the steps.
         """
-        steps: list[dict[str, object]] = [{"id": k, "action": v} for k, v in actions.items()]
+        steps: list[dict[str, object]] = [{"id": k, "action": action_to_wire(v)} for k, v in actions.items()]
         steps += [{"id": k, "op": "reset", "seed": seed} for k, seed in (resets or {}).items()]
         return self._call("POST", "/v1/sessions/step", post=_key("results"), json={"steps": steps})
 

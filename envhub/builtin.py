@@ -75,6 +75,14 @@ def register_builtin_envs() -> None:
         expert="rockroll.envs.webshop.oracle:expert",
     )
     register(
+        "Lookup-v0",
+        "rockroll.envs.lookup:LookupEnv",
+        max_steps=10,
+        description="Answer a 1-3 link question about a small generated database with tool calls (find, get, answer).",
+        tags=("tools", "qa"),
+        expert="rockroll.envs.lookup.expert:expert",
+    )
+    register(
         "SWE-v0",
         "rockroll.envs.swe:SWEEnv",
         max_steps=30,

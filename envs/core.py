@@ -3,7 +3,9 @@
 A :class:`TextEnv` is a ``gymnasium.Env`` whose observations and actions are strings:
 
 * ``reset(*, seed=None, options=None) -> (obs, info)``
-* ``step(action: str) -> (obs, reward, terminated, truncated, info)``
+* ``step(action) -> (obs, reward, terminated, truncated, info)``: ``action`` is the agent's text, or a
+  turn with tool calls (:class:`~rockroll.envs.tools.ToolAction`) for an env that declares
+  :attr:`TextEnv.tools` (:class:`rockroll.envs.tool_env.ToolEnv`); a text env takes a turn without calls as its text
 * ``close()``
 * ``get_state() -> dict`` / ``set_state(state)``: a JSON-serialisable snapshot (RNG included),
   so a session can be forked mid-episode and both copies continue independently.
@@ -33,12 +35,13 @@ import abc
 import math
 import re
 import string
-from typing import Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 
 from rockroll.envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
+from rockroll.envs.tools import Action, Tool, ToolAction
 
 __all__ = [
     "finite_number",
@@ -79,8 +82,13 @@ class TextEnvProtocol(Protocol):
         """Start an episode; same seed, same episode."""
         ...
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Play the agent's text: ``(obs, reward, terminated, truncated, info)``."""
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Play the agent's text or tool-calling turn: ``(obs, reward, terminated, truncated, info)``."""
+        ...
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The functions the agent may call (``()``: a text env)."""
         ...
 
     def close(self) -> None:
@@ -149,6 +157,8 @@ class TextEnv(gym.Env[str, str], abc.ABC, Generic[A]):
     instructions: str = ""
     #: how the agent must phrase an action, shown in the system prompt
     action_format: str = "Answer with your action inside <answer>...</answer>."
+    #: the functions the agent may call (none: a text env; see :class:`rockroll.envs.tool_env.ToolEnv`)
+    tools: ClassVar[tuple[Tool, ...]] = ()
 
     def __init__(self, *, format_penalty: float = DEFAULT_FORMAT_PENALTY, render_mode: str | None = None):
         if not finite_number(format_penalty):
@@ -230,7 +240,12 @@ class TextEnv(gym.Env[str, str], abc.ABC, Generic[A]):
         info.update(extra)
         return self._render(), info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if isinstance(action, ToolAction):  # a turn of text only is its text; a text env has no tool to call
+            if action.calls:
+                reason = f"{type(self).__name__} declares no tools: a turn with tool calls needs a tool env"
+                raise ActionTypeError(action, field="action.tool_calls", reason=reason)
+            action = action.text
         if not isinstance(action, str):
             raise ActionTypeError(action)
         if self._needs_reset:

@@ -38,11 +38,21 @@ class EnvConfigError(EnvError, ValueError):
 
 
 class ActionTypeError(EnvError, TypeError):
-    """``step`` was given something that is not a string."""
+    """``step`` was given something that is not an action: the agent's text, or a turn with tool calls
+    (:class:`rockroll.envs.tools.ToolAction`).
 
-    def __init__(self, action: object) -> None:
-        super().__init__(f"step() expects the agent's text as a str, got {type(action).__name__}: {action!r:.80}")
+    Attributes:
+        action_type: the type of what was given.
+        field: the part of the action that is wrong (``action``, ``action.tool_calls[0].name``, ...).
+    """
+
+    def __init__(self, action: object, *, field: str = "action", reason: str = "") -> None:
+        super().__init__(
+            reason
+            or f"step() expects the agent's text (a str) or a ToolAction, got {type(action).__name__}: {action!r:.80}"
+        )
         self.action_type = type(action).__name__
+        self.field = field
 
 
 class ResetNeeded(EnvError, RuntimeError):

@@ -1,4 +1,7 @@
-"""The one place step limits live: :class:`MaxSteps` sets ``truncated``."""
+"""The one place step limits live: :class:`MaxSteps` sets ``truncated``.
+
+It passes every action through as it is (the agent's text, or a turn with tool calls) and shows the
+wrapped env's :attr:`~rockroll.envs.core.TextEnv.tools`."""
 
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ from typing import Any, cast
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from rockroll.envs.action_wire import tools_of
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.envs.errors import ActionTypeError, EnvConfigError, ResetNeeded, StateError
+from rockroll.envs.tools import Action, Tool, ToolAction
 
 __all__ = ["MaxSteps"]
 
@@ -36,12 +41,17 @@ class MaxSteps(gym.Wrapper[str, str, str, str]):
         self._done = False
         return obs, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if not isinstance(action, str):
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The wrapped env's tools (``()``: a text env)."""
+        return tools_of(self.env)
+
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if not isinstance(action, (str, ToolAction)):
             raise ActionTypeError(action)
         if self._done:
             raise ResetNeeded("step() called before reset() or after the episode ended")
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        obs, reward, terminated, truncated, info = cast(TextEnvProtocol, self.env).step(action)
         self.elapsed_steps += 1
         if self.max_steps is not None and self.elapsed_steps >= self.max_steps and not terminated:
             truncated = True

@@ -13,7 +13,10 @@ annotating with ``TextEnvProtocol``; code that needs a session's ids or ``fork``
 ``RemoteSession`` follows the text-env contract of :mod:`rockroll.envs.core` (``reset``, ``step``, ``close``,
 ``get_state``/``set_state``, ``system_prompt``, ``action_candidates``) plus ``fork``, so rollout
 code runs the same against ``envhub.make(...)`` and ``SandboxManager.open_session(...)``. Env errors
-(``ResetNeeded``, ``EnvConfigError``...) come back as the same exception types.
+(``ResetNeeded``, ``EnvConfigError``...) come back as the same exception types. A step takes the agent's
+text or a turn with tool calls (:class:`~rockroll.envs.tools.ToolAction`, sent as
+:func:`~rockroll.envs.tools.action_to_wire` writes it); :attr:`RemoteSession.tools` are the env's tools, as
+the session's open answer listed them.
 
 A session lives in one incarnation of its sandbox. When that sandbox dies or is replaced, every
 call raises :class:`~rockroll.sandbox.errors.SandboxLost` (a typed, retryable infrastructure failure); open
@@ -28,7 +31,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from rockroll.envs.action_wire import tools_from_wire
 from rockroll.envs.core import TextEnvProtocol
+from rockroll.envs.errors import ActionTypeError
+from rockroll.envs.tools import Action, Tool, ToolAction, action_to_wire
 from rockroll.sandbox.client import SandboxClient, _to_exception
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout, SessionLost, SessionNotFound
 from rockroll.sandbox.server.wire import OpenedSession
@@ -89,6 +95,7 @@ class RemoteSession:
         self.session_id: str = info["session_id"]
         self.env_id: str = info.get("env_id", "")
         self._system_prompt: str = info.get("system_prompt", "")
+        self._tools = tools_from_wire(info.get("tools"))
         self._generation = sandbox.generation
         #: the connection to the sandbox's server (the node agent's channels find the sandbox by it)
         self.client = client
@@ -129,9 +136,15 @@ class RemoteSession:
         obs, info = self._call("env.reset", seed=seed, options=options)
         return obs, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self._call("env.step", action=action)
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if not isinstance(action, (str, ToolAction)):
+            raise ActionTypeError(action)
+        obs, reward, terminated, truncated, info = self._call("env.step", action=action_to_wire(action))
         return obs, reward, terminated, truncated, info
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return self._tools
 
     def get_state(self) -> dict[str, Any]:
         state: dict[str, Any] = self._call("env.get_state")
@@ -183,7 +196,8 @@ class RemoteSession:
 def run_batch(items: Sequence[tuple[RemoteSession, str, Mapping[str, object]]]) -> list[object]:
     """Run ``(session, "step" | "reset", args)`` items with one round trip per sandbox.
 
-    ``args`` is ``{"action": ...}`` for a step and ``{"seed": ..., "options": ...}`` for a reset.
+    ``args`` is ``{"action": ...}`` for a step (text, a :class:`~rockroll.envs.tools.ToolAction` or its wire
+    form) and ``{"seed": ..., "options": ...}`` for a reset.
     Returns, in order, each item's answer (a step's 5-tuple or a reset's pair) or the exception
     it raised (``SandboxLost`` for every item of a sandbox that died), so one failure never
     spoils the rest.
@@ -202,7 +216,7 @@ def run_batch(items: Sequence[tuple[RemoteSession, str, Mapping[str, object]]]) 
             groups.setdefault(id(session.sandbox), []).append(i)
     for indices in groups.values():
         first = items[indices[0]][0]
-        wire = [{"session_id": items[i][0].session_id, "op": items[i][1], **items[i][2]} for i in indices]
+        wire = [{"session_id": items[i][0].session_id, "op": items[i][1], **_wire_args(items[i][2])} for i in indices]
         try:
             with first._lock:  # a session closed meanwhile still carries the batch (on a fresh connection)
                 answers = first.client.call("env.batch", items=wire)
@@ -231,3 +245,9 @@ def run_batch(items: Sequence[tuple[RemoteSession, str, Mapping[str, object]]]) 
                 obs, info = answer["result"]
                 results[i] = (obs, info)
     return results
+
+
+def _wire_args(args: Mapping[str, object]) -> Mapping[str, object]:
+    """A batch item's arguments as JSON: a :class:`~rockroll.envs.tools.ToolAction` in its wire form."""
+    action = args.get("action")
+    return {**args, "action": action_to_wire(action)} if isinstance(action, ToolAction) else args

@@ -35,6 +35,7 @@ AGENTRL_LAYERS = (
     "rollout",
     "sources | rewards",
     "engines",
+    "tools",
     "models | faults",
     "errors | trajectory | _lazy",
 )

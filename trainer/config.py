@@ -60,7 +60,7 @@ class ModelConfig(ConfigModel):
         "the tiny tokenizer (when built): bpe (byte-level, tiny_vocab_size tokens) or chars (one token per character "
         "of the tiny envs' text: about 80 tokens for FrozenLake)",
     )
-    tiny_chat_template: Literal["chatml", "compact"] = f(
+    tiny_chat_template: Literal["chatml", "compact", "hermes"] = f(
         "chatml",
         "the tiny tokenizer's chat template (when built): chatml (role names: 8 tokens around a user turn) or "
         "compact (one token after each message: shorter prompts, a cheaper prefill and update)",

@@ -22,6 +22,8 @@ import numpy as np
 import rockroll.envhub as envhub
 from rockroll.agentrl.faults.latency import Latency
 from rockroll.envhub.errors import UnknownEnvError
+from rockroll.envs.action_wire import tools_of
+from rockroll.envs.tools import Action, Tool
 
 __all__ = ["FaultyEnv", "register_fault_env", "register_from_environ", "FAULT_MODES", "FAULT_ENVS_VAR"]
 
@@ -114,7 +116,7 @@ class FaultyEnv(gym.Wrapper[str, str, str, str]):
             self._fault()
         return self.env.reset(seed=seed, options=options)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.steps += 1
         self._sleep(self.step_latency)
         if self.faulty and self.steps == self.fault_at_step:
@@ -123,6 +125,10 @@ class FaultyEnv(gym.Wrapper[str, str, str, str]):
 
     def system_prompt(self) -> str:
         return self.env.system_prompt()
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return tools_of(self.env)
 
     def action_candidates(self) -> list[str]:
         return self.env.action_candidates()

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import rockroll.envhub as envhub
+from rockroll.agentrl.models.tool_templates import HERMES_TEMPLATE
 
 __all__ = [
     "TinyModelConfig",
@@ -68,7 +69,8 @@ COMPACT_TEMPLATE = (
     "{% else %}{{ message['content'] + '<|im_start|>' }}{% endif %}"
     "{% endfor %}"
 )
-TEMPLATES = {"chatml": CHAT_TEMPLATE, "compact": COMPACT_TEMPLATE}
+#: "hermes": ChatML plus tools in the Hermes / Qwen2.5 style (renders as "chatml" without tools)
+TEMPLATES = {"chatml": CHAT_TEMPLATE, "compact": COMPACT_TEMPLATE, "hermes": HERMES_TEMPLATE}
 
 DEFAULT_ENVS = ("FrozenLake-v0", "SimpleSokoban-v0")
 TOKENIZERS = ("bpe", "chars")
@@ -91,7 +93,7 @@ class TinyModelConfig:
     tie_word_embeddings: bool = True  # share input and output embeddings
     env_ids: tuple[str, ...] = DEFAULT_ENVS  # envs whose text trains the tokenizer
     answer_tokens: bool = True  # each listed action's whole answer becomes one token (fixed action sets)
-    chat_template: str = "chatml"  # "chatml" (role names, 8 tokens around a user turn) or "compact" (1 token)
+    chat_template: str = "chatml"  # "chatml" (role names, 8 tokens around a user turn), "compact" (1 token), "hermes"
     tokenizer: str = "bpe"  # "bpe" (byte-level, vocab_size) or "chars" (one token per corpus character)
 
     def __post_init__(self) -> None:
@@ -224,6 +226,7 @@ def build_tiny_model(out_dir: str | Path, config: TinyModelConfig | None = None)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     texts = corpus_texts(cfg.env_ids, episodes=cfg.episodes_per_env, seed=cfg.seed)
+    texts += [HERMES_TEMPLATE] if cfg.chat_template == "hermes" else []  # its tool text: no <|unk|> characters
     answers = answer_tokens(cfg.env_ids) if cfg.answer_tokens else None
     if cfg.tokenizer == "chars":
         tokenizer = build_char_tokenizer(texts, answers=answers)

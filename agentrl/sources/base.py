@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, TypedDict
 import rockroll.envhub as envhub
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.envs.errors import ActionTypeError
+from rockroll.envs.tools import Action, ToolAction
 
 __all__ = ["EnvCall", "EnvSource", "ResetArg", "SourceSettings", "reset_kwargs"]
 
@@ -36,8 +37,9 @@ class SourceSettings(Protocol):
 
 #: a reset call's argument: a seed, or a ``(seed, options)`` pair
 ResetArg = int | None | tuple[int | None, dict[str, Any] | None]
-#: one env call of a batch: ``(env, "step", action)``, ``(env, "reset", seed)`` or ``(env, "reset", (seed, options))``
-EnvCall = tuple[TextEnvProtocol, Literal["step", "reset"], str | ResetArg]
+#: one env call of a batch: ``(env, "step", action)``, ``(env, "reset", seed)`` or ``(env, "reset", (seed, options))``;
+#: an action is the agent's text or a turn with tool calls (:class:`~rockroll.envs.tools.ToolAction`)
+EnvCall = tuple[TextEnvProtocol, Literal["step", "reset"], Action | ResetArg]
 
 
 class ResetKwargs(TypedDict):
@@ -45,19 +47,19 @@ class ResetKwargs(TypedDict):
     options: dict[str, Any] | None
 
 
-def reset_kwargs(arg: ResetArg | str) -> ResetKwargs:
+def reset_kwargs(arg: ResetArg | Action) -> ResetKwargs:
     """A reset call's argument (a seed, or a ``(seed, options)`` pair) as ``reset``'s keyword arguments."""
     if isinstance(arg, tuple):
         seed, options = arg
         return {"seed": seed, "options": options}
-    if isinstance(arg, str):
+    if isinstance(arg, (str, ToolAction)):
         raise TypeError(f"a reset's argument is a seed or a (seed, options) pair, got {arg!r}")
     return {"seed": arg, "options": None}
 
 
-def _call_one(env: TextEnvProtocol, op: str, arg: str | ResetArg) -> object:
+def _call_one(env: TextEnvProtocol, op: str, arg: Action | ResetArg) -> object:
     if op == "step":
-        if not isinstance(arg, str):
+        if not isinstance(arg, (str, ToolAction)):
             raise ActionTypeError(arg)
         return env.step(arg)
     if op == "reset":

@@ -43,6 +43,7 @@ from websockets.sync.client import ClientConnection, connect
 from rockroll.agentrl.sources.kinds import EnvSource
 from rockroll.envhub.errors import UnknownEnvError
 from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.tools import Action, Tool
 from rockroll.sandbox.errors import StatusError
 
 __all__ = ["OpenEnvSource", "OpenEnvEnv", "OpenEnvServer", "OpenEnvError", "open_openenv_source", "ENV_KWARGS"]
@@ -158,8 +159,19 @@ class OpenEnvEnv:
         text, _reward, _terminated, _truncated, info = self._outcome(self._call({"type": "reset", "data": data}))
         return text, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        return self._outcome(self._call({"type": "step", "data": {self.server.action_field: action}}))
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if isinstance(action, str):
+            data: dict[str, Any] = {self.server.action_field: action}
+        else:  # a turn with tool calls: its text, and the calls beside it (as rockroll's own face takes them)
+            data = {self.server.action_field: action.text}
+            if action.calls:
+                data["tool_calls"] = [c.to_dict() for c in action.calls]
+        return self._outcome(self._call({"type": "step", "data": data}))
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """None: OpenEnv's session protocol lists no tools."""
+        return ()
 
     def get_state(self) -> dict[str, Any]:
         return self._call({"type": "state"})

@@ -30,6 +30,7 @@ from rockroll.api.server.schemas import PolicyEvalConfig, is_model_eval
 from rockroll.envs.config import parse_config
 from rockroll.envs.core import TextEnvProtocol
 from rockroll.envs.play import play_episode
+from rockroll.envs.tools import Action
 from rockroll.sandbox.session import EnvSession
 from rockroll.trainer.run.jobs import run_job
 
@@ -74,7 +75,7 @@ class _Replica:
         self._sync()
         return obs, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
         out = self.session.step(action)
         self._sync()
         return out

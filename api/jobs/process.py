@@ -45,6 +45,7 @@ from rockroll.api.jobs.protocol import (
 from rockroll.api.jobs.sandboxes import OPS as SANDBOX_OPS
 from rockroll.api.jobs.sandboxes import JobSandboxes
 from rockroll.client.job_state import JobState
+from rockroll.envs.action_wire import read_action, tools_to_wire
 from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
 from rockroll.sandbox.session import EnvSession
@@ -221,8 +222,11 @@ class JobProcess:
                 self._sessions.pop(str(sid), None)
             session.close()
             return None
+        played: dict[str, object] = dict(call_args)
+        if method == "step" and "action" in played:  # the agent's text or a turn with tool calls, as JSON
+            played["action"] = read_action(played["action"])
         play: Callable[..., object] = getattr(session, str(method))
-        return play(**call_args)
+        return play(**played)
 
     def _keep(self, session: EnvSession) -> ProxiedSession:
         sid = f"s{next(self._sids)}"
@@ -234,6 +238,7 @@ class JobProcess:
             "session_id": session.session_id,
             "env_id": session.env_id,
             "system_prompt": session.system_prompt(),
+            "tools": tools_to_wire(session.tools),
         }
 
     def _send(self, msg: dict[str, object]) -> None:

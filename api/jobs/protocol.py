@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from rockroll.api.server.errors import ApiError, RockrollError
 from rockroll.envs import errors as env_errors
@@ -61,6 +61,7 @@ class ProxiedSession(TypedDict):
     session_id: str
     env_id: str
     system_prompt: str
+    tools: list[dict[str, Any]]  # the env's tools, OpenAI function schemas
 
 
 def encode(msg: dict[str, object]) -> bytes:

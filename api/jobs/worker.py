@@ -28,7 +28,9 @@ from rockroll.agentrl.sources.kinds import CallableSource, EnvSource
 from rockroll.api.jobs.kinds import KINDS
 from rockroll.api.jobs.protocol import MAX_LINE, Cancelled, encode, error_from_dict
 from rockroll.api.jobs.worker_sandboxes import RemoteSandboxes
+from rockroll.envs.action_wire import tools_from_wire
 from rockroll.envs.json_types import JSONObject, JSONValue
+from rockroll.envs.tools import Action, Tool, action_to_wire
 from rockroll.sandbox.provider import set_default_provider
 
 __all__ = ["WorkerContext", "SessionProxy", "Channel", "main"]
@@ -94,6 +96,7 @@ class SessionProxy:
         self.env_id = str(info.get("env_id", ""))
         self.spec_id = self.env_id
         self._system_prompt = str(info.get("system_prompt", ""))
+        self._tools = tools_from_wire(info.get("tools"))
         self.closed = False
 
     def __repr__(self) -> str:
@@ -106,8 +109,8 @@ class SessionProxy:
         obs, info = self._call("reset", seed=seed, options=options)
         return obs, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self._call("step", action=action)
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self._call("step", action=action_to_wire(action))
         return obs, reward, terminated, truncated, info
 
     def get_state(self) -> dict[str, Any]:
@@ -118,6 +121,10 @@ class SessionProxy:
 
     def system_prompt(self) -> str:
         return self._system_prompt
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return self._tools
 
     def action_candidates(self) -> list[str]:
         return self._call("action_candidates")

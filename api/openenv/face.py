@@ -172,7 +172,7 @@ def create_face(state_of: Callable[[], AppState]) -> FastAPI:
 
         def play(live: Any) -> tuple[Any, ...]:
             c.state.sessions.reset(live, body.seed, None)
-            return tuple(c.state.sessions.step(live, action.message))
+            return tuple(c.state.sessions.step(live, action.to_action()))
 
         return observation_data(*_fresh(c, play))
 

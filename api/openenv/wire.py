@@ -11,8 +11,11 @@ session, ``{"type": T, "data": {...}}``:
   validation errors of a ``VALIDATION_ERROR``).
 
 A rockroll env's action is the agent's text, ``{"message": "<answer>Up</answer>"}`` (:class:`TextAction`,
-like OpenEnv's echo and TextArena envs); its observation is :class:`TextObservation`: the observation text,
-``truncated`` (OpenEnv has only ``done``, which is ``terminated or truncated``) and the step's ``info``.
+like OpenEnv's echo and TextArena envs), and for a tool env the turn's tool calls beside it,
+``{"message": "...", "tool_calls": [{"id", "name", "arguments"}]}`` (:meth:`TextAction.to_action`; the
+results come back in the observation's ``info["tool_results"]``); its observation is
+:class:`TextObservation`: the observation text, ``truncated`` (OpenEnv has only ``done``, which is
+``terminated or truncated``) and the step's ``info``.
 rockroll does not import ``openenv-core`` (it pins other versions of gradio and pillow): these models mirror
 its shapes, and the tests check them against the real package (tests/api/test_openenv.py).
 """
@@ -24,6 +27,10 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rockroll.api.server.action_body import ToolCallBody
+from rockroll.envs.action_wire import MAX_WIRE_CALLS
+from rockroll.envs.tools import Action, ToolAction
 
 __all__ = [
     "WSErrorCode",
@@ -59,12 +66,22 @@ class WSErrorCode(StrEnum):
 
 
 class TextAction(BaseModel):
-    """One step: the agent's whole text (the env reads the ``<answer>...</answer>`` in it)."""
+    """One step: the agent's whole text (the env reads the ``<answer>...</answer>`` in it), and the turn's tool
+    calls for a tool env."""
 
     model_config = ConfigDict(extra="forbid", title="TextAction")
 
     message: str = Field(..., max_length=ACTION_MAX_CHARS, description="The agent's text, e.g. <answer>Up</answer>")
+    tool_calls: list[ToolCallBody] = Field(
+        default_factory=list, max_length=MAX_WIRE_CALLS, description="The turn's tool calls (a tool env's action)"
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Additional metadata for the action")
+
+    def to_action(self) -> Action:
+        """The rockroll action: the text alone, or a turn with its tool calls."""
+        if not self.tool_calls:
+            return self.message
+        return ToolAction(self.message, tuple(c.to_call() for c in self.tool_calls))
 
 
 class TextObservation(BaseModel):

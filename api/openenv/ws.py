@@ -6,7 +6,8 @@ of the upgrade. Once accepted, a session is opened (at capacity: a ``CAPACITY_RE
 closes, as OpenEnv does) and closed when the socket closes. Frames are answered in order
 (:mod:`rockroll.api.openenv.wire`):
 
-* ``reset`` (``data``: ``seed``, ``episode_id``, ``options``) and ``step`` (``data``: ``{"message": TEXT}``):
+* ``reset`` (``data``: ``seed``, ``episode_id``, ``options``) and ``step`` (``data``: ``{"message": TEXT}``, with
+  ``"tool_calls"`` for a tool env):
   an ``observation`` frame; ``state``: a ``state`` frame; ``close``: the session closes; ``mcp``: a JSON-RPC error.
 * A malformed frame (not text, not JSON, not an object, an unknown ``type``, a bad ``data``, over
   ``MAX_FRAME_CHARS``) is answered with OpenEnv's error frame (``INVALID_JSON``, ``VALIDATION_ERROR``,
@@ -175,7 +176,7 @@ async def _answer(state: AppState, live: LiveSession, env_id: str, episode: _Epi
         return observation_frame(obs, None, False, False, info)
     if frame.type == "step":
         action = TextAction.model_validate(frame.data if frame.data is not None else {})
-        obs, reward, terminated, truncated, info = await run_in_threadpool(sessions.step, live, action.message)
+        obs, reward, terminated, truncated, info = await run_in_threadpool(sessions.step, live, action.to_action())
         episode.step_count += 1
         return observation_frame(obs, reward, terminated, truncated, info)
     if frame.type == "state":

@@ -6,7 +6,9 @@ route); the session must belong to the caller. The token is checked again every
 (code 4401, reason ``token_revoked``) within a second. Each text message is one call, answered in
 order with the same JSON as the HTTP routes:
 
-* ``{"op": "step", "action": "..."}`` -> ``{"observation", "reward", "terminated", "truncated", "info"}``
+* ``{"op": "step", "action": "..."}`` -> ``{"observation", "reward", "terminated", "truncated", "info"}``; the
+  action is the agent's text or a turn with tool calls ``{"text", "tool_calls": [{"id", "name", "arguments"}]}``
+  (a malformed one: ``422 validation_error`` with the wrong ``field`` in ``details``)
 * ``{"op": "reset", "seed": 1, "options": {}}`` -> ``{"observation", "info"}``
 * ``{"op": "state"}`` -> ``{"state": {...}}``; ``{"op": "actions"}`` -> ``{"actions": [...]}``
 
@@ -32,7 +34,10 @@ from rockroll.api.server.deps import TOKEN_CACHE_S, principal_for
 from rockroll.api.server.errors import ApiError, error_body, to_api_error
 from rockroll.api.server.state import AppState
 from rockroll.api.sessions.live import LiveSession
+from rockroll.envs.action_wire import read_action
+from rockroll.envs.errors import ActionTypeError
 from rockroll.envs.json_types import JSONObject
+from rockroll.envs.tools import Action
 from rockroll.sandbox.errors import SandboxLost
 from rockroll.sandbox.node.agent import AgentSession, NodeAgent
 from rockroll.sandbox.node.wire import WireError
@@ -49,9 +54,7 @@ def _call(state: AppState, live: LiveSession, msg: Any) -> dict[str, Any]:
         raise ApiError(422, "validation_error", "a message must be a JSON object with an 'op'")
     op = msg.get("op")
     if op == "step":
-        action = msg.get("action")
-        if not isinstance(action, str) or len(action) > 100_000:
-            raise ApiError(422, "validation_error", "'action' must be a string of at most 100000 characters")
+        action = _action(msg.get("action"))
         obs, reward, terminated, truncated, info = state.sessions.step(live, action)
         return {"observation": obs, "reward": reward, "terminated": terminated, "truncated": truncated, "info": info}
     if op == "reset":
@@ -67,6 +70,14 @@ def _call(state: AppState, live: LiveSession, msg: Any) -> dict[str, Any]:
     if op == "actions":
         return {"actions": state.sessions.action_candidates(live)}
     raise ApiError(422, "validation_error", "'op' must be one of step, reset, state, actions")
+
+
+def _action(value: object) -> Action:
+    """A step's action, read (a 422 naming the wrong field for a malformed one)."""
+    try:
+        return read_action(value)
+    except ActionTypeError as e:
+        raise ApiError(422, "validation_error", str(e), {"field": e.field}) from e
 
 
 _ON_LOOP = ("step", "reset")
@@ -85,7 +96,7 @@ async def _on_loop(
     try:
         answer = await agent.acall(entry, call)
     except WireError as e:  # a malformed action, seed or options
-        raise ApiError(e.status, e.code, str(e)) from e
+        raise ApiError(e.status, e.code, str(e), dict(e.details)) from e
     except SandboxLost as e:
         raise ApiError(410, "sandbox_lost", str(e), {"sandbox_id": live.sandbox_id, "session_id": live.id}) from e
     if op == "step":

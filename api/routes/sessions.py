@@ -1,4 +1,8 @@
-"""Session routes: open (placed on a pooled sandbox), reset, step, batch step, fork, state, close."""
+"""Session routes: open (placed on a pooled sandbox), reset, step, batch step, fork, state, close.
+
+A step's ``action`` is the agent's text or a turn with tool calls ``{text, tool_calls}``
+(:mod:`rockroll.api.server.action_body`); an open's answer and a session's view list the env's ``tools``.
+"""
 
 from __future__ import annotations
 
@@ -75,6 +79,7 @@ def create_session(
         "sandbox_id": live.sandbox_id,
         "env": live.env_id,
         "system_prompt": live.remote.system_prompt(),
+        "tools": live.tools(),
     } | _data_plane(state, live, request, who)
 
 
@@ -118,6 +123,8 @@ def reset_session(session_id: str, body: ResetRequest, state: StateDep, who: Who
 
 @router.post("/{session_id}/step", response_model=StepResult)
 def step_session(session_id: str, body: StepRequest, state: StateDep, who: Who) -> dict[str, Any]:
+    """Play the agent's text or a turn with tool calls: ``{"observation", "reward", "terminated", "truncated",
+    "info"}`` (a tool env's ``info`` carries ``tool_results``)."""
     live = state.sessions.get(session_id, who)
     return _step_view(state.sessions.step(live, body.action))
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, SkipValidation, Tag, create_model, field_validator
 
 from rockroll.agentrl.eval.config import EvalConfig
+from rockroll.api.server.action_body import WireAction
 from rockroll.envs.config import ConfigModel, OneOf
 from rockroll.envs.play import POLICIES
 from rockroll.sandbox.base import SandboxSpec
@@ -138,7 +139,7 @@ class ResetRequest(_Body):
 class StepRequest(_Body):
     """Arguments of ``step``."""
 
-    action: str = Field(..., max_length=100_000, description="The agent's text.")
+    action: WireAction = Field(..., description="The agent's text, or a turn with tool calls {text, tool_calls}.")
 
 
 class StateBody(_Body):
@@ -152,7 +153,7 @@ class BatchStepItem(_Body):
 
     id: str = Field(..., max_length=64)
     op: Literal["step", "reset"] = "step"
-    action: str = Field(default="", max_length=100_000)
+    action: WireAction = Field(default="", description="A step's action (as in a single step).")
     seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
 
 

@@ -337,6 +337,7 @@ class Settings(AlertSettings):
         description="Host header names (any port) a dev-mode server answers; others get 400, so that a web page "
         "whose name is rebound to 127.0.0.1 cannot use the token-less API.",
     )
+
     def job_root(self) -> Path:
         """Where owners' job directories live (``job_dir``, else beside the SQLite database, else ~/.rockroll)."""
         if self.job_dir:

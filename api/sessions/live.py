@@ -51,6 +51,7 @@ from rockroll.api.sessions.records import (
     rows_of,
 )
 from rockroll.envs.json_types import JSONObject
+from rockroll.envs.tools import Action
 from rockroll.sandbox.lease import tag_live
 from rockroll.sandbox.node.agent import NodeAgent
 from rockroll.sandbox.node.remote import NodeSession
@@ -152,8 +153,8 @@ class SessionRegistry(SessionReaping):
         info: OpenedSession = {"session_id": rec.id, "sandbox_id": rec.sandbox_id, "env_id": rec.env_id,
                 "system_prompt": rec.system_prompt}  # fmt: skip
         live = LiveSession(id=rec.id, owner=rec.owner, env_id=rec.env_id, kwargs=rec.kwargs,
-                           remote=NodeSession(entry.admin, info), created_at=rec.created_at, steps=rec.steps,
-                           node=rec.node_id)  # fmt: skip
+                           remote=NodeSession(entry.admin, info, ask_tools=True), created_at=rec.created_at,
+                           steps=rec.steps, node=rec.node_id)  # fmt: skip
         with self._lock:
             return self._live.setdefault(rec.id, live)
 
@@ -313,8 +314,8 @@ class SessionRegistry(SessionReaping):
         with self._guard(live):
             return live.remote.reset(seed=seed, options=options)
 
-    def step(self, live: LiveSession, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Step the env of ``live`` (counted and timed for /metrics)."""
+    def step(self, live: LiveSession, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Step the env of ``live`` with the agent's text or a turn with tool calls (counted and timed for /metrics)."""
         live.last_used = time.monotonic()
         t0 = time.perf_counter()
         with self._guard(live):

@@ -18,7 +18,7 @@ from rockroll.api.server.auth import Principal
 from rockroll.api.server.errors import ApiError, to_api_error
 from rockroll.api.server.metrics import Metrics
 from rockroll.api.sessions.records import LiveSession
-from rockroll.envs.json_types import JSONValue
+from rockroll.envs.tools import Action, ToolAction
 from rockroll.sandbox.errors import SandboxLost
 from rockroll.sandbox.node.remote import NodeSession
 from rockroll.sandbox.node.wire import reset_answer, step_answer
@@ -40,8 +40,8 @@ class Registry(Protocol):
     def get(self, session_id: str, who: Principal, *, lost_ok: bool = False) -> LiveSession: ...
 
 
-#: a batch item: (session id, op: step | reset, action, seed)
-Item = tuple[str, Literal["step", "reset"], str, int | None]
+#: a batch item: (session id, op: step | reset, action (the agent's text or a turn with tool calls), seed)
+Item = tuple[str, Literal["step", "reset"], Action, int | None]
 #: a batch item's answer: the step's or reset's fields, or ``{"error": {...}, "status": N}``
 Result = dict[str, object]
 
@@ -72,7 +72,7 @@ def run_items(reg: Registry, who: Principal, items: list[Item]) -> list[Result]:
         for i, live in zip(indices, lives, strict=False):
             if live is None:  # closed since the lookup above
                 results[i] = _error_item(ApiError(404, "not_found", f"no session {items[i][0]}", {}))
-        wire: list[tuple[EnvSession, str, dict[str, JSONValue]]] = [
+        wire: list[tuple[EnvSession, str, dict[str, object]]] = [
             (live.remote, items[i][1], {"action": items[i][2]} if items[i][1] == "step" else {"seed": items[i][3]})
             for i, live in todo
         ]
@@ -103,7 +103,7 @@ def run_items(reg: Registry, who: Principal, items: list[Item]) -> list[Result]:
 
 
 def _numbered_batch(
-    todo: list[tuple[int, LiveSession]], items: list[Item], wire: list[tuple[EnvSession, str, dict[str, JSONValue]]]
+    todo: list[tuple[int, LiveSession]], items: list[Item], wire: list[tuple[EnvSession, str, dict[str, object]]]
 ) -> list[object]:
     """``run_batch(wire)`` holding the step logs of the embedded agent's sessions, their steps recorded.
 
@@ -130,11 +130,11 @@ def _numbered_batch(
             log.lock.release()
 
 
-def _one(remote: EnvSession, op: str, args: dict[str, JSONValue]) -> object:
+def _one(remote: EnvSession, op: str, args: dict[str, object]) -> object:
     try:
         if op == "step":
             action = args["action"]
-            return remote.step(action if isinstance(action, str) else str(action))
+            return remote.step(action if isinstance(action, (str, ToolAction)) else str(action))
         seed = args.get("seed")
         return remote.reset(seed=seed if isinstance(seed, int) else None)
     except Exception as e:  # noqa: BLE001 - an answer, like run_batch's

@@ -21,6 +21,8 @@ from sqlalchemy import func, select
 
 from rockroll.api.db import Database, SessionRecord
 from rockroll.client.responses import SessionInfo
+from rockroll.envs.action_wire import tools_to_wire
+from rockroll.envs.errors import RockrollError
 from rockroll.sandbox.node.agent import AgentSession
 from rockroll.sandbox.session import EnvSession
 
@@ -67,7 +69,15 @@ class LiveSession:
             "steps": self.steps,
             "created_at": self.created_at,
             "system_prompt": self.remote.system_prompt(),
+            "tools": self.tools(),
         }
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The env's tools as OpenAI function schemas ([] where its host cannot say now: a lost node agent)."""
+        try:
+            return tools_to_wire(self.remote.tools)
+        except RockrollError:
+            return []
 
 
 def record_intent(

@@ -25,8 +25,11 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import cast
 
+from rockroll.envs.action_wire import read_action, tools_to_wire
 from rockroll.envs.json_types import JSONObject, JSONValue
+from rockroll.envs.tools import ToolAction
 from rockroll.sandbox.node.agent_batch import (
     CALL_TIMEOUT_S,
     MAX_ACTION_CHARS,
@@ -153,16 +156,17 @@ class NodeAgent(BatchCalls):
         return entry, claims
 
     # ------------------------------------------------------------ calls
-    def step(self, entry: AgentSession, action: JSONValue, seq: JSONValue = None) -> JSONObject:
-        """Step ``entry`` as number ``seq`` (next when None); a replayed number answers the recorded step."""
-        if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
-            raise WireError(
-                422, "validation_error", f"'action' must be a string of at most {MAX_ACTION_CHARS} characters"
-            )
+    def step(self, entry: AgentSession, action: JSONValue | ToolAction, seq: JSONValue = None) -> JSONObject:
+        """Step ``entry`` as number ``seq`` (next when None); a replayed number answers the recorded step.
+
+        ``action``: the agent's text, or a turn with tool calls (a :class:`~rockroll.envs.tools.ToolAction` or
+        its wire form ``{text, tool_calls}``).
+        """
+        played = read_action(_check_action(action))
         entry.last_used = time.monotonic()
 
         def play() -> JSONObject:
-            answer = step_answer(entry.remote.step(action), entry.log.last + 1)
+            answer = step_answer(entry.remote.step(played), entry.log.last + 1)
             entry.steps += 1
             return answer
 
@@ -188,9 +192,11 @@ class NodeAgent(BatchCalls):
             return {"state": entry.remote.get_state()}
         if op == "actions":
             return {"actions": list(entry.remote.action_candidates())}
+        if op == "tools":
+            return {"tools": cast(JSONValue, tools_to_wire(entry.remote.tools))}
         if op == "seq":
             return {"last_seq": entry.log.last}
-        raise WireError(422, "validation_error", "'op' must be one of step, reset, state, actions, seq")
+        raise WireError(422, "validation_error", "'op' must be one of step, reset, state, actions, tools, seq")
 
     # ------------------------------------------------- the event loop's path
     async def acall(self, entry: AgentSession, msg: JSONValue) -> JSONObject:

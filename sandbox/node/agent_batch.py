@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from rockroll.envs.action_wire import MAX_ACTION_CHARS, read_action, wire_action
+from rockroll.envs.errors import ActionTypeError
 from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox.errors import SandboxLost, SandboxTimeout
 from rockroll.sandbox.node.channel import CallTimeout, ChannelClosed, answer_of
@@ -42,7 +44,6 @@ class AgentSession:
 
 __all__ = ["AgentSession", "BatchCalls", "MAX_ACTION_CHARS", "CALL_TIMEOUT_S"]
 
-MAX_ACTION_CHARS = 100_000
 CALL_TIMEOUT_S = 60.0
 """How long a step, a reset or a whole batch waits for its sandbox on the event loop's path."""
 
@@ -109,7 +110,7 @@ class BatchCalls:
                 if n is None:
                     continue
                 remote.check()
-                args = {"session_id": remote.session_id, "action": item["action"]}
+                args = {"session_id": remote.session_id, "action": _check_action(item.get("action"))}
                 calls.append((i, entry, n, channel.submit("env.step", args, CALL_TIMEOUT_S)))
             except Exception as e:  # noqa: BLE001 - one bad item spoils no other
                 if n:
@@ -215,7 +216,7 @@ class BatchCalls:
                 n = _step_number(entry, item, results, i)
                 if n is None:
                     continue
-                wire.append((entry.remote, "step", {"action": item["action"]}))
+                wire.append((entry.remote, "step", {"action": _check_action(item.get("action"))}))
                 slots.append((i, entry, n))
             except Exception as e:  # noqa: BLE001 - one bad item spoils no other
                 results[i] = error_answer(e)
@@ -241,9 +242,7 @@ class BatchCalls:
 def _step_number(entry: AgentSession, item: JSONObject, results: _Results, i: int) -> int | None:
     """The step number of batch item ``i`` (its action checked); None when that number was applied before
     (``results[i]`` is then its recorded answer)."""
-    action = item.get("action")
-    if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
-        raise WireError(422, "validation_error", "'action' must be a string")
+    _check_action(item.get("action"))
     n, recorded = entry.log.check(item.get("seq"))
     if recorded is None:
         return n
@@ -258,11 +257,13 @@ def _interrupted(entry: AgentSession) -> SandboxTimeout:
     )
 
 
-def _check_action(action: object) -> str:
-    """``action`` when it is a step's action (WireError otherwise)."""
-    if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
-        raise WireError(422, "validation_error", f"'action' must be a string of at most {MAX_ACTION_CHARS} characters")
-    return action
+def _check_action(action: object) -> str | JSONObject:
+    """``action`` in its wire form when it is a step's action: the agent's text or ``{text, tool_calls}``
+    (:func:`rockroll.envs.action_wire.read_action`; a 422 ``WireError`` naming the wrong field otherwise)."""
+    try:
+        return wire_action(action, max_chars=MAX_ACTION_CHARS)
+    except ActionTypeError as e:
+        raise WireError(422, "validation_error", str(e), {"field": e.field}) from e
 
 
 def _check_reset(seed: object, options: object) -> tuple[int | None, dict[str, JSONValue] | None]:
@@ -280,7 +281,7 @@ def _one(remote: object, op: str, args: JSONObject) -> object:
         if not isinstance(remote, EnvSession):
             raise TypeError(f"not a session: {type(remote).__name__}")
         if op == "step":
-            return remote.step(_check_action(args.get("action")))
+            return remote.step(read_action(_check_action(args.get("action"))))
         return remote.reset(seed=_check_reset(args.get("seed"), None)[0])
     except Exception as e:  # noqa: BLE001 - an answer like run_batch's
         return e

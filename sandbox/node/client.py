@@ -29,6 +29,7 @@ import httpx
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from rockroll.envs.tools import Action, ToolAction, action_to_wire
 from rockroll.sandbox.errors import SandboxError
 
 __all__ = ["DataPlaneError", "DataPlaneSession", "BatchStepper", "ws_url"]
@@ -137,15 +138,15 @@ class DataPlaneSession:
                 _raise_for(answer)
         return answer
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
         out = self.step_raw(action)
         return out["observation"], float(out["reward"]), bool(out["terminated"]), bool(out["truncated"]), out["info"]
 
-    def step_raw(self, action: str, seq: int | None = None) -> dict[str, Any]:
+    def step_raw(self, action: Action, seq: int | None = None) -> dict[str, Any]:
         """A step with sequence number ``seq`` (the next one by default): the agent's answer as it is."""
         n = self.next_seq if seq is None else seq
         try:
-            out = self.call({"op": "step", "seq": n, "action": action})
+            out = self.call({"op": "step", "seq": n, "action": action_to_wire(action)})
         except DataPlaneError as e:
             if e.code != "bad_sequence" and seq is None:
                 self.next_seq = n + 1  # a step that failed in the env still took its number
@@ -203,8 +204,12 @@ class BatchStepper:
         self._http = httpx.Client(base_url=endpoint.rstrip("/"), timeout=timeout_s)
 
     def step(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``items``: ``{"token", "seq", "action"}`` (or ``{"token", "op": "reset", "seed"}``); answers in order."""
-        body = json.dumps({"steps": items}, separators=(",", ":")).encode()
+        """``items``: ``{"token", "seq", "action"}`` (or ``{"token", "op": "reset", "seed"}``); answers in order.
+
+        An ``action`` is the agent's text or a turn with tool calls (a ``ToolAction`` or its wire form).
+        """
+        wire = [_wire_item(item) for item in items]
+        body = json.dumps({"steps": wire}, separators=(",", ":")).encode()
         refused: dict[str, dict[str, Any]] = {}  # header token -> the agent's refusal of it
         for token in _header_tokens(items) or [""]:
             headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
@@ -222,3 +227,9 @@ class BatchStepper:
 
     def close(self) -> None:
         self._http.close()
+
+
+def _wire_item(item: dict[str, Any]) -> dict[str, Any]:
+    """A batch item as JSON: its ``ToolAction`` in the wire form."""
+    action = item.get("action")
+    return {**item, "action": action_to_wire(action)} if isinstance(action, ToolAction) else item

@@ -5,8 +5,10 @@ Routes (a Starlette app, served by uvicorn; the same routes in the embedded agen
 * ``WS /v1/node/sessions/{id}/ws`` with ``Authorization: Bearer <session token>``: one socket per
   session. Each text message is one call, answered in order:
   ``{"op": "step", "seq": n, "action": "..."}`` -> ``{"seq", "observation", "reward", "terminated",
-  "truncated", "info"}`` (``"replayed": true`` for a recorded step); ``{"op": "reset", "seed",
-  "options"}``, ``{"op": "state"}``, ``{"op": "actions"}`` as on the control plane's socket;
+  "truncated", "info"}`` (``"replayed": true`` for a recorded step; the action is the agent's text or a
+  turn with tool calls, ``{"text", "tool_calls": [{"id", "name", "arguments"}]}``, a malformed one a 422
+  naming its ``field``); ``{"op": "reset", "seed", "options"}``, ``{"op": "state"}``, ``{"op": "actions"}``
+  as on the control plane's socket; ``{"op": "tools"}`` -> ``{"tools": [...]}`` (OpenAI function schemas);
   ``{"op": "seq"}`` -> ``{"last_seq": n}``, the number of the session's last step (a client that
   attaches to a session stepped before starts from there). Errors
   are answered ``{"error": {...}, "status": N}`` and the socket stays open, but a lost sandbox

@@ -7,9 +7,10 @@ as on the control plane (pool ``sessions-<hash of owner>``). The admin routes, f
 bearer token), are:
 
 * ``POST /v1/node/admin/sessions`` ``{"session_id", "env", "kwargs", "owner"}`` -> the session's
-  ``{"session_id", "sandbox_id", "env_id", "system_prompt"}``;
+  ``{"session_id", "sandbox_id", "env_id", "system_prompt", "tools"}`` (``tools``: the env's, as OpenAI
+  function schemas);
 * ``POST /v1/node/admin/sessions/{id}/call`` ``{"op": step | reset | state | set_state | actions
-  | fork | idle, ...}`` -> the call's answer (a proxied step takes the next sequence number;
+  | tools | fork | idle, ...}`` -> the call's answer (a proxied step takes the next sequence number;
   ``idle`` answers ``{"idle_s"}``, the seconds since the session was last used, for the control
   plane's idle reaper);
 * ``DELETE /v1/node/admin/sessions/{id}``: an id not open (yet) is remembered, so an open of it under
@@ -41,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from rockroll.envs.action_wire import tools_to_wire
 from rockroll.envs.json_types import JSONValue
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.manager import SandboxManager
@@ -101,7 +103,7 @@ class NodeHost:
     def _attach(self, session_id: str, owner: str, remote: RemoteSession) -> OpenedSession:
         self.agent.attach(session_id, owner, remote)
         return {"session_id": session_id, "sandbox_id": remote.sandbox_id, "env_id": remote.env_id,
-                "system_prompt": remote.system_prompt()}  # fmt: skip
+                "system_prompt": remote.system_prompt(), "tools": tools_to_wire(remote.tools)}  # fmt: skip
 
     def call(self, session_id: str, msg: JSONValue) -> Mapping[str, object]:
         entry = self.agent.get(session_id)

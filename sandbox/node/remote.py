@@ -26,7 +26,9 @@ from typing import Any
 import httpx
 
 from rockroll.envhub.errors import UnknownEnvError
-from rockroll.envs.errors import EnvError, ResetNeeded
+from rockroll.envs.action_wire import tools_from_wire
+from rockroll.envs.errors import ActionTypeError, EnvError, ResetNeeded
+from rockroll.envs.tools import Action, Tool, action_to_wire
 from rockroll.sandbox import errors as sb
 from rockroll.sandbox.server.wire import OpenedSession
 
@@ -110,6 +112,8 @@ def _to_exception(err: Mapping[str, Any], status: int) -> Exception:
         )
     if code == "sandbox_timeout":
         return sb.SandboxTimeout(message)
+    if code in ("validation_error", "invalid_env_input") and "field" in details:  # a malformed action
+        return ActionTypeError(None, field=str(details["field"]), reason=message)
     if status in (400, 409, 422):
         return EnvError(message)
     return sb.SandboxError(message)
@@ -118,12 +122,14 @@ def _to_exception(err: Mapping[str, Any], status: int) -> Exception:
 class NodeSession:
     """One session on a standalone agent (see the module docstring)."""
 
-    def __init__(self, admin: NodeAdmin, info: OpenedSession) -> None:
+    def __init__(self, admin: NodeAdmin, info: OpenedSession, *, ask_tools: bool = False) -> None:
+        """``ask_tools``: the tools are not in ``info`` (a session adopted from its row): ask the agent on first use."""
         self.admin = admin
         self.session_id: str = info["session_id"]  # the control plane's id is the agent's too
         self.sandbox_id: str = info.get("sandbox_id", "")
         self.env_id: str = info.get("env_id", "")
         self._system_prompt: str = info.get("system_prompt", "")
+        self._tools = None if ask_tools else tools_from_wire(info.get("tools"))
         self.closed = False
 
     @property
@@ -140,8 +146,8 @@ class NodeSession:
         out = self._call("reset", seed=seed, options=options)
         return out["observation"], out["info"]
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        out = self._call("step", action=action)
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        out = self._call("step", action=action_to_wire(action))
         return out["observation"], out["reward"], out["terminated"], out["truncated"], out["info"]
 
     def get_state(self) -> dict[str, Any]:
@@ -159,6 +165,15 @@ class NodeSession:
 
     def system_prompt(self) -> str:
         return self._system_prompt
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        if self._tools is None:
+            try:
+                self._tools = tools_from_wire(self._call("tools").get("tools"))
+            except sb.SandboxError:  # the agent cannot say now: none shown, asked again next time
+                return ()
+        return self._tools
 
     def render(self) -> str:
         return ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from rockroll.envhub.errors import UnknownEnvError
-from rockroll.envs.errors import EnvError, ResetNeeded
+from rockroll.envs.errors import ActionTypeError, EnvError, ResetNeeded
 from rockroll.envs.json_types import JSONObject, JSONValue
 from rockroll.sandbox import errors as sb
 from rockroll.sandbox.node.sequence import SequenceError
@@ -49,10 +49,11 @@ class ErrorAnswer(TypedDict):
 class WireError(sb.SandboxError, ValueError):
     """A malformed message or request (the data plane's 4xx, ``status`` and ``code`` given)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, details: JSONObject | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.details: JSONObject = details or {}
 
 
 def _items(out: object, n: int, what: str) -> list[JSONValue]:
@@ -82,7 +83,7 @@ def replayed(answer: JSONObject) -> JSONObject:
 
 def _status(e: BaseException) -> tuple[int, str, JSONObject]:
     if isinstance(e, WireError):
-        return e.status, e.code, {}
+        return e.status, e.code, dict(e.details)
     if isinstance(e, TokenRejected):
         return 401, e.code, {}
     if isinstance(e, NodeSessionNotFound):
@@ -101,6 +102,8 @@ def _status(e: BaseException) -> tuple[int, str, JSONObject]:
         return 404, "env_not_found", {"env_id": e.env_id}
     if isinstance(e, ResetNeeded):
         return 409, "reset_needed", {}
+    if isinstance(e, ActionTypeError):  # e.g. tool calls for a text env: the control plane's answer to it
+        return 400, "invalid_env_input", {"field": str(getattr(e, "field", "action"))}
     if isinstance(e, (EnvError, sb.RemoteError)):
         return 400, "env_error", {}
     if isinstance(e, sb.SandboxError):

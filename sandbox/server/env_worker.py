@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
+from rockroll.envs.action_wire import read_action, tools_of, tools_to_wire
 from rockroll.envs.errors import StateError
 from rockroll.envs.json_types import JSONValue
 from rockroll.sandbox.server.wire import ErrorInfo
@@ -98,7 +99,7 @@ class _Host:
             raise RuntimeError("no env was made in this worker")
         return self.made
 
-    def make(self, env_id: str, kwargs: dict[str, object] | None = None, state: JSONValue = None) -> dict[str, str]:
+    def make(self, env_id: str, kwargs: dict[str, object] | None = None, state: JSONValue = None) -> dict[str, object]:
         _import_modules()
         # here: the server imports this module's framing without the env libraries
         from rockroll.sandbox.server.env_registry import make
@@ -107,14 +108,15 @@ class _Host:
         if state is not None:
             self.set_state(state)
         prompt = self.env.system_prompt() if hasattr(self.env, "system_prompt") else ""
-        return {"env_id": str(getattr(self.env.unwrapped, "spec_id", "") or env_id), "system_prompt": str(prompt)}
+        env_name = str(getattr(self.env.unwrapped, "spec_id", "") or env_id)
+        return {"env_id": env_name, "system_prompt": str(prompt), "tools": tools_to_wire(tools_of(self.env))}
 
     def reset(self, seed: int | None = None, options: dict[str, JSONValue] | None = None) -> list[object]:
         obs, info = self.env.reset(seed=seed, options=options)
         return [obs, info]
 
-    def step(self, action: str) -> list[object]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
+    def step(self, action: JSONValue) -> list[object]:
+        obs, reward, terminated, truncated, info = self.env.step(read_action(action, max_chars=MAX_FRAME_BYTES))
         return [obs, float(reward), bool(terminated), bool(truncated), info]
 
     def get_state(self) -> object:

@@ -31,9 +31,14 @@ for it (a FrozenLake step never does: one context variable set per call, no proc
 back, its processes killed and its folder wiped, when the session closes. A worker session takes
 its uid when it starts; closing it kills the worker and every process of that uid.
 
+Actions: ``env.step`` takes the agent's text or a turn with tool calls in its wire form
+(:func:`rockroll.envs.tools.action_to_wire`), read back by :func:`rockroll.envs.action_wire.read_action` (a
+malformed one: ``ActionTypeError`` naming its field); a session's open answer lists its env's tools (OpenAI
+function schemas).
+
 Threat model: env ids and kwargs come from the host (trusted); actions come from the agent and are
-passed to the env as plain strings. A limit caps the number of sessions. Built-in env code runs in
-the server process with its capabilities: a bug in it is the server's bug. Custom env code is
+checked (text or ``{text, tool_calls}`` of capped size) before the env sees them. A limit caps the number
+of sessions. Built-in env code runs in the server process with its capabilities: a bug in it is the server's bug. Custom env code is
 untrusted: it runs as the agent, cannot reach the server's socket or files nor another session's
 folder, and a worker that dies or hangs loses its own session only (``SessionLost``).
 """
@@ -49,8 +54,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from rockroll.envs.action_wire import read_action, tools_of, tools_to_wire
 from rockroll.envs.agent_identity import AgentIdentity, using_agent
-from rockroll.envs.errors import ActionTypeError, StateError
+from rockroll.envs.errors import StateError
 from rockroll.envs.json_types import JSONValue
 from rockroll.sandbox.errors import CapacityError, SessionNotFound
 from rockroll.sandbox.server.agents import Agents
@@ -66,6 +72,7 @@ if TYPE_CHECKING:
 __all__ = ["SessionStore", "trusted_module", "QUICK_S"]
 
 QUICK_S = 0.002
+_MAX_ACTION_CHARS = 16 * 1024 * 1024
 """A session whose recent steps and resets took less than this (seconds) is quick (:meth:`SessionStore.quick`)."""
 
 #: modules of ``ROCKROLL_ENV_MODULES`` that load others' code: never imported by an isolated server
@@ -264,7 +271,12 @@ class SessionStore:
     @staticmethod
     def _opened(sid: str, env: Env) -> OpenedSession:
         prompt = env.system_prompt() if hasattr(env, "system_prompt") else ""
-        return {"session_id": sid, "env_id": str(getattr(env.unwrapped, "spec_id", "")), "system_prompt": str(prompt)}
+        env_id = str(getattr(env.unwrapped, "spec_id", ""))
+        opened: OpenedSession = {"session_id": sid, "env_id": env_id, "system_prompt": str(prompt)}
+        tools = tools_of(env)
+        if tools:  # a text env's answer stays as it was
+            opened["tools"] = tools_to_wire(tools)
+        return opened
 
     def quick(self, session_id: object, op: str) -> bool:
         """Whether ``op`` (``env.step`` or ``env.reset``) on this session can run on the caller's thread
@@ -292,13 +304,12 @@ class SessionStore:
             return [obs, info]
 
     def step(self, session_id: JSONValue, action: JSONValue) -> list[object]:
-        if not isinstance(action, str):
-            raise ActionTypeError(action)
+        played = read_action(action, max_chars=_MAX_ACTION_CHARS)
         s = self._get(session_id)
         with _locked(s):
             t = time.perf_counter()
             try:
-                obs, reward, terminated, truncated, info = s.env.step(action)
+                obs, reward, terminated, truncated, info = s.env.step(played)
             finally:
                 s.timed("env.step", time.perf_counter() - t)
             return [obs, _float(reward), bool(terminated), bool(truncated), info]

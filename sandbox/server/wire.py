@@ -74,6 +74,7 @@ class OpenedSession(TypedDict):
     env_id: NotRequired[str]
     system_prompt: NotRequired[str]
     sandbox_id: NotRequired[str]  # where the answer knows it (a node agent's)
+    tools: NotRequired[list[dict[str, JSONValue]]]  # the env's tools as OpenAI function schemas (absent: none)
 
 
 def error_info(e: BaseException) -> ErrorInfo:

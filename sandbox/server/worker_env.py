@@ -32,8 +32,10 @@ import threading
 import time
 
 from rockroll.envs import errors as envs_errors
+from rockroll.envs.action_wire import tools_from_wire
 from rockroll.envs.agent_identity import AgentIdentity, argv_as
 from rockroll.envs.json_types import JSONValue
+from rockroll.envs.tools import Action, action_to_wire
 from rockroll.sandbox.errors import RemoteError, SessionLost
 from rockroll.sandbox.server.env_worker import _HEADER, MAX_FRAME_BYTES
 
@@ -115,6 +117,8 @@ class WorkerEnv:
             raise
         self.unwrapped = _Unwrapped(str(info.get("env_id", "")))
         self._system_prompt = str(info.get("system_prompt", ""))
+        #: the env's tools, as the worker listed them
+        self.tools = tools_from_wire(info.get("tools"))
 
     # ------------------------------------------------------------- env contract
     def system_prompt(self) -> str:
@@ -126,8 +130,8 @@ class WorkerEnv:
         obs, info = self._shaped(self._call("reset", seed=seed, options=options), 2)
         return obs, info
 
-    def step(self, action: str) -> tuple[JSONValue, JSONValue, JSONValue, JSONValue, JSONValue]:
-        obs, reward, terminated, truncated, info = self._shaped(self._call("step", action=action), 5)
+    def step(self, action: Action) -> tuple[JSONValue, JSONValue, JSONValue, JSONValue, JSONValue]:
+        obs, reward, terminated, truncated, info = self._shaped(self._call("step", action=action_to_wire(action)), 5)
         return obs, reward, terminated, truncated, info
 
     def get_state(self) -> JSONValue:

@@ -85,6 +85,7 @@ def test_every_session_handle_satisfies_the_session_contract(tmp_path: Any) -> N
             assert isinstance(handle, TextEnvProtocol)
             assert (handle.session_id, handle.env_id, handle.sandbox_id) == ("s1", "FrozenLake-v0", "sb-1")
             assert handle.system_prompt() == "rules" and not handle.closed
+            assert handle.tools == ()  # a text env's: the open answer lists none
     finally:
         for handle in handles:
             if isinstance(handle, RemoteEnv):
