@@ -20,7 +20,9 @@ from rich.text import Text
 
 import rockroll.envhub as envhub
 from rockroll.envs.experts import expert_for
-from rockroll.envs.play import POLICIES, play_episode
+from rockroll.envs.play import POLICIES, call_text, is_tool_env, play_episode, random_tool_turn
+from rockroll.envs.tool_env import render_results
+from rockroll.envs.tools import ToolAction, ToolResult
 
 __all__ = ["envs_app", "play", "demo", "fail"]
 
@@ -105,13 +107,38 @@ def show_env(env_id: str, kwargs: list[str] = typer.Argument(None, help="key=val
     _say(obs)
 
 
-def _random_move(env: Any, rng: np.random.Generator) -> str | None:
-    """A uniform pick among ``action_candidates()``, else a sample of the action space."""
+def _random_move(env: Any, rng: np.random.Generator) -> str | ToolAction | None:
+    """A tool env's random turn (:func:`~rockroll.envs.play.random_tool_turn`), else a uniform pick among
+    ``action_candidates()``, else a sample of the action space."""
+    if is_tool_env(env):
+        return random_tool_turn(env, rng)
     candidates = getattr(env, "action_candidates", None)
     if callable(candidates):
         found = candidates()
         return str(rng.choice(found)) if found else None
     return str(env.action_space.sample())
+
+
+def _show_step(action: str | ToolAction, reward: float, obs: str, info: Any) -> None:
+    """Print one step: a text action as sent; a tool turn's text and each call as ``name(arguments-json)``
+    with its result; then the observation (unless it only repeats the results)."""
+    score = f"  reward={reward:+.2f}"
+    if isinstance(action, str):
+        console.print(Text.assemble((action, "cyan"), score))
+        _say(obs)
+        return
+    raw = info.get("tool_results", []) if isinstance(info, dict) else []
+    results = [ToolResult(r["tool_call_id"], r["name"], r["content"], bool(r["error"])) for r in raw]
+    if action.text or not action.calls:
+        text = action.text or "(an empty turn)"
+        console.print(Text.assemble((text, "cyan"), "" if action.calls else f"  (no call){score}"))
+    for i, call in enumerate(action.calls):
+        line = Text.assemble((call_text(call), "cyan"), score if i == 0 else "")
+        if i < len(results):
+            line.append(f"\n  -> {'error: ' if results[i].error else ''}{results[i].content}")
+        console.print(line, soft_wrap=True)
+    if obs != render_results(results):
+        _say(obs)
 
 
 def play(
@@ -123,7 +150,8 @@ def play(
     """Play one episode and print every step.
 
     Actions go in <answer>...</answer> for envs that parse answers (every built-in env); an env
-    registered with parses_answer=False gets them bare.
+    registered with parses_answer=False gets them bare. A tool env (Lookup-v0) takes tool-calling turns:
+    each call is printed as name(arguments-json) with its result.
 
     Example: rockroll play FrozenLake-v0 is_slippery=false --policy random --seed 3
     """
@@ -142,12 +170,11 @@ def play(
     steps, total, success = 0, 0.0, False
     while True:
         move = expert() if expert is not None else _random_move(env, rng)
-        action = spec.format_action(move or "")
+        action = move if isinstance(move, ToolAction) else spec.format_action(move or "")
         obs, reward, terminated, truncated, info = env.step(action)
         steps, total = steps + 1, total + float(reward)
         success = bool(info.get("success", success)) if isinstance(info, dict) else success
-        console.print(Text.assemble((action, "cyan"), f"  reward={float(reward):+.2f}"))
-        _say(obs)
+        _show_step(action, float(reward), obs, info)
         if terminated or truncated:
             break
     console.print(f"steps={steps} return={total:+.2f} success={success}")

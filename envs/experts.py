@@ -6,9 +6,15 @@ expert is named on its spec, like its entry point and as lazily::
     rockroll.envhub.register("Maze-v0", "my_pkg.maze:MazeEnv", expert="my_pkg.maze_expert:expert")
 
 The factory is called with the env (wrapped or not) after ``reset`` and returns a zero-argument
-callable giving the next action text (without ``<answer>`` tags), or None when it has no move::
+callable giving the next action, or None when it has no move::
 
-    def expert(env) -> Callable[[], str | None]
+    def expert(env) -> Callable[[], str | ToolAction | None]
+
+A text env's expert gives the action text (without ``<answer>`` tags: the caller wraps it as the env's
+spec says). A tool env's expert (:class:`rockroll.envs.tool_env.ToolEnv`, e.g.
+:mod:`rockroll.envs.lookup.expert`) gives a :class:`~rockroll.envs.tools.ToolAction`, the turn's text and
+its calls, which goes to ``env.step`` as it is; where a model's text is needed (the warm start's demos) it
+is rendered in the model's tool-call format. A tool env's expert may also give text: a turn without a call.
 
 Experts that keep state through an episode (WebShop, SWE) set it up in the factory, so call
 :func:`expert_for` after each reset; stateless ones wrap a ``next_action(env)`` function (see
@@ -32,6 +38,7 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar, runtime_checkable
 
 from rockroll.envs.registries import Registry
+from rockroll.envs.tools import ToolAction
 
 __all__ = [
     "EXPERTS",
@@ -48,8 +55,8 @@ __all__ = [
 
 E = TypeVar("E")
 
-#: the next action for the env's current state (None: no move)
-Expert = Callable[[], "str | None"]
+#: the next action for the env's current state: text, a tool-calling turn (tool envs), or None (no move)
+Expert = Callable[[], str | ToolAction | None]
 #: called with the env after ``reset``; returns its :data:`Expert`
 ExpertFactory = Callable[[object], Expert]
 

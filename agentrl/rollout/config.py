@@ -10,12 +10,13 @@ mix, evaluation seeds, the plan mode).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from rockroll.agentrl.models.chat import HistoryMode, ObservationFormat
-from rockroll.envs.config import ConfigModel
+from rockroll.agentrl.tools import TOOL_PARSERS
+from rockroll.envs.config import ConfigModel, OneOf
 
 __all__ = ["AdaptiveTimeoutConfig", "BatchConfig", "EpisodeConfig", "SchedulerConfig", "check_hedging"]
 
@@ -71,6 +72,11 @@ class EpisodeConfig(ConfigModel):
         "raw",
         description="raw: observations as the env renders them; cells: the characters of each line spaced apart "
         "(one token per grid cell, which helps tiny models on grid envs)",
+    )
+    tool_call_parser: Annotated[str, OneOf(TOOL_PARSERS)] = Field(
+        "hermes",
+        description="tool envs only: the tool-call style the model writes its calls in (hermes: Qwen2.5's "
+        "<tool_call> blocks; llama3_json; mistral): the warm start renders the expert's calls in it",
     )
     max_context_tokens: int | None = Field(
         None,

@@ -3,6 +3,12 @@
 From random initialisation GRPO gets no reward signal on a tiny model (configs/README.md); a short
 SFT phase on solver plans gives it a starting success rate that RL then improves. Demos come from
 :meth:`rockroll.trainer.rollout.plan.PlanRollout.demo` on training seeds (held-out seeds are never used).
+
+On a tool env (Lookup-v0) the expert's turns are tool turns (:class:`~rockroll.envs.tools.ToolAction`): the
+multi-turn demos write each one in the model's tool-call format (``rollout.episode.tool_call_parser``, default
+``hermes``: ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` blocks) and step the env with the turn
+itself. The calls' results reach the next prompt as the env's observation, a user message (the prompt builder
+does not render ``tools=`` or tool messages yet).
 """
 
 from __future__ import annotations
@@ -17,10 +23,13 @@ from rockroll.agentrl.engines.choices import answer_tokens
 from rockroll.agentrl.models.chat import PromptBuilder, format_observation
 from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.agentrl.rollout.scheduler import ratio_slots
+from rockroll.agentrl.tools import ToolCallParser, get_parser
 from rockroll.agentrl.trajectory import TrainSample, Trajectory, Turn
 from rockroll.envs.experts import expert_for
+from rockroll.envs.play import is_tool_env
+from rockroll.envs.tools import ToolAction
 
-__all__ = ["build_demos", "build_mixed_turn_demos", "build_turn_demos", "sft_train"]
+__all__ = ["build_demos", "build_mixed_turn_demos", "build_turn_demos", "response_tokens", "sft_train"]
 
 
 def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
@@ -47,6 +56,20 @@ def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
     return out
 
 
+def response_tokens(tokenizer: Any, action: str | ToolAction, parser: ToolCallParser | None = None) -> list[int]:
+    """The response that plays ``action``, ending in the tokenizer's EOS (the end of a turn): answer text as
+    ``<answer>ACTION</answer>``; a tool turn in ``parser``'s format (its text, then its calls), which a tool
+    env's demos need (``ValueError`` without one)."""
+    if isinstance(action, str):
+        return answer_tokens(tokenizer, action)
+    if parser is None:
+        raise ValueError("a tool-calling turn needs a tool-call parser to be written as the model's text")
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("a response needs a tokenizer with an EOS token (the end of a turn)")
+    return [*tokenizer.encode(parser.render(action), add_special_tokens=False), int(eos)]
+
+
 def expert_trajectory(
     env_id: str,
     env_kwargs: dict[str, Any],
@@ -62,10 +85,13 @@ def expert_trajectory(
     renders the policy's episodes (the same :class:`PromptBuilder`, history window and chat template).
 
     Each response is ``<answer>ACTION</answer>`` plus the tokenizer's end-of-turn token, which is what
-    the policy generates; the expert re-plans from every state the env answers with (slips included).
+    the policy generates; on a tool env, a tool turn of the expert's is written in the
+    ``episode.tool_call_parser`` format instead (:func:`response_tokens`) and the env steps on the turn
+    itself. The expert re-plans from every state the env answers with (slips included).
     With ``explore`` > 0 each turn takes, with that chance, an action drawn uniformly from the env's
-    ``action_candidates()`` instead (the draw is seeded by ``seed``): a policy imitating such play keeps
-    about ``explore / k`` of its mass on each of the ``k`` actions, where RL can find better ones.
+    ``action_candidates()`` (a tool env: its ``tool_examples()``, one call a turn) instead (the draw is seeded
+    by ``seed``): a policy imitating such play keeps about ``explore / k`` of its mass on each of the ``k``
+    actions, where RL can find better ones.
     ``expert``: ``"module:factory"`` of another demonstrator than the env spec's. ``label``: what each turn's
     response is: ``taken`` (the action played, random or the expert's) or ``expert`` (the expert's action in
     that state while the episode goes on with the action played: the random turns reach states the expert's
@@ -80,6 +106,7 @@ def expert_trajectory(
     try:
         obs, _ = env.reset(seed=seed)
         demonstrator = expert_for(env, expert or None)
+        parser = get_parser(episode.tool_call_parser) if is_tool_env(env) else None
         system = env.system_prompt() if episode.system_prompt == "env" else ""
         builder = PromptBuilder(
             tokenizer, system, history=episode.history, last_k=episode.history_k,
@@ -93,10 +120,10 @@ def expert_trajectory(
                 break
             action = rng.choice(_candidates(env)) if explore and rng.random() < explore else best
             state_key = builder.pending_obs
-            response = answer_tokens(tokenizer, action)
+            response = response_tokens(tokenizer, action, parser)
             text = builder.add_response(response)
-            target = answer_tokens(tokenizer, best) if label == "expert" and best != action else response
-            obs, reward, terminated, truncated, info = env.step(text)
+            target = response_tokens(tokenizer, best, parser) if label == "expert" and best != action else response
+            obs, reward, terminated, truncated, info = env.step(action if isinstance(action, ToolAction) else text)
             traj.turns.append(
                 Turn(prompt, target, [0.0] * len(target), 0, action_text=text, observation=obs,
                      reward=float(reward), state_key=state_key)
@@ -113,9 +140,11 @@ def expert_trajectory(
         env.close()
 
 
-def _candidates(env: Any) -> list[str]:
+def _candidates(env: Any) -> list[str | ToolAction]:
+    if is_tool_env(env):
+        return [ToolAction("", (call,)) for call in env.unwrapped.tool_examples()]
     fn = getattr(env.unwrapped, "action_candidates", None) or getattr(env, "action_candidates", None)
-    actions = list(fn()) if fn else []
+    actions: list[str | ToolAction] = list(fn()) if fn else []
     if not actions:
         raise ValueError(f"{type(env.unwrapped).__name__} lists no action_candidates(): sft.explore needs them")
     return actions
