@@ -28,6 +28,8 @@ from typing import Any
 
 __all__ = ["plan", "FastDecoder"]
 
+# aten.linear, not torch.nn.functional.linear: DeepSpeed's ZeRO-3 replaces the latter process-wide with a Python
+# wrapper TorchScript cannot compile (a trainer with that strategy beside an HF engine lost this path)
 _SOURCE = """
 def rms(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     dtype = x.dtype
@@ -57,9 +59,9 @@ def forward(
     for i in range(len(norms) // 2):
         w = 7 * i
         x = rms(h, norms[2 * i], eps)
-        q = torch.nn.functional.linear(x, weights[w], biases[w]).view(b, s, heads, head_dim).transpose(1, 2)
-        k = torch.nn.functional.linear(x, weights[w + 1], biases[w + 1]).view(b, s, kv_heads, head_dim).transpose(1, 2)
-        v = torch.nn.functional.linear(x, weights[w + 2], biases[w + 2]).view(b, s, kv_heads, head_dim).transpose(1, 2)
+        q = torch.ops.aten.linear(x, weights[w], biases[w]).view(b, s, heads, head_dim).transpose(1, 2)
+        k = torch.ops.aten.linear(x, weights[w + 1], biases[w + 1]).view(b, s, kv_heads, head_dim).transpose(1, 2)
+        v = torch.ops.aten.linear(x, weights[w + 2], biases[w + 2]).view(b, s, kv_heads, head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         kv[i, 0, lo:hi, :, write:stop].copy_(k)
@@ -69,12 +71,12 @@ def forward(
             enable_gqa=kv_heads != heads,
         )
         o = o.transpose(1, 2).reshape(b, s, heads * head_dim)
-        h = h + torch.nn.functional.linear(o, weights[w + 3], biases[w + 3])
+        h = h + torch.ops.aten.linear(o, weights[w + 3], biases[w + 3])
         x = rms(h, norms[2 * i + 1], eps)
-        gate = torch.nn.functional.silu(torch.nn.functional.linear(x, weights[w + 4], biases[w + 4]))
-        up = torch.nn.functional.linear(x, weights[w + 5], biases[w + 5])
-        h = h + torch.nn.functional.linear(gate * up, weights[w + 6], biases[w + 6])
-    return torch.nn.functional.linear(rms(h[:, -1], final_norm, eps), head, head_bias)
+        gate = torch.nn.functional.silu(torch.ops.aten.linear(x, weights[w + 4], biases[w + 4]))
+        up = torch.ops.aten.linear(x, weights[w + 5], biases[w + 5])
+        h = h + torch.ops.aten.linear(gate * up, weights[w + 6], biases[w + 6])
+    return torch.ops.aten.linear(rms(h[:, -1], final_norm, eps), head, head_bias)
 """
 
 _COMPILED: Any = None
