@@ -78,6 +78,19 @@ def test_a_second_server_on_one_database_refuses_to_start() -> None:
 @pytest.mark.parametrize("when", ["loading", "starting", "serving"])
 def test_sigint_stops_serve_api_without_a_traceback(when: str) -> None:
     """SIGINT (a ^C) while the commands load, while the app starts up, or while it serves: a quiet stop."""
+    for _attempt in range(3):
+        proc, err = _interrupted_serve(when)
+        # a ^C sent at once can land inside the interpreter's own start (importing ``site``), before any of
+        # rockroll's code runs: Python itself prints that traceback, so the press is tried again
+        if when != "loading" or "init_import_site" not in err:
+            break
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    # 130: stopped while loading; -SIGINT: before the interpreter took the signal; 0: a graceful stop
+    assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err[-2000:])
+
+
+def _interrupted_serve(when: str) -> tuple[subprocess.Popen[str], str]:
+    """``serve-api`` sent SIGINT at ``when``; the process (ended) and its standard error."""
     d = scratch_dir(f"sigint-{when}")
     cmd = ROCKROLL + ["serve-api", "--port", "0", "--backend", "process", "--db", f"sqlite:///{d}/rockroll.db"]
     cmd += ["--sandbox-state-dir", str(d / "sb"), "--dev"]
@@ -108,6 +121,4 @@ def test_sigint_stops_serve_api_without_a_traceback(when: str) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         shutil.rmtree(d, ignore_errors=True)
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
-    # 130: stopped while loading; -SIGINT: before the interpreter took the signal; 0: a graceful stop
-    assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err[-2000:])
+    return proc, err
