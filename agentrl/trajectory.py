@@ -43,6 +43,11 @@ class Turn:
     #: per response token, the ids the engine chose among (restricted answers,
     #: :mod:`rockroll.agentrl.engines.choices`; an empty tuple: any); None: sampled freely
     allowed: list[tuple[int, ...]] | None = None
+    #: a tool env's counts of this turn (``tool_calls``, ``malformed_calls``, ``unknown_tools``,
+    #: ``bad_arguments``, ``tool_errors``); None: a text env's turn
+    tools: dict[str, int] | None = None
+    #: False: the ids are the reply's text re-tokenised (a chat server's turn): not for training
+    tokens_exact: bool = True
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.response_ids):
@@ -139,6 +144,11 @@ class Trajectory:
         r = self.final_reward if reward is None else reward
         if not self.turns:
             return []
+        if not all(t.tokens_exact for t in self.turns):
+            raise ValueError(
+                "this episode was played through a chat server (its token ids were re-tokenised from text): "
+                "it is for playing and evaluation, not training"
+            )
         version = self.oldest_weight_version
         if layout == "per_turn":
             return [self.turn_sample(t, r, version) for t in self.turns]

@@ -65,6 +65,13 @@ def serve_model_cmd(
         help="Serve an export as it was trained: its rockroll_episode.json sets the chat defaults (system "
         "message, max_tokens, temperature); --no-episode: OpenAI's defaults, messages as sent.",
     ),
+    tool_call_parser: str | None = typer.Option(
+        None,
+        "--tool-call-parser",
+        help="Style the model writes tool calls in (hermes, llama3_json, mistral), for requests with tools; "
+        "default: the one a run's export records (rollout.episode.tool_call_parser), else hermes.",
+        show_default=False,
+    ),
     api_key: str = typer.Option(
         "",
         "--api-key",
@@ -75,10 +82,11 @@ def serve_model_cmd(
 ) -> None:
     """Serve a model over an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models).
 
-    Streaming, stop strings, n, logprobs/top_logprobs, max_tokens and seed work as OpenAI defines
-    them; errors are OpenAI's {"error": ...}. A run's export is served as it was trained (see
-    --episode). Without --api-key (or $ROCKROLL_MODEL_API_KEY) anyone who reaches the port may use
-    it: keep it on 127.0.0.1.
+    Streaming, stop strings, n, logprobs/top_logprobs, max_tokens, seed and tools (tool_choice,
+    tool_calls in answers and streams; see --tool-call-parser) work as OpenAI defines them; errors
+    are OpenAI's {"error": ...}. A run's export is served as it was trained (see --episode).
+    Without --api-key (or $ROCKROLL_MODEL_API_KEY) anyone who reaches the port may use it: keep it
+    on 127.0.0.1.
 
     Example (then point any OpenAI client at http://127.0.0.1:8001/v1, model "tiny"):
 
@@ -86,21 +94,8 @@ def serve_model_cmd(
         rockroll serve-model /tmp/tiny --model-name tiny --port 8001
     """
     from rockroll.agentrl.serving.app import serve_model
-    from rockroll.agentrl.serving.episode import load_episode
 
-    path = Path(model_path)
-    if not path.is_dir():
-        raise typer.BadParameter(f"no model directory {path}", param_hint="MODEL_PATH")
-    if not (path / "config.json").is_file():
-        raise typer.BadParameter(
-            f"{path} is not a Hugging Face model directory (no config.json); build one with "
-            "`rockroll model build-tiny DIR` or export a run with `rockroll export RUN`",
-            param_hint="MODEL_PATH",
-        )
-    try:
-        load_episode(path) if episode else None
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="MODEL_PATH") from e
+    _check_model_dir(Path(model_path), episode, tool_call_parser)
     if not api_key and host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"warning: serving on {host} without an API key (--api-key): anyone who reaches it may use it")
     serve_model(
@@ -114,4 +109,32 @@ def serve_model_cmd(
         seed=seed,
         use_episode=episode,
         api_key=api_key or None,
+        tool_call_parser=tool_call_parser,
     )
+
+
+def _check_model_dir(path: Path, episode: bool, tool_call_parser: str | None) -> None:
+    """What serve-model checks before loading anything: a model directory, its episode file, the tool-call parser."""
+    from rockroll.agentrl.serving.episode import load_episode
+    from rockroll.agentrl.serving.tool_calls import recorded_parser
+    from rockroll.agentrl.tools import TOOL_PARSERS
+
+    if not path.is_dir():
+        raise typer.BadParameter(f"no model directory {path}", param_hint="MODEL_PATH")
+    if not (path / "config.json").is_file():
+        raise typer.BadParameter(
+            f"{path} is not a Hugging Face model directory (no config.json); build one with "
+            "`rockroll model build-tiny DIR` or export a run with `rockroll export RUN`",
+            param_hint="MODEL_PATH",
+        )
+    try:
+        load_episode(path) if episode else None
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="MODEL_PATH") from e
+    parser = tool_call_parser or recorded_parser(path)
+    if parser is not None and parser not in TOOL_PARSERS:
+        where = "" if tool_call_parser else f" (recorded by the export {path})"
+        raise typer.BadParameter(
+            f"unknown tool-call parser {parser!r}{where}: one of {', '.join(TOOL_PARSERS)}",
+            param_hint="--tool-call-parser",
+        )

@@ -75,6 +75,14 @@ def register_builtin_envs() -> None:
         expert="rockroll.envs.webshop.oracle:expert",
     )
     register(
+        "WebShopTools-v0",
+        "rockroll.envs.webshop:WebShopToolEnv",
+        max_steps=15,
+        description="WebShop-v0 with tool calls: search(query) and click(target) instead of search[...]/click[...].",
+        tags=("web", "shopping", "tools"),
+        expert="rockroll.envs.webshop.oracle:tool_expert",
+    )
+    register(
         "Lookup-v0",
         "rockroll.envs.lookup:LookupEnv",
         max_steps=10,
@@ -90,6 +98,15 @@ def register_builtin_envs() -> None:
         tags=("code", "sandbox", "slow"),
         supports_fork=False,
         expert="rockroll.envs.swe.expert:expert",
+    )
+    register(
+        "SWETools-v0",
+        "rockroll.envs.swe:SWEToolEnv",
+        max_steps=30,
+        description="SWE-v0 with tool calls: bash, str_replace_editor (view, create, str_replace) and submit.",
+        tags=("code", "sandbox", "slow", "tools"),
+        supports_fork=False,
+        expert="rockroll.envs.swe.expert:tool_expert",
     )
 
 

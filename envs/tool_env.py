@@ -14,12 +14,13 @@ A :class:`ToolEnv` declares :attr:`tools` (:class:`~rockroll.envs.tools.Tool`) a
 
 ``step`` takes text (a turn with no call) or a :class:`~rockroll.envs.tools.ToolAction`. Bad calls are
 the agent's mistakes (:func:`~rockroll.envs.tools.check_call`: unknown tool, arguments failing the schema;
-more than :data:`~rockroll.envs.tools.MAX_CALLS_PER_TURN` calls): each gets a result saying what was wrong,
+more than :data:`~rockroll.envs.tools.MAX_CALLS_PER_TURN` calls; calls the parser could not read, the action's
+``problems``, answered first): each gets a result saying what was wrong,
 the turn costs ``format_penalty`` once and reports ``action_is_valid=False``, and the episode goes on.
 Results longer than :data:`~rockroll.envs.tools.MAX_RESULT_CHARS` are cut with a note.
 
 Every step's ``info`` adds ``tool_results`` (one mapping per call, in order: ``tool_call_id``, ``name``,
-``content``, ``error``) and the counts ``tool_calls``, ``unknown_tools``, ``bad_arguments``,
+``content``, ``error``) and the counts ``tool_calls``, ``malformed_calls``, ``unknown_tools``, ``bad_arguments``,
 ``tool_errors``: what an agent turns into tool messages, and what training and evaluation count.
 """
 
@@ -100,13 +101,20 @@ class ToolEnv(TextEnv[ToolAction], abc.ABC):
             raise
         if self._needs_reset:
             raise ResetNeeded(f"{type(self).__name__}.step() called before reset() or after the episode ended")
-        counts = {"tool_calls": len(turn.calls), "unknown_tools": 0, "bad_arguments": 0, "tool_errors": 0}
-        if not turn.calls:
+        counts = {
+            "tool_calls": len(turn.calls),
+            "malformed_calls": len(turn.problems),
+            "unknown_tools": 0,
+            "bad_arguments": 0,
+            "tool_errors": 0,
+        }
+        if not turn.calls and not turn.problems:
             out = self._no_call(turn.text)
             results: list[ToolResult] = []
             valid = True
         else:
-            results, valid = [], True
+            results = [ToolResult.cut("", "", f"malformed tool call: {p}", error=True) for p in turn.problems]
+            valid = not turn.problems
             for i, call in enumerate(turn.calls):
                 if i >= MAX_CALLS_PER_TURN:
                     note = f"not run: a turn makes at most {MAX_CALLS_PER_TURN} calls"

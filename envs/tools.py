@@ -95,20 +95,34 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ToolAction:
-    """An assistant turn: its text and its tool calls (none: a turn of text only)."""
+    """An assistant turn: its text and its tool calls (none: a turn of text only).
+
+    ``problems``: calls the agent attempted that were malformed (bad JSON, no name, ...), one line each, as a
+    tool-call parser describes them: the env answers each with an error result, and a turn with problems is
+    never read as a turn without a call."""
 
     text: str = ""
     calls: tuple[ToolCall, ...] = ()
+    problems: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "tool_calls": [c.to_dict() for c in self.calls]}
+        d: dict[str, Any] = {"text": self.text, "tool_calls": [c.to_dict() for c in self.calls]}
+        if self.problems:
+            d["problems"] = list(self.problems)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ToolAction:
-        text, calls = d.get("text", ""), d.get("tool_calls") or []
+        text, calls, problems = d.get("text", ""), d.get("tool_calls") or [], d.get("problems") or []
         if not isinstance(text, str) or not isinstance(calls, Sequence) or isinstance(calls, str):
             raise ActionTypeError(d, reason="a structured action is {'text': str, 'tool_calls': [...]}")
-        return cls(text, tuple(ToolCall.from_dict(c) for c in calls))
+        if (
+            not isinstance(problems, Sequence)
+            or isinstance(problems, str)
+            or not all(isinstance(p, str) for p in problems)
+        ):
+            raise ActionTypeError(d, field="action.problems", reason="problems must be a list of text")
+        return cls(text, tuple(ToolCall.from_dict(c) for c in calls), tuple(str(p)[:1000] for p in problems[:64]))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rockroll.agentrl.sources.kinds import EnvSource
+from rockroll.agentrl.tools.metrics import tool_metrics
 from rockroll.trainer.config import TrainConfig
 from rockroll.trainer.evaluation.background import BackgroundValidation, background_validation
 from rockroll.trainer.evaluation.exact import exact_validator
@@ -71,6 +72,7 @@ def _env_metrics(trajs: list[Any], tags: list[str]) -> dict[str, float]:
         out[f"env/{tag}/reward"] = sum(t.final_reward for t in mine) / n
     out["rollout/truncated"] = sum(truncated(t) for t in trajs) / max(len(trajs), 1)
     out["rollout/cap_hit_share"] = cap_hit_share(trajs)
+    out.update({f"rollout/tools/{k}": v for k, v in tool_metrics(trajs).items()})  # tool envs' turns only
     return out
 
 

@@ -15,6 +15,8 @@ so that the response ends where the turn ended, as the engine contract says.
 ``vllm_extensions=True`` (default) sends vLLM's extra fields (``top_k``, ``stop_token_ids``,
 ``return_token_ids``, ``return_tokens_as_token_ids``, ``skip_special_tokens``); SGLang and
 ``rockroll serve-model`` accept them too. Turn it off for servers that reject unknown fields.
+``mode="chat"`` plays through ``/v1/chat/completions`` instead, with the env's tools and the server's own
+tool-call parser (:mod:`rockroll.agentrl.engines.chat_mode`): for playing and evaluating, not for training.
 The engine cannot update the server's weights; the trainer must push weights to the server
 itself and call :meth:`OpenAIEngine.set_weight_version`.
 """
@@ -23,10 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine
+from rockroll.agentrl.engines.base import EngineError, GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.chat_mode import ChatReply, chat_messages_for_server, reply_from_choice
+from rockroll.envs.tools import Tool
 from rockroll.sandbox.retry import aretry_call
 
 __all__ = ["OpenAIEngine"]
@@ -67,9 +72,14 @@ class OpenAIEngine(LLMEngine):
         max_concurrency: int = 256,
         max_retries: int = 2,
         vllm_extensions: bool = True,
+        mode: str = "completions",
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if mode not in ("completions", "chat"):
+            raise ValueError(f"mode must be 'completions' (token ids, for training) or 'chat', got {mode!r}")
+        #: chat mode: played through chat completions with tools (agentrl/engines/chat_mode.py), not for training
+        self.chat_mode = mode == "chat"
         if isinstance(tokenizer, (str, Path)):
             from rockroll.agentrl.models.tiny import load_tokenizer
 
@@ -169,6 +179,32 @@ class OpenAIEngine(LLMEngine):
         async with self._sem:  # type: ignore[union-attr]
             data = await self._request("POST", "/completions", body)
         return self._parse(data, request, version)
+
+    async def chat(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Tool], params: SamplingParams
+    ) -> ChatReply:
+        """One chat completion of ``messages`` with ``tools`` (chat mode): the server's template renders them and
+        its own parser reads the calls (:mod:`rockroll.agentrl.engines.chat_mode`)."""
+        body: dict[str, Any] = {
+            "model": await self._model_id(),
+            "messages": chat_messages_for_server(messages),
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "n": 1,
+        }
+        if tools:
+            body.update(tools=[t.to_openai() for t in tools], tool_choice="auto")
+        if params.seed is not None:
+            body["seed"] = params.seed
+        self._http()
+        async with self._sem:  # type: ignore[union-attr]
+            data = await self._request("POST", "/chat/completions", body)
+        try:
+            choice = data["choices"][0]
+        except (KeyError, IndexError, TypeError) as e:
+            raise EngineError(f"malformed chat completion response: {str(data)[:300]}") from e
+        return reply_from_choice(choice)
 
     def _parse(self, data: dict[str, Any], request: GenerationRequest, version: int) -> GenerationResult:
         try:

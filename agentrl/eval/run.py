@@ -32,6 +32,8 @@ from rockroll.agentrl.eval.config import EngineConfig, EvalConfig, from_dict, lo
 from rockroll.agentrl.rollout.env_manager import EpisodeSpec
 from rockroll.agentrl.rollout.lockstep import make_env_manager
 from rockroll.agentrl.sources.kinds import CallableSource, EnvSource, open_source
+from rockroll.agentrl.tools.metrics import TOOL_COUNTS as TOOL_COUNT_KEYS
+from rockroll.agentrl.tools.metrics import TOOL_METRICS, tool_metrics
 from rockroll.agentrl.trajectory import FailureTag, Trajectory
 from rockroll.envhub import UnknownEnvError
 
@@ -76,6 +78,7 @@ class EvalReport:
 
     def to_markdown(self) -> str:
         cols = ["episodes", "masked", "success", "valid_action_rate", "mean_turns", "mean_reward", "agent_failures"]
+        cols += [c for c in TOOL_METRICS if c in self.overall]  # tool envs' columns when the run had them
         lines = [
             f"# Evaluation: {self.name}",
             "",
@@ -111,7 +114,7 @@ class EvalReport:
 def _fmt(value: float, col: str) -> str:
     if col in ("episodes", "masked", "agent_failures"):
         return str(int(value))
-    if col in ("success", "valid_action_rate"):
+    if col in ("success", "valid_action_rate") or col.endswith(("_rate", "_turns")) and col != "mean_turns":
         return f"{100 * value:.1f}%"
     return f"{value:.2f}"
 
@@ -128,6 +131,7 @@ def _row(trajs: list[Trajectory]) -> dict[str, float]:
         "mean_turns": actions / n if n else 0.0,
         "mean_reward": sum(t.final_reward for t in scored) / n if n else 0.0,
         "agent_failures": float(sum(t.failure is not None and t.failure.kind == "agent" for t in scored)),
+        **tool_metrics(scored),  # tool envs only: call, parse and schema rates (agentrl/tools/metrics.py)
     }
 
 
@@ -140,11 +144,18 @@ def episode_record(traj: Trajectory) -> dict[str, Any]:
         "turns": len(traj.turns),
         "reward": traj.final_reward,
         "valid_actions": sum(t.action_is_valid for t in traj.turns),
+        **_tool_counts(traj),
         "terminated": traj.terminated,
         "truncated": traj.truncated,
         "masked": traj.masked,
         "failure": None if traj.failure is None else _failure_text(traj.failure),
     }
+
+
+def _tool_counts(traj: Trajectory) -> dict[str, int]:
+    """A tool env's episode: its calls and mistakes summed over its turns (nothing for a text env's)."""
+    counts = [u.tools for u in traj.turns if u.tools is not None]
+    return {k: sum(c.get(k, 0) for c in counts) for k in TOOL_COUNT_KEYS} if counts else {}
 
 
 def _failure_text(f: FailureTag) -> str:

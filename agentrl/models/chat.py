@@ -120,6 +120,7 @@ class PromptBuilder:
         self._rendered = ""  # full mode: the template's rendering of the last prompt
         self._extra = ""
         self.extends_previous = True
+        self.last_text = ""  # the last response, decoded
 
     # ------------------------------------------------------------- helpers
     def _render(self, messages: list[dict[str, str]]) -> str:
@@ -156,14 +157,36 @@ class PromptBuilder:
     def add_response(self, response_ids: list[int]) -> str:
         """Record the model's response; return its text (special tokens dropped) for the env."""
         content = self.tokenizer.decode(response_ids, skip_special_tokens=True)
+        self.last_text = content
         self.exchanges.append((self.pending_obs, content))
-        if self.history == "full":
-            specials = set(getattr(self.tokenizer, "all_special_ids", None) or [self.tokenizer.eos_token_id])
-            ended = bool(response_ids) and response_ids[-1] in specials
-            self._extra = self.tokenizer.decode(response_ids[-1:], skip_special_tokens=False) if ended else ""
-            self.ids = self.ids + list(response_ids)
-            self.text += self.tokenizer.decode(response_ids, skip_special_tokens=False)
+        self._append_response(response_ids)
         return content
+
+    def _append_response(self, response_ids: list[int]) -> None:
+        """Full mode: the response's tokens, as sampled, extend the conversation; its stop token is noted."""
+        if self.history != "full":
+            return
+        specials = set(getattr(self.tokenizer, "all_special_ids", None) or [self.tokenizer.eos_token_id])
+        ended = bool(response_ids) and response_ids[-1] in specials
+        self._extra = self.tokenizer.decode(response_ids[-1:], skip_special_tokens=False) if ended else ""
+        self.ids = self.ids + list(response_ids)
+        self.text += self.tokenizer.decode(response_ids, skip_special_tokens=False)
+
+    def chat_messages(self) -> list[dict[str, Any]]:
+        """The conversation as messages, for an engine that renders it itself (chat mode): every exchange."""
+        return self._messages(self.exchanges, self.pending_obs)  # type: ignore[return-value]
+
+    def add_chat_reply(self, reply: Any) -> str:
+        """Record a chat server's reply (:class:`~rockroll.agentrl.engines.chat_mode.ChatReply`); its text is the
+        action (a text env has no tools to call)."""
+        self.last_text = str(reply.text)
+        self.exchanges.append((self.pending_obs, self.last_text))
+        return self.last_text
+
+    def after_step(self, step: tuple[Any, ...], observation_format: ObservationFormat = "raw") -> list[int]:
+        """Prompt ids of the next turn, after the env's ``step`` answer ``(obs, reward, terminated, truncated,
+        info)``: its observation as the policy sees it (:func:`format_observation`)."""
+        return self.next_prompt(format_observation(step[0], observation_format))
 
     def next_prompt(self, observation: str) -> list[int]:
         """Prompt ids of the next turn, after the env answered ``observation``."""
@@ -174,13 +197,7 @@ class PromptBuilder:
         rendered = self._render(self._messages(self.exchanges, observation))
         expected = self._rendered + content
         if not (rendered.startswith(expected) and self.extends_previous):
-            # the template rewrote history: re-render the whole prompt (per_turn layout only)
-            self.extends_previous = False
-            self._rendered = rendered
-            self.ids = self._encode(rendered)
-            self.text = rendered
-            self._check_budget(len(self.ids))
-            return list(self.ids)
+            return self._rerender(rendered)  # the template rewrote history (per_turn layout only)
         tail = rendered[len(expected) :]
         produced = self._extra  # the stop token that ended the response, if any
         delta = tail[len(produced) :] if produced and tail.startswith(produced) else tail
@@ -190,11 +207,29 @@ class PromptBuilder:
         self._check_budget(len(self.ids))
         return list(self.ids)
 
+    def _rerender(self, rendered: str) -> list[int]:
+        """The whole prompt re-rendered: prompts no longer extend each other (``per_turn`` layout only)."""
+        self.extends_previous = False
+        self._rendered = rendered
+        self.ids = self._encode(rendered)
+        self.text = rendered
+        self._check_budget(len(self.ids))
+        return list(self.ids)
+
+    def _window(self) -> list[Any]:
+        """The exchanges a ``last_k`` prompt may keep, oldest first."""
+        return self.exchanges
+
+    def _window_ids(self, kept: list[Any]) -> list[int]:
+        """The ``last_k`` prompt of the ``kept`` exchanges and the pending observation."""
+        return _cached_prompt(self.tokenizer, self._messages(kept, self.pending_obs), self._render_ids)
+
     def _last_k_prompt(self) -> list[int]:
         k = max(0, self.last_k)
-        kept = self.exchanges[-k:] if k else []
+        window = self._window()
+        kept = window[-k:] if k else []
         while True:
-            ids = _cached_prompt(self.tokenizer, self._messages(kept, self.pending_obs), self._render_ids)
+            ids = self._window_ids(kept)
             fits = self.budget is None or len(ids) + self.max_new_tokens <= self.budget
             if fits or not kept:
                 break

@@ -114,6 +114,24 @@ class TinyModelConfig:
             raise ValueError("num_layers, intermediate_size and max_position_embeddings must be >= 1")
 
 
+def _tool_texts(env: Any) -> list[str]:
+    """A tool env's share of the corpus: its tools' JSON as templates write it (``tojson``) and example calls in
+    the Hermes style, repeated so that the tokenizer's merges cover them (short prompts: the tools block is in
+    every one)."""
+
+    tools = getattr(env, "tools", ())
+    if not tools:
+        return []
+    block = "\n".join(json.dumps(t.to_openai(), ensure_ascii=False) for t in tools)
+    texts = [block] * 50
+    for seed in range(20):
+        env.reset(seed=seed)
+        for call in env.unwrapped.tool_examples():
+            body = json.dumps({"name": call.name, "arguments": dict(call.arguments)}, ensure_ascii=False)
+            texts.append(f"<tool_call>\n{body}\n</tool_call>")
+    return texts
+
+
 def corpus_texts(env_ids: tuple[str, ...] = DEFAULT_ENVS, episodes: int = 40, seed: int = 0) -> list[str]:
     """Text the tokenizer is trained on: prompts, observations and answers of ``env_ids``.
 
@@ -127,6 +145,7 @@ def corpus_texts(env_ids: tuple[str, ...] = DEFAULT_ENVS, episodes: int = 40, se
     for env_id in env_ids:
         env = envhub.make(env_id)
         texts.append(env.system_prompt())
+        texts += _tool_texts(env)
         for ep in range(episodes):
             obs, _ = env.reset(seed=seed * 100_000 + ep)
             texts.append(obs)

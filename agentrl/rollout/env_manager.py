@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine, SamplingParams
+from rockroll.agentrl.engines.chat_mode import is_chat_engine
 from rockroll.agentrl.engines.choices import AnswerTrie
 from rockroll.agentrl.errors import InfraFailure, boundary
 from rockroll.agentrl.models.chat import ContextExceeded, PromptBuilder, format_observation
@@ -55,6 +56,7 @@ from rockroll.agentrl.models.memo_tokenizer import MemoTokenizer
 from rockroll.agentrl.rewards.adaptive_timeout import AdaptiveTimeouts
 from rockroll.agentrl.rewards.pool import RewardFn, RewardPool
 from rockroll.agentrl.rollout.answers import answer_trie
+from rockroll.agentrl.rollout.builders import chat_result, make_builder, tool_counts
 from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.agentrl.rollout.deadlines import Deadlines
 from rockroll.agentrl.rollout.gate import GenerationGate
@@ -63,7 +65,9 @@ from rockroll.agentrl.rollout.hedging import AttemptKey, CallWatch
 from rockroll.agentrl.sources.calls import EnvCalls
 from rockroll.agentrl.sources.kinds import EnvSource
 from rockroll.agentrl.trajectory import FailureTag, Trajectory, Turn
+from rockroll.envs.action_wire import tools_of
 from rockroll.envs.core import TextEnvProtocol
+from rockroll.envs.tools import Tool
 from rockroll.sandbox.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -157,6 +161,7 @@ class EnvManager(EnvHandling):
         self._calls = EnvCalls(source, self.executor)
         self._tokenizer: MemoTokenizer | None = None
         self._tries: dict[str, AnswerTrie | None] = {}  # env id -> its allowed answers (agentrl/rollout/answers.py)
+        self._env_tool_sets: dict[str, tuple[Tool, ...]] = {}  # env id -> the tools it declares
 
     # ------------------------------------------------------------ rewards
     def reward_counts(self) -> Counter[str]:
@@ -242,14 +247,8 @@ class EnvManager(EnvHandling):
             system = await boundary("env_reset", _call(env.system_prompt), None)  # cached by every source
             system = system if cfg.system_prompt == "env" else ""
             obs = format_observation(obs, cfg.observation_format)
-            builder = PromptBuilder(
-                self._prompt_tokenizer(),
-                system,
-                history=cfg.history,  # type: ignore[arg-type]
-                last_k=cfg.history_k,
-                max_context_tokens=cfg.max_context_tokens,
-                max_new_tokens=cfg.max_tokens_per_turn,
-            )
+            tools = await self._bounded("env_reset", self._env_tools(env, ep.env_id), self._left(deadline, 60.0))
+            builder = make_builder(self._prompt_tokenizer(), system, tools, cfg, chat=is_chat_engine(self.engine))
             try:
                 prompt = builder.first_prompt(obs)
                 await self._play(ep, traj, env, builder, prompt, deadline)
@@ -295,23 +294,39 @@ class EnvManager(EnvHandling):
             request = self._request(ep, prompt, turn_index)
             t0 = time.monotonic()
             async with self.gate.slot() if self.gate is not None else contextlib.nullcontext():
-                result = await self._bounded(
-                    "generation", self.engine.generate(request), self._left(deadline, cfg.generation_timeout_s)
-                )
-            text = builder.add_response(result.token_ids)
+                if is_chat_engine(self.engine):  # a chat server renders and parses (engines/chat_mode.py)
+                    tools = self._env_tool_sets.get(ep.env_id, ())
+                    chat = self.engine.chat(builder.chat_messages(), tools, request.params)  # type: ignore[attr-defined]
+                    reply = await self._bounded("generation", chat, self._left(deadline, cfg.generation_timeout_s))
+                    result, action = chat_result(builder, reply, self._prompt_tokenizer(), self.engine.weight_version)
+                else:
+                    result = await self._bounded(
+                        "generation", self.engine.generate(request), self._left(deadline, cfg.generation_timeout_s)
+                    )
+                    action = builder.add_response(result.token_ids)
             t1 = time.monotonic()
             with self.watch.call(ep.attempt_key, ep.env_id):
                 step = await self._bounded(
-                    "env_step", self._calls.call(env, ep.env_id, "step", text), self._left(deadline, cfg.step_timeout_s)
+                    "env_step",
+                    self._calls.call(env, ep.env_id, "step", action),
+                    self._left(deadline, cfg.step_timeout_s),
                 )
             self.busy["generation"] += t1 - t0
             self.busy["env"] += time.monotonic() - t1
-            invalid_run, done = self._record(traj, prompt, result, text, step, state_key, invalid_run)
+            invalid_run, done = self._record(traj, prompt, result, builder.last_text, step, state_key, invalid_run)
             if done:
                 return
             if turn_index + 1 < cfg.max_turns:
-                prompt = builder.next_prompt(format_observation(step[0], cfg.observation_format))
+                prompt = builder.after_step(step, cfg.observation_format)
         traj.truncated = True
+
+    async def _env_tools(self, env: TextEnvProtocol, env_id: str) -> tuple[Tool, ...]:
+        """The tools ``env_id`` declares (asked once per env id, off the event loop: a node agent's handle asks
+        its agent)."""
+        if env_id not in self._env_tool_sets:
+            loop = asyncio.get_running_loop()
+            self._env_tool_sets[env_id] = await loop.run_in_executor(self.executor, tools_of, env)
+        return self._env_tool_sets[env_id]
 
     def _request(self, ep: EpisodeSpec, prompt: list[int], turn_index: int) -> GenerationRequest:
         """The generation request of turn ``turn_index`` (seeded from ``ep.sample_seed`` when set)."""
@@ -360,6 +375,8 @@ class EnvManager(EnvHandling):
                 finish_reason=result.finish_reason,
                 state_key=state_key,
                 allowed=None if (trie := self._trie(traj.env_id)) is None else trie.positions(result.token_ids),
+                tools=tool_counts(info) if self._env_tool_sets.get(traj.env_id) else None,
+                tokens_exact=result.tokens_exact,
             )
         )
         traj.success = bool(info.get("success", False))

@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rockroll.agentrl.engines.base import GenerationRequest
+from rockroll.agentrl.engines.chat_mode import is_chat_engine
 from rockroll.agentrl.errors import FatalRolloutError, InfraFailure, boundary
-from rockroll.agentrl.models.chat import ContextExceeded, PromptBuilder, format_observation
+from rockroll.agentrl.models.chat import ContextExceeded, PromptBuilder
 from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.agentrl.rollout.env_manager import EnvManager, EpisodeSpec
 from rockroll.agentrl.trajectory import Trajectory
@@ -143,9 +144,10 @@ class LockstepEnvManager(EnvManager):
         batch, results = [w for w, _ in pairs], [a for _, a in pairs]
         self.rounds += 1
         self.round_turns += len(batch)
-        texts = [w.builder.add_response(r.token_ids) for w, r in zip(batch, results, strict=True)]
+        actions = [w.builder.add_response(r.token_ids) for w, r in zip(batch, results, strict=True)]
+        texts = [w.builder.last_text for w in batch]
         # made in one event-loop iteration: the manager batches them per sandbox (one job per batch key)
-        calls = [self._calls.call(w.env, w.ep.env_id, "step", t) for w, t in zip(batch, texts, strict=True)]
+        calls = [self._calls.call(w.env, w.ep.env_id, "step", a) for w, a in zip(batch, actions, strict=True)]
         step_timeout = min(cfg.step_timeout_s, max(w.deadline for w in batch) - time.monotonic())
         t_env = time.monotonic()
         await asyncio.wait(calls, timeout=max(step_timeout, 0.0))
@@ -171,7 +173,7 @@ class LockstepEnvManager(EnvManager):
                 w.done.set_result(None)
                 continue
             try:
-                w.prompt = w.builder.next_prompt(format_observation(step[0], cfg.observation_format))
+                w.prompt = w.builder.after_step(step, cfg.observation_format)
             except ContextExceeded as e:
                 w.done.set_exception(e)  # the episode's coroutine marks it truncated (the agent's failure)
                 continue
@@ -189,5 +191,6 @@ def _fail(w: _Live, error: BaseException) -> None:
 
 def make_env_manager(engine: Any, source: Any, config: EpisodeConfig | None = None, **kwargs: Any) -> EnvManager:
     """The env manager ``config`` asks for: :class:`LockstepEnvManager` with ``lockstep``, else :class:`EnvManager`."""
-    cls = LockstepEnvManager if config is not None and config.lockstep else EnvManager
+    lockstep = config is not None and config.lockstep and not is_chat_engine(engine)  # a chat server: per episode
+    cls = LockstepEnvManager if lockstep else EnvManager
     return cls(engine, source, config, **kwargs)

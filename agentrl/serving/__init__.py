@@ -1,8 +1,9 @@
 """The OpenAI-compatible model server (``rockroll serve-model``).
 
 ``app`` (the FastAPI app and :func:`serve_model`), ``service`` (request handling), ``protocol`` (the wire
-format), ``decode`` (tokens to one choice), ``episode`` (a trained policy's episode settings), ``guard``
-(API key, body limit, clients that left).
+format), ``decode`` (tokens to one choice), ``episode`` (a trained policy's episode settings), ``tool_calls``
+(tools into the prompt, the model's calls out as OpenAI ``tool_calls``), ``guard`` (API key, body limit,
+clients that left).
 
 The names below load on first use.
 """

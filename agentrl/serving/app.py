@@ -20,6 +20,10 @@ Logprobs are the engine's (raw model, temperature 1). The top alternatives come 
 pass of the model over prompt and answer (``top_logprobs`` needs an engine with a local ``model``,
 the hf engine); they agree with the sampled tokens' logprobs within float tolerance.
 
+Tools (OpenAI's ``tools``, ``tool_choice``, ``parallel_tool_calls``; assistant ``tool_calls`` and ``tool``
+messages; ``tool_calls`` in answers and streams): :mod:`rockroll.agentrl.serving.tool_calls`, read in the
+style of ``tool_call_parser`` (``--tool-call-parser``; default: what the export records, else ``hermes``).
+
 Errors are OpenAI's ``{"error": {"message", "type", "param", "code"}}``
 (:mod:`rockroll.agentrl.serving.protocol`). An export of a training run is served as it was trained:
 its ``rockroll_episode.json`` sets the chat defaults (:mod:`rockroll.agentrl.serving.episode`).
@@ -56,6 +60,7 @@ from rockroll.agentrl.serving.protocol import (
     sse,
 )
 from rockroll.agentrl.serving.service import Answer, ModelService
+from rockroll.agentrl.serving.tool_calls import DEFAULT_PARSER, recorded_parser
 
 __all__ = ["create_app", "serve_model", "CompletionRequest", "ChatCompletionRequest"]
 
@@ -72,17 +77,21 @@ def create_app(
     episode: EpisodeDefaults | None = None,
     api_key: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    tool_call_parser: str = DEFAULT_PARSER,
 ) -> Any:
     """The FastAPI app serving ``engine`` under the model id ``model_name``.
 
     ``max_model_len``: the model's context (prompt + answer; None: unchecked); ``chunk_tokens``:
     tokens per engine request of a chunked choice (see :mod:`rockroll.agentrl.serving.decode`);
-    ``episode``: the trained turn's defaults; ``api_key``: the key every route but /health needs.
+    ``episode``: the trained turn's defaults; ``api_key``: the key every route but /health needs;
+    ``tool_call_parser``: the style tool calls are read in (:data:`rockroll.agentrl.tools.TOOL_PARSERS`).
     """
     from fastapi import FastAPI
     from fastapi.responses import Response
 
-    service = ModelService(engine, model_name, default_max_tokens, max_model_len, chunk_tokens, episode)
+    service = ModelService(
+        engine, model_name, default_max_tokens, max_model_len, chunk_tokens, episode, tool_call_parser
+    )
     app = FastAPI(title="rockroll model server", version="1")
     install_error_handlers(app)
     app.add_middleware(ServeGuard, api_key=api_key, max_body_bytes=max_body_bytes)
@@ -150,10 +159,12 @@ def serve_model(
     use_episode: bool = True,
     api_key: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    tool_call_parser: str | None = None,
 ) -> None:
     """Load ``model_path`` into an :class:`~rockroll.agentrl.engines.hf.HFEngine` and serve it (blocks).
 
-    ``use_episode``: apply the export's ``rockroll_episode.json`` (see the module docstring).
+    ``use_episode``: apply the export's ``rockroll_episode.json`` (see the module docstring);
+    ``tool_call_parser``: the tool-call style (None: the one the export records, else ``hermes``).
     Raises FileNotFoundError, before loading anything, for a folder that is not a model.
     """
     import uvicorn
@@ -166,6 +177,7 @@ def serve_model(
     if not (path / "config.json").is_file():
         raise FileNotFoundError(errno.ENOENT, "not a Hugging Face model directory (no config.json)", str(path))
     episode = load_episode(path) if use_episode else None
+    parser = tool_call_parser or recorded_parser(path) or DEFAULT_PARSER
     print(f"loading {path} on {device} ...", flush=True)  # a big model takes a while: say so at once
     engine: Any = make_engine(
         "hf", model_path=model_path, device=device, max_batch_size=max_batch_size, num_threads=num_threads, seed=seed
@@ -179,9 +191,11 @@ def serve_model(
         episode=episode,
         api_key=api_key,
         max_body_bytes=max_body_bytes,
+        tool_call_parser=parser,
     )
     if episode is not None:
         print(f"as trained ({episode.source.name}; --no-episode turns it off): {episode.describe()}", flush=True)
+    print(f"tool calls read in the {parser} style (--tool-call-parser)", flush=True)
     auth = "API key required" if api_key else "no API key: keep it on 127.0.0.1"
     sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     port = int(sock.getsockname()[1])  # the port bound (--port 0: a free one, named below)

@@ -1,8 +1,11 @@
 """The OpenAI wire format of ``rockroll serve-model``: request models, errors, server-sent events.
 
 Requests are validated by pydantic; unknown fields are ignored (OpenAI clients send many), known
-ones the server cannot honour (``tools``, penalties, ``logit_bias``, ``best_of``, ...) are refused
-with a 400 naming them rather than silently dropped. Every error is OpenAI's
+ones the server cannot honour (penalties, ``logit_bias``, ``best_of``, the legacy ``functions``, ...)
+are refused with a 400 naming them rather than silently dropped. Chat requests may declare ``tools``
+(OpenAI function tools, checked by :func:`rockroll.envs.tools.check_tools`: a 400 with
+``param="tools"`` naming the entry) and a ``tool_choice``; their messages may carry the assistant's
+``tool_calls`` (arguments as JSON text) and ``tool`` results (:mod:`rockroll.agentrl.serving.tool_calls`). Every error is OpenAI's
 ``{"error": {"message", "type", "param", "code"}}`` (:class:`OpenAIError`,
 :func:`install_error_handlers`): a validation error is a 400 ``invalid_request_error`` whose
 ``param`` is the field, an unknown model a 404 ``model_not_found``.
@@ -11,15 +14,18 @@ with a 400 naming them rather than silently dropped. Every error is OpenAI's
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, field_validator, model_validator
 
 from rockroll.agentrl.engines.base import SamplingParams
+from rockroll.envs.errors import EnvConfigError
+from rockroll.envs.tools import Tool, check_tools
 
 __all__ = [
     "ChatCompletionRequest",
     "ChatMessage",
+    "MessageToolCall",
     "CompletionRequest",
     "OpenAIError",
     "error_body",
@@ -31,6 +37,8 @@ __all__ = [
 MAX_TOKENS_LIMIT = 32_768
 MAX_N = 16
 MAX_TOP_LOGPROBS = 20
+MAX_TOOLS = 128
+TOOL_CHOICES = ("auto", "none", "required")
 SSE_DONE = "data: [DONE]\n\n"
 
 
@@ -167,11 +175,51 @@ class CompletionRequest(_Sampling):
         return self
 
 
+class FunctionCall(BaseModel):
+    """``function`` of an assistant message's tool call: ``arguments`` is JSON text (OpenAI) or an object."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(..., min_length=1, max_length=64)
+    arguments: str | dict[str, Any] = "{}"
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments(cls, v: str | dict[str, Any]) -> str | dict[str, Any]:
+        if isinstance(v, str) and not isinstance(_json_object(v or "{}"), dict):
+            raise ValueError("must be a JSON object (as text)")
+        return v
+
+    def args(self) -> dict[str, Any]:
+        """The arguments decoded."""
+        return dict(self.arguments) if isinstance(self.arguments, dict) else dict(json.loads(self.arguments or "{}"))
+
+
+def _json_object(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+class MessageToolCall(BaseModel):
+    """One entry of an assistant message's ``tool_calls`` (OpenAI's shape)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field("", max_length=256)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: str = Field(..., max_length=64)
     content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[MessageToolCall] | None = Field(default=None, max_length=64)  # assistant
+    tool_call_id: str | None = Field(default=None, max_length=256)  # tool: the call it answers
+    name: str | None = Field(default=None, max_length=64)
 
     @field_validator("role")
     @classmethod
@@ -201,17 +249,95 @@ class ChatCompletionRequest(_Sampling):
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
+    tools: list[Any] | None = Field(default=None, max_length=MAX_TOOLS)
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    _tools: list[Tool] = PrivateAttr(default_factory=list)
+    _named: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check(self) -> ChatCompletionRequest:
         extra = self.model_extra or {}
         if self.top_logprobs and not self.logprobs:
             raise OpenAIError(400, "top_logprobs needs logprobs=true", param="top_logprobs")
-        if extra.get("tools") or extra.get("functions"):
-            raise OpenAIError(400, "tools are not supported by this server", param="tools", code="unsupported")
+        for legacy in ("functions", "function_call"):
+            if extra.get(legacy):
+                raise OpenAIError(
+                    400, f"{legacy} (deprecated by OpenAI) is not supported: send tools and tool_choice",
+                    param=legacy, code="unsupported",
+                )  # fmt: skip
+        self._tools = declared_tools(self.tools)
+        self._named = _tool_choice(self.tool_choice, self._tools)
         fmt = extra.get("response_format")
         if isinstance(fmt, dict) and fmt.get("type") not in (None, "text"):
             raise OpenAIError(
                 400, "response_format other than text is not supported", param="response_format", code="unsupported"
             )
         return self
+
+    @property
+    def declared(self) -> list[Tool]:
+        """The request's tools, checked."""
+        return self._tools
+
+    @property
+    def choice(self) -> str:
+        """``auto`` (the default), ``none``, ``required``, or ``named`` (:attr:`named_tool`)."""
+        if self._named is not None:
+            return "named"
+        return self.tool_choice if isinstance(self.tool_choice, str) else "auto"
+
+    @property
+    def named_tool(self) -> str | None:
+        """The function ``tool_choice`` names (None: it names none)."""
+        return self._named
+
+
+def declared_tools(entries: list[Any] | None) -> list[Tool]:
+    """The ``tools`` of a request as :class:`Tool` s: a 400 (``param="tools"``) naming the bad entry's field."""
+    tools = []
+    for i, entry in enumerate(entries or ()):
+        fn = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or entry.get("type", "function") != "function" or not isinstance(fn, dict):
+            raise OpenAIError(400, f'tools[{i}] must be {{"type": "function", "function": {{...}}}}', param="tools")
+        name, description, params = fn.get("name"), fn.get("description"), fn.get("parameters")
+        if not isinstance(name, str):
+            raise OpenAIError(400, f"tools[{i}].function.name must be text", param="tools")
+        if description is not None and not isinstance(description, str):
+            raise OpenAIError(400, f"tools[{i}].function.description must be text", param="tools")
+        if params is not None and not isinstance(params, dict):
+            raise OpenAIError(400, f"tools[{i}].function.parameters must be a JSON schema (an object)", param="tools")
+        tools.append(Tool(name, description or "", params or {"type": "object", "properties": {}}))
+    try:
+        check_tools(tools)
+    except EnvConfigError as e:
+        raise OpenAIError(400, str(e).replace("].", "].function.", 1), param="tools") from e
+    return tools
+
+
+def _tool_choice(choice: str | dict[str, Any] | None, tools: list[Tool]) -> str | None:
+    """The function a ``tool_choice`` names (None: ``auto``/``none``/``required``); a 400 when it cannot be met."""
+    if choice is None or choice in ("auto", "none"):
+        return None
+    if isinstance(choice, str) and choice != "required":
+        raise OpenAIError(
+            400, f"tool_choice must be one of {', '.join(TOOL_CHOICES)} or a named function, got {choice!r}",
+            param="tool_choice",
+        )  # fmt: skip
+    if not tools:
+        raise OpenAIError(400, "tool_choice other than auto or none needs tools", param="tool_choice")
+    if isinstance(choice, str):
+        return None
+    fn = choice.get("function")
+    name = fn.get("name") if isinstance(fn, dict) else None
+    if choice.get("type") != "function" or not isinstance(name, str):
+        raise OpenAIError(
+            400, 'a named tool_choice is {"type": "function", "function": {"name": ...}}', param="tool_choice"
+        )
+    declared = [t.name for t in tools]
+    if name not in declared:
+        raise OpenAIError(
+            400, f"tool_choice names function {name!r}, which tools do not declare ({', '.join(declared)})",
+            param="tool_choice",
+        )  # fmt: skip
+    return name

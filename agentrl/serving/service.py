@@ -18,6 +18,17 @@ from rockroll.agentrl.engines.base import EngineError, LLMEngine
 from rockroll.agentrl.serving.decode import Piece, TopScorer, generate_choice, merge_choices
 from rockroll.agentrl.serving.episode import EpisodeDefaults
 from rockroll.agentrl.serving.protocol import ChatCompletionRequest, CompletionRequest, OpenAIError, sse
+from rockroll.agentrl.serving.tool_calls import (
+    DEFAULT_PARSER,
+    ToolPlan,
+    ToolStream,
+    chat_messages,
+    openai_tool_calls,
+    plan_tools,
+    split_turn,
+    tool_call_deltas,
+)
+from rockroll.agentrl.tools import get_parser, render_chat
 
 __all__ = ["Answer", "ModelService", "MAX_PROMPTS"]
 
@@ -55,7 +66,8 @@ class ModelService:
 
     ``max_model_len``: the model's context (prompt + answer; None: unchecked); ``chunk_tokens``:
     tokens per engine request of a chunked choice (see :mod:`rockroll.agentrl.serving.decode`);
-    ``episode``: the trained turn's settings applied by default (:mod:`rockroll.agentrl.serving.episode`).
+    ``episode``: the trained turn's settings applied by default (:mod:`rockroll.agentrl.serving.episode`);
+    ``tool_call_parser``: the style the model writes tool calls in (:mod:`rockroll.agentrl.serving.tool_calls`).
     """
 
     def __init__(
@@ -66,9 +78,11 @@ class ModelService:
         max_model_len: int | None = None,
         chunk_tokens: int = 8,
         episode: EpisodeDefaults | None = None,
+        tool_call_parser: str = DEFAULT_PARSER,
     ) -> None:
         self.engine = engine
         self.episode = episode
+        self.parser = get_parser(tool_call_parser)
         self.model_name = model_name
         self.default_max_tokens = default_max_tokens
         self.max_model_len = max_model_len
@@ -258,9 +272,10 @@ class ModelService:
             ]
         }
 
-    def chat_prompt(self, req: ChatCompletionRequest) -> list[int]:
-        """The conversation through the tokenizer's chat template, as token ids."""
-        messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+    def chat_prompt(self, req: ChatCompletionRequest) -> tuple[list[int], ToolPlan]:
+        """The conversation (and its tools) through the chat template, as token ids, and how tools are treated
+        (a forced call's opening is prefilled after the generation prompt)."""
+        messages = chat_messages(req.messages)
         if self.episode is not None:
             messages = self.episode.messages(messages)
             if not messages:
@@ -270,24 +285,35 @@ class ModelService:
                     "send the observation as a user message",
                     param="messages",
                 )
+        plan = plan_tools(req, self.parser)
         try:
-            text_prompt = self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            text_prompt = render_chat(self.tok, messages, plan.tools, style=self.parser.name)
         except Exception as e:  # noqa: BLE001 - templates raise what they like on odd conversations
             raise OpenAIError(400, f"the chat template refused the messages: {e}", param="messages") from e
-        return self.tok.encode(text_prompt, add_special_tokens=False)
+        return self.tok.encode(text_prompt + plan.prefill, add_special_tokens=False), plan
+
+    def chat_message(self, text: str, plan: ToolPlan, prefix: str, index: int) -> dict[str, Any]:
+        """The assistant message of an answer: its calls as ``tool_calls`` when the plan parses them."""
+        if not plan.parse:
+            return {"role": "assistant", "content": text}
+        split = split_turn(self.parser, plan.prefill + text, prefix=prefix, index=index, parallel=plan.parallel)
+        if not split.calls:
+            return {"role": "assistant", "content": split.content}
+        return {"role": "assistant", "content": split.content, "tool_calls": openai_tool_calls(split.calls)}
 
     async def chat_completion(self, req: ChatCompletionRequest) -> Answer:
         self.check_model(req.model)
-        ids = self.chat_prompt(req)
+        ids, plan = self.chat_prompt(req)
         default = self.episode.max_tokens if self.episode is not None else None
         max_tokens = self.budget(len(ids), req.max_completion_tokens or req.max_tokens, default)
         top_n = (req.top_logprobs or 0) if req.logprobs else 0
         iters = self.choices_of(req, [ids], [max_tokens], True, top_n)
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         head = {"id": rid, "created": created, "model": self.model_name, "system_fingerprint": None}
+        prefix = f"call_{rid[-12:]}"
 
-        def choice(i: int, p: Piece, c: dict[str, Any]) -> dict[str, Any]:
-            c = {"index": i, **c, "finish_reason": p.finish_reason}
+        def choice(i: int, p: Piece, c: dict[str, Any], finish: str | None) -> dict[str, Any]:
+            c = {"index": i, **c, "finish_reason": finish}
             if req.return_token_ids:
                 c["token_ids"] = list(p.token_ids)
                 c["prompt_token_ids"] = ids
@@ -295,33 +321,42 @@ class ModelService:
 
         if not req.stream:
             whole = await self.collect(iters)
-            out = [
-                choice(
-                    i,
-                    p,
-                    {
-                        "message": {"role": "assistant", "content": p.text},
-                        "logprobs": self.chat_logprobs(p) if req.logprobs else None,
-                    },
-                )
-                for i, p in enumerate(whole)
-            ]
+            out = []
+            for i, p in enumerate(whole):
+                message = self.chat_message(p.text, plan, prefix, i)
+                logprobs = self.chat_logprobs(p) if req.logprobs else None
+                finish = "tool_calls" if message.get("tool_calls") else p.finish_reason
+                out.append(choice(i, p, {"message": message, "logprobs": logprobs}, finish))
             usage = self.usage([ids], sum(p.generated for p in whole))
             return {**head, "object": "chat.completion", "choices": out, "usage": usage}
 
         async def events() -> AsyncIterator[str]:
             chunk_head = {**head, "object": "chat.completion.chunk"}
+            streams = [ToolStream(self.parser, prefix=prefix, index=i, plan=plan) for i in range(len(iters))]
             for i in range(len(iters)):
                 first = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
                 yield sse({**chunk_head, "choices": [{**first, "finish_reason": None}]})
             generated = 0
             async for i, p in merge_choices(iters):
                 generated += p.generated
-                delta = {"content": p.text} if p.text else {}
+                text, calls = streams[i].feed(p.text), ()
+                if p.finish_reason:
+                    tail, calls = streams[i].finish()
+                    text += tail
+                delta = {"content": text} if text else {}
                 logprobs = self.chat_logprobs(p) if req.logprobs and p.token_ids else None
-                if delta or logprobs or p.finish_reason:
-                    yield sse({**chunk_head, "choices": [choice(i, p, {"delta": delta, "logprobs": logprobs})]})
+                finish = None if calls else p.finish_reason
+                if delta or logprobs or finish or (req.return_token_ids and p.token_ids):
+                    yield sse({**chunk_head, "choices": [choice(i, p, {"delta": delta, "logprobs": logprobs}, finish)]})
+                for d in tool_call_deltas(calls):
+                    yield sse({**chunk_head, "choices": [_delta(i, {"tool_calls": [d]})]})
+                if calls:
+                    yield sse({**chunk_head, "choices": [_delta(i, {}, "tool_calls")]})
             if req.include_usage:
                 yield sse({**chunk_head, "choices": [], "usage": self.usage([ids], generated)})
 
         return events()
+
+
+def _delta(index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}

@@ -46,8 +46,8 @@ class ParsedTurn(NamedTuple):
 
     @property
     def action(self) -> ToolAction:
-        """The turn as an env action (text and well-formed calls)."""
-        return ToolAction(self.text, self.calls)
+        """The turn as an env action: its text, its well-formed calls and the problems of the others."""
+        return ToolAction(self.text, self.calls, self.problems)
 
     @property
     def ok(self) -> bool:

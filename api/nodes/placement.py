@@ -13,7 +13,7 @@ the least-loaded sandbox of X's pool for that spec (``sessions@<X>``, ``env-<fp>
 none has a free slot, X takes an idle sandbox of the warm pool (which the monitor then refills)
 or starts one, within X's quota. Sandboxes that hosted no session for ``idle_ttl_s`` are stopped
 (:meth:`Placement.reap_idle`), except the warm pool's ``pool_size`` unassigned ones and user
-sandboxes.
+sandboxes. Picking the sandbox and reserving the slot is :class:`rockroll.api.nodes.slots.SessionSlots`.
 
 Threat model: the control plane is trusted; everything read back from a sandbox is untrusted data
 and is only returned as JSON. Owners are untrusted: one owner's sessions never share a sandbox
@@ -29,16 +29,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rockroll.api.db import Database
+from rockroll.api.nodes.slots import SessionSlots
 from rockroll.api.sandboxes.owners import OwnerLedger, base_pool, owner_pool
 from rockroll.api.sandboxes.views import Counts, describe, pool_views, snapshot
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.confinement import IsolationTooWeak, enforce
-from rockroll.sandbox.errors import CapacityError, SandboxError, SandboxLost, SandboxNotFound
+from rockroll.sandbox.errors import SandboxError, SandboxLost, SandboxNotFound
 from rockroll.sandbox.managed import ManagedSandbox, SandboxState
 from rockroll.sandbox.manager import ManagerConfig, SandboxManager
 from rockroll.sandbox.pool import PoolConfig, WarmPoolConfig
 from rockroll.sandbox.process import ProcessBackend
-from rockroll.sandbox.retry import wait_until
 from rockroll.sandbox.server.plugins import DEFAULT_PLUGIN_DIR, PLUGINS_ENV
 from rockroll.sandbox.session import RemoteSession
 
@@ -75,8 +75,6 @@ class Placement:
         adopt_timeout_s: float | None = None,
     ) -> None:
         self._provisioned: set[tuple[str, int]] = set()
-        self._pick_lock = threading.Lock()
-        self._grow_locks: dict[str, threading.Lock] = {}
         self._open_slots = threading.BoundedSemaphore(OPEN_CONCURRENCY)
         self._stop = threading.Event()
         self.idle_ttl_s = idle_ttl_s
@@ -97,6 +95,7 @@ class Placement:
             warm_pool=WarmPoolConfig(size=warm_pool_size, max_total=max(1, min(64, warm_pool_size * 4))),
         )
         self.manager = SandboxManager(config)
+        self.slots = SessionSlots(self.manager, self.owners, warm_pool=SESSION_POOL, delete=self.delete)
         self.backend_name = self.manager.backend.name
         try:
             self.isolation = enforce(self.manager.backend, min_isolation)
@@ -177,7 +176,8 @@ class Placement:
         spec = self.session_spec if custom is None else self.spec_for_custom(custom)
         pool = owner_pool(spec.name, owner)
         for attempt in range(OPEN_ATTEMPTS):
-            sb = self._slot(owner, spec, pool)  # outside _open_slots: a sandbox booting for one owner holds up no other
+            # outside _open_slots: a sandbox booting for one owner holds up no other
+            sb = self.slots.reserve(owner, spec, pool)
             with self._open_slots:
                 try:
                     if custom is not None:
@@ -200,104 +200,6 @@ class Placement:
                 sb.write_file(f"{DEFAULT_PLUGIN_DIR}/{rel}", data)
             self._provisioned.add(key)
 
-    def _slot(self, owner: str, spec: SandboxSpec, pool: str) -> ManagedSandbox:
-        """A sandbox of ``pool`` with one session slot reserved for the caller.
-
-        One sandbox is added to a pool at a time (its lock): a burst of opens waits for it
-        instead of each starting one.
-        """
-        sb = self._take_slot(pool)
-        if sb is not None:
-            return sb
-        with self._pick_lock:
-            grow = self._grow_locks.setdefault(pool, threading.Lock())
-        with grow:
-            if self._coming_up(pool):  # a member being replaced takes sessions again soon
-                wait_until(lambda: not self._coming_up(pool), spec.startup_timeout_s)
-            sb = self._take_slot(pool)
-            if sb is not None:
-                return sb
-            return self._add_member(owner, spec, pool)
-
-    def _take_slot(self, pool: str) -> ManagedSandbox | None:
-        """Reserve a slot on the least-loaded ready member of ``pool`` with a free one (or None)."""
-        with self._pick_lock:
-            members = [
-                sb
-                for sb in self.manager.members(pool)
-                if sb.state == SandboxState.READY and not sb.leased and sb.sessions < sb.spec.max_sessions
-            ]
-            best = min(members, key=lambda sb: (sb.load, sb.last_used), default=None)
-            if best is not None:
-                self._reserve_slot(best)
-            return best
-
-    @staticmethod
-    def _reserve_slot(sb: ManagedSandbox) -> None:
-        sb.reserve()
-        sb.touch()
-
-    def _coming_up(self, pool: str) -> bool:
-        return any(
-            sb.state in (SandboxState.STARTING, SandboxState.RESTARTING) and not sb.leased
-            for sb in self.manager.members(pool)
-        )
-
-    def _add_member(self, owner: str, spec: SandboxSpec, pool: str) -> ManagedSandbox:
-        """Give ``owner`` one more sandbox in ``pool`` (a warm one, else a new one), slot reserved."""
-        live = {sb.id for sb in self.manager.list()}
-        with self.owners.reserve(owner, live, self._used()):
-            sb = self._claim_warm(pool) if spec.name == SESSION_POOL else None
-            if sb is None:
-                sb = self._create(spec, pool)
-                with self._pick_lock:
-                    self._reserve_slot(sb)
-            try:
-                self.owners.assign(sb.id, owner)
-            except BaseException:
-                self.delete(sb.id)
-                raise
-            self.manager.persist(sb)
-            return sb
-
-    def _idle_warm(self) -> list[ManagedSandbox]:
-        """The warm pool's ready, unassigned members without sessions (call under the pick lock)."""
-        return [
-            sb
-            for sb in self.manager.members(SESSION_POOL)
-            if sb.state == SandboxState.READY and not sb.leased and sb.sessions == 0
-        ]
-
-    def _used(self) -> int:
-        """Sandboxes that count against ``max_sandboxes``: all but the idle warm ones (they make room)."""
-        with self._pick_lock:
-            return self.manager.active_count() - len(self._idle_warm())
-
-    def _claim_warm(self, pool: str) -> ManagedSandbox | None:
-        """Move an idle warm sandbox into ``pool`` with a slot reserved (the monitor refills the pool)."""
-        with self._pick_lock:
-            idle = self._idle_warm()
-            if not idle:
-                return None
-            sb = min(idle, key=lambda s: s.created_at)
-            sb.pool = pool
-            self._reserve_slot(sb)
-            return sb
-
-    def _create(self, spec: SandboxSpec, pool: str) -> ManagedSandbox:
-        """Start a sandbox in ``pool``; at ``max_sandboxes``, stop an idle warm one to make room."""
-        try:
-            return self.manager.create(spec, pool=pool)
-        except CapacityError:
-            with self._pick_lock:
-                idle = self._idle_warm()
-                victim = idle[0] if idle else None
-                if victim is None:
-                    raise
-                victim.leased = True  # no session is placed on it any more
-            self.delete(victim.id)
-            return self.manager.create(spec, pool=pool)
-
     def drop_custom_pool(self, custom: CustomEnv) -> None:
         """Delete the sandboxes of a custom env's pools, every owner's (after the env is deleted)."""
         name = self.spec_for_custom(custom).name
@@ -318,8 +220,8 @@ class Placement:
         ttl = self.idle_ttl_s if ttl_s is None else ttl_s
         now = time.monotonic()
         victims = []
-        with self._pick_lock:
-            surplus = len(self._idle_warm()) - self.pools[SESSION_POOL].min_idle
+        with self.slots.lock:
+            surplus = len(self.slots.idle_warm()) - self.pools[SESSION_POOL].min_idle
             for sb in self.manager.list():
                 if sb.leased or sb.state != SandboxState.READY or sb.sessions or now - sb.last_used < ttl:
                     continue
@@ -362,7 +264,7 @@ class Placement:
         if owner is None:
             return self.manager.create(spec, pool=spec.name, leased=True)
         live = {sb.id for sb in self.manager.list()}
-        with self.owners.reserve(owner, live, self._used()):
+        with self.owners.reserve(owner, live, self.slots.used()):
             sb = self.manager.create(spec, pool=spec.name, leased=True)
             self.owners.assign(sb.id, owner)
             return sb

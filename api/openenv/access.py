@@ -10,14 +10,17 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
 
 from rockroll.api.server.auth import Principal
 from rockroll.api.server.deps import principal_for
 from rockroll.api.server.errors import ApiError
 from rockroll.api.server.state import AppState
 
-__all__ = ["principal_of", "face_state"]
+__all__ = ["principal_of", "face_state", "Caller", "caller", "CallerDep"]
 
 
 async def principal_of(state: AppState, headers: Mapping[str, str]) -> Principal:
@@ -42,3 +45,26 @@ def face_state(face: Any) -> AppState:
     """The control plane's state, from the face app (``face.state.rr_of``, set by ``create_face``)."""
     state_of: Callable[[], AppState] = face.state.rr_of
     return state_of()
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated request for one env the caller may play."""
+
+    state: AppState
+    who: Principal
+    env: dict[str, Any]  # the catalog's view of the env (id, description, owner, version, ...)
+
+    @property
+    def env_id(self) -> str:
+        return str(self.env["id"])
+
+
+async def caller(request: Request) -> Caller:
+    """Authenticate, then find the env of the mount's ``env_id`` among those the caller may see (else 404)."""
+    state = face_state(request.app)
+    who = await principal_of(state, request.headers)
+    return Caller(state, who, state.catalog.get(request.path_params["env_id"], who))
+
+
+CallerDep = Annotated[Caller, Depends(caller)]

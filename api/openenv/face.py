@@ -8,8 +8,10 @@ work unchanged. A custom env's id keeps its ``/`` (``/openenv/alice/Nim-v0``): t
 * ``WS /ws``: one rockroll session per socket (:mod:`rockroll.api.openenv.ws`), the way OpenEnv plays.
 * ``POST /reset``, ``POST /step``: stateless, as in OpenEnv: each call plays a fresh session and closes it
   (``/step`` resets it first, on the body's ``seed``); ``GET /state``: a fresh session's state.
-* ``GET /health``, ``/metadata`` (``readme_content``: the env's system prompt), ``/schema``, ``/openapi.json``;
-  ``POST /mcp``: JSON-RPC errors (rockroll envs have no MCP tools).
+* ``GET /health``, ``/metadata`` (``readme_content``: the env's system prompt), ``/schema``, ``/openapi.json``.
+* ``/mcp``: a tool env's tools over MCP's Streamable HTTP transport, one episode per MCP session
+  (:mod:`rockroll.api.openenv.mcp_http`): ``initialize`` opens and resets a rockroll session, ``tools/list``
+  lists the env's tools, ``tools/call`` plays one step with that call, ``DELETE`` ends it.
 
 Every route authenticates like the rest of the API, and a caller sees only the envs it may play: another
 owner's private env is 404 (``env_not_found``), as on ``/v1/envs``. OpenEnv's client cannot send headers, so
@@ -24,26 +26,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Request, Response
+from fastapi import Body, FastAPI, Request, Response
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rockroll.api.openenv.access import face_state, principal_of
-from rockroll.api.openenv.wire import (
-    ResetData,
-    TextAction,
-    TextState,
-    jsonrpc_error,
-    mcp_answer,
-    observation_data,
-    schemas,
-)
+from rockroll.api.openenv.access import Caller, CallerDep
+from rockroll.api.openenv.mcp_http import add_mcp_routes
+from rockroll.api.openenv.wire import ResetData, TextAction, TextState, observation_data, schemas
 from rockroll.api.openenv.ws import play_socket
-from rockroll.api.server.auth import Principal
 from rockroll.api.server.errors import install_error_handlers
 from rockroll.api.server.state import AppState
 
@@ -51,29 +44,6 @@ __all__ = ["mount_openenv", "create_face", "PREFIX"]
 
 #: where the face is mounted: ``/openenv/<env id>/...``
 PREFIX = "/openenv"
-
-
-@dataclass(frozen=True)
-class Caller:
-    """An authenticated request for one env the caller may play."""
-
-    state: AppState
-    who: Principal
-    env: dict[str, Any]  # the catalog's view of the env (id, description, owner, version, ...)
-
-    @property
-    def env_id(self) -> str:
-        return str(self.env["id"])
-
-
-async def caller(request: Request) -> Caller:
-    """Authenticate, then find the env of the mount's ``env_id`` among those the caller may see (else 404)."""
-    state = face_state(request.app)
-    who = await principal_of(state, request.headers)
-    return Caller(state, who, state.catalog.get(request.path_params["env_id"], who))
-
-
-CallerDep = Annotated[Caller, Depends(caller)]
 
 
 class StepBody(BaseModel):
@@ -176,20 +146,12 @@ def create_face(state_of: Callable[[], AppState]) -> FastAPI:
 
         return observation_data(*_fresh(c, play))
 
-    @face.post("/mcp", tags=["MCP"])
-    async def mcp(c: CallerDep, request: Request) -> dict[str, Any]:
-        """JSON-RPC 2.0 errors: rockroll envs are played with ``step``, they list no MCP tools."""
-        try:
-            call = json.loads(await request.body())
-        except (ValueError, RecursionError):
-            return jsonrpc_error(None, -32700, "Parse error")
-        return mcp_answer(call)
-
     @face.get("/openapi.json", include_in_schema=False)
     async def openapi(c: CallerDep) -> dict[str, Any]:
         """The OpenAPI document (``openenv validate`` reads OpenEnv's mode from its paths)."""
         return face.openapi()
 
+    add_mcp_routes(face)
     face.add_api_websocket_route("/ws", play_socket)
     return face
 

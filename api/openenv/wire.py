@@ -44,8 +44,6 @@ __all__ = [
     "observation_frame",
     "error_frame",
     "validation_frame",
-    "jsonrpc_error",
-    "mcp_answer",
     "schemas",
 ]
 
@@ -151,21 +149,6 @@ def error_frame(code: WSErrorCode, message: str, **extra: Any) -> str:
 def validation_frame(message: str, e: ValidationError) -> str:
     """A ``VALIDATION_ERROR`` frame listing pydantic's errors (without the input they echo back)."""
     return error_frame(WSErrorCode.VALIDATION_ERROR, message, errors=e.errors(include_url=False, include_input=False))
-
-
-def jsonrpc_error(request_id: Any, code: int, message: str) -> dict[str, Any]:
-    """A JSON-RPC 2.0 error answer (a rockroll env has no MCP tools: every ``mcp`` call gets one)."""
-    rid = request_id if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else None
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message, "data": None}}
-
-
-def mcp_answer(call: Any) -> dict[str, Any]:
-    """The JSON-RPC answer to an MCP call: rockroll envs are played with ``step`` and list no MCP tools."""
-    if not isinstance(call, dict) or not isinstance(call.get("method"), str):
-        return jsonrpc_error(call.get("id") if isinstance(call, dict) else None, -32600, "Invalid Request")
-    if call["method"] in ("tools/list", "tools/call"):
-        return jsonrpc_error(call.get("id"), -32603, "Environment does not support MCP")
-    return jsonrpc_error(call.get("id"), -32601, f"Method not found: {call['method'][:100]}")
 
 
 def schemas() -> dict[str, Any]:

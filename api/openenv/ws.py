@@ -8,7 +8,9 @@ closes, as OpenEnv does) and closed when the socket closes. Frames are answered 
 
 * ``reset`` (``data``: ``seed``, ``episode_id``, ``options``) and ``step`` (``data``: ``{"message": TEXT}``, with
   ``"tool_calls"`` for a tool env):
-  an ``observation`` frame; ``state``: a ``state`` frame; ``close``: the session closes; ``mcp``: a JSON-RPC error.
+  an ``observation`` frame; ``state``: a ``state`` frame; ``close``: the session closes; ``mcp`` (``data``: a
+  JSON-RPC request): its answer on the socket's episode, ``tools/list`` and ``tools/call`` as on ``/mcp``
+  (:mod:`rockroll.api.openenv.mcp_http`).
 * A malformed frame (not text, not JSON, not an object, an unknown ``type``, a bad ``data``, over
   ``MAX_FRAME_CHARS``) is answered with OpenEnv's error frame (``INVALID_JSON``, ``VALIDATION_ERROR``,
   ``UNKNOWN_TYPE``) and the session goes on. So does an env error (``EXECUTION_ERROR``, with rockroll's
@@ -35,6 +37,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from rockroll.api.openenv.access import face_state, principal_of
+from rockroll.api.openenv.mcp_http import answer_frame
 from rockroll.api.openenv.wire import (
     Frame,
     ResetData,
@@ -42,7 +45,6 @@ from rockroll.api.openenv.wire import (
     TextState,
     WSErrorCode,
     error_frame,
-    mcp_answer,
     observation_frame,
     validation_frame,
 )
@@ -182,4 +184,4 @@ async def _answer(state: AppState, live: LiveSession, env_id: str, episode: _Epi
     if frame.type == "state":
         now = TextState(episode_id=episode.episode_id, step_count=episode.step_count, env_id=env_id, session_id=live.id)
         return json.dumps({"type": "state", "data": now.model_dump()})
-    return json.dumps({"type": "mcp", "data": mcp_answer(frame.data)})  # rockroll envs have no MCP tools
+    return json.dumps({"type": "mcp", "data": await answer_frame(state, live, env_id, frame.data)}, default=str)

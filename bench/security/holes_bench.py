@@ -47,6 +47,7 @@ from sqlalchemy import func, select
 
 from rockroll.api.db import Database, JobRecord
 from rockroll.api.db.models import JobMetricPoint
+from rockroll.api.server.raw_http import post_stream
 from rockroll.api.server.serve_proc import NodeProc, ServerProc, create_token, scratch_dir
 from rockroll.sandbox.base import SandboxSpec
 from rockroll.sandbox.errors import SandboxError
@@ -65,7 +66,6 @@ from bench.security.holes_parts import (  # noqa: E402
     api,
     db_bytes,
     machine,
-    post_stream,
     rss_mib,
     submit,
     table,

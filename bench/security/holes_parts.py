@@ -1,4 +1,5 @@
-"""Helpers of ``holes_bench.py``: process memory, raw HTTP posts, job polling, process trees, the machine.
+"""Helpers of ``holes_bench.py``: process memory, job polling, process trees, the machine (its raw HTTP posts
+are :func:`rockroll.api.server.raw_http.post_stream`, shared with tests/security).
 
 Every loop here is bounded in count and time; all traffic stays on 127.0.0.1.
 """
@@ -7,14 +8,11 @@ from __future__ import annotations
 
 import os
 import platform
-import select
-import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -30,7 +28,6 @@ __all__ = [
     "submit",
     "wait_job",
     "wait_until",
-    "post_stream",
     "alive",
     "tree",
     "machine",
@@ -39,7 +36,6 @@ __all__ = [
 
 MiB = 1 << 20
 TERMINAL = ("succeeded", "failed", "cancelled")
-CHUNK = 64 * 1024
 
 
 def rss_mib(pid: int) -> float:
@@ -112,36 +108,6 @@ def wait_until(pred: Any, timeout_s: float, poll_s: float = 0.05) -> float | Non
             return time.monotonic() - t0
         time.sleep(poll_s)
     return None
-
-
-def post_stream(endpoint: str, head: str, total: int, path: str, timeout_s: float = 20.0) -> tuple[bytes, int]:
-    """POST a ``Content-Length: total`` body a chunk at a time, stopping once an answer arrives or the peer
-    closes: ``(what it answered until it closed or the deadline, body bytes sent)``."""
-    url = urlsplit(endpoint)
-    sock = socket.create_connection((url.hostname, url.port), timeout=timeout_s)
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Length: {total}\r\n\r\n".encode())
-    frame, sent, deadline = b" " * CHUNK, 0, time.monotonic() + timeout_s
-    try:
-        while sent < total and time.monotonic() < deadline:  # at most total / CHUNK sends
-            if select.select([sock], [], [], 0)[0]:
-                break  # answered (or closed) while the body was still going out
-            if select.select([], [sock], [], 0.5)[1]:
-                sock.sendall(frame)
-                sent += CHUNK
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # answered and closed: the answer is still there to read
-    answer = b""
-    try:
-        while time.monotonic() < deadline and select.select([sock], [], [], deadline - time.monotonic())[0]:
-            data = sock.recv(65536)
-            if not data or len(answer) > MiB:
-                break
-            answer += data
-    except ConnectionResetError:
-        pass
-    finally:
-        sock.close()
-    return answer, sent
 
 
 def alive(pid: int) -> bool:

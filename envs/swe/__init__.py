@@ -1,6 +1,8 @@
 """SWE-v0: fix a bug in a small Python repository inside a sandbox.
 
 * :mod:`rockroll.envs.swe.env`: the env (:class:`SWEEnv`), its actions and the reference-solution helper;
+* :mod:`rockroll.envs.swe.tool_env`: ``SWETools-v0``, the same env played with tool calls (:class:`SWEToolEnv`),
+  and :mod:`rockroll.envs.swe.editor`, the text side of its file editor;
 * :mod:`rockroll.envs.swe.tasks`: the task type, the shipped generated tasks, the SWE-bench-style loader,
   test-report parsing and grading;
 * :mod:`rockroll.envs.swe.executor`: where commands run: the executor protocol and registry, and a weaker
@@ -29,9 +31,12 @@ from rockroll.envs.swe.tasks import (
     load_task_file,
     parse_test_report,
 )
+from rockroll.envs.swe.tool_env import SWEToolEnv, reference_calls
 
 __all__ = [
     "SWEEnv",
+    "SWEToolEnv",
+    "reference_calls",
     "Bash",
     "Edit",
     "Submit",

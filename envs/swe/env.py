@@ -21,6 +21,7 @@ as ``tests_timed_out``); the submit info also reports the run's wall time, ``tes
 A malformed action costs ``format_penalty`` and says what was wrong. The episode's state lives in
 the sandbox's filesystem, so the env cannot be forked: ``get_state``/``set_state`` raise
 :class:`SWEForkUnsupported`. Infrastructure failures raise :class:`~rockroll.envs.swe.executor.ExecutorError`.
+The same env with tool calls instead of this text form: ``SWETools-v0`` (:mod:`rockroll.envs.swe.tool_env`).
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ class SWEEnv(TextEnv[SWEAction]):
 
     instructions = _INSTRUCTIONS
     action_format = _ACTION_FORMAT
+    #: the last line of the first observation: how to act
+    next_steps = "Use bash to explore and test, edit to change files, submit when done."
 
     def __init__(
         self,
@@ -228,11 +231,7 @@ class SWEEnv(TextEnv[SWEAction]):
         listing = "\n".join(f"  {p}" for p in paths[:_MAX_LISTED])
         if len(paths) > _MAX_LISTED:
             listing += f"\n  ... and {len(paths) - _MAX_LISTED} more (use bash to look around)"
-        self._obs = (
-            f"{self.task.problem_statement.strip()}\n\n"
-            f"Repository files:\n{listing}\n\n"
-            "Use bash to explore and test, edit to change files, submit when done."
-        )
+        self._obs = f"{self.task.problem_statement.strip()}\n\nRepository files:\n{listing}\n\n{self.next_steps}"
         return {"task_id": self.task.task_id}
 
     def _parse_action(self, answer: str) -> SWEAction | None:

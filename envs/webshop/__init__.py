@@ -4,13 +4,15 @@ Modules: :mod:`~rockroll.envs.webshop.catalog` (data model), :mod:`~rockroll.env
 catalogue), :mod:`~rockroll.envs.webshop.loader` (original WebShop files), :mod:`~rockroll.envs.webshop.search`
 (BM25), :mod:`~rockroll.envs.webshop.store` (cached catalogue + index), :mod:`~rockroll.envs.webshop.goals`,
 :mod:`~rockroll.envs.webshop.reward`, :mod:`~rockroll.envs.webshop.pages` / :mod:`~rockroll.envs.webshop.render`
-(navigation and text), :mod:`~rockroll.envs.webshop.env` (the env) and :mod:`~rockroll.envs.webshop.oracle`.
+(navigation and text), :mod:`~rockroll.envs.webshop.env` (the env), :mod:`~rockroll.envs.webshop.tool_env` (the env
+played with tool calls, ``WebShopTools-v0``) and :mod:`~rockroll.envs.webshop.oracle`.
 """
 
 from rockroll.envs.webshop.catalog import Catalog, Goal, Product, Review
 from rockroll.envs.webshop.env import WebShopEnv
 from rockroll.envs.webshop.oracle import WebShopOracle
 from rockroll.envs.webshop.reward import RewardBreakdown, score_purchase
+from rockroll.envs.webshop.tool_env import WebShopToolEnv
 
 __all__ = [
     "Catalog",
@@ -20,5 +22,6 @@ __all__ = [
     "RewardBreakdown",
     "WebShopEnv",
     "WebShopOracle",
+    "WebShopToolEnv",
     "score_purchase",
 ]

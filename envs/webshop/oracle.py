@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rockroll.envs.experts import unwrapped_as
+from rockroll.envs.tools import ToolAction
 from rockroll.envs.webshop.catalog import Goal, Product
 from rockroll.envs.webshop.env import WebShopEnv, goal_query
 from rockroll.envs.webshop.pages import (
@@ -27,8 +28,9 @@ from rockroll.envs.webshop.pages import (
 )
 from rockroll.envs.webshop.reward import score_purchase
 from rockroll.envs.webshop.text import normalize
+from rockroll.envs.webshop.tool_env import WebShopToolEnv, to_tool_call
 
-__all__ = ["WebShopOracle", "best_options", "expert"]
+__all__ = ["WebShopOracle", "best_options", "expert", "tool_expert"]
 
 
 def best_options(product: Product, goal: Goal) -> dict[str, str]:
@@ -97,3 +99,15 @@ def expert(env: object) -> Callable[[], str]:
     """A fresh oracle for one episode of ``env``, as a zero-argument next-action function."""
     oracle = WebShopOracle()
     return lambda: oracle.action(env)
+
+
+def tool_expert(env: object) -> Callable[[], ToolAction]:
+    """The oracle for ``WebShopTools-v0``: each of its actions as a turn with the one tool call that does it."""
+    unwrapped_as(env, WebShopToolEnv)
+    oracle, turns = WebShopOracle(), [0]
+
+    def act() -> ToolAction:
+        turns[0] += 1
+        return ToolAction("", (to_tool_call(oracle.action(env), f"call{turns[0]}"),))
+
+    return act

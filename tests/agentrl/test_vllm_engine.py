@@ -219,9 +219,14 @@ def test_openai_engine_against_vllm_openai_server(tiny_path: Path, tmp_path: Pat
             assert r.tokens_exact and _max_error(model, p, r) < TOL
         asyncio.run(eng.close())
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

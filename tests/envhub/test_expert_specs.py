@@ -34,7 +34,7 @@ def registered():
 
 
 BUILTIN = ["FrozenLake-v0", "Sokoban-v0", "SimpleSokoban-v0", "LargerSokoban-v0", "SokobanDifferentGridVocab-v0",
-           "ALFWorld-v0", "WebShop-v0", "SWE-v0", "Lookup-v0"]  # fmt: skip
+           "ALFWorld-v0", "WebShop-v0", "SWE-v0", "Lookup-v0", "WebShopTools-v0", "SWETools-v0"]  # fmt: skip
 
 
 def test_every_builtin_env_names_an_expert() -> None:

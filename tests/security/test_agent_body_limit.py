@@ -4,22 +4,17 @@ streams, the agent's memory does not grow with it, and it serves steps afterward
 from __future__ import annotations
 
 import json
-import select
-import socket
-import time
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
+from rockroll.api.server.raw_http import post_stream
 from rockroll.sandbox.node.tokens import SessionTokens
 from tests.cluster.standalone_agent import Agent, standalone_agent
 
 LIMIT = 1024 * 1024
 BODY = 64 * 1024 * 1024
-CHUNK = 64 * 1024
-MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -47,49 +42,17 @@ def auth(agent: Agent) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def stream_until_answered(
-    endpoint: str, *, chunked: bool, headers: dict[str, str], timeout_s: float = 60.0
-) -> tuple[bytes, int]:
-    """POST ``BODY`` bytes (made lazily, a chunk at a time) to ``/v1/node/step`` and stop sending as soon
-    as an answer arrives: ``(the answer's head, body bytes sent)``."""
-    url = urlsplit(endpoint)
-    sock = socket.create_connection((url.hostname, url.port), timeout=timeout_s)
-    framing = b"Transfer-Encoding: chunked" if chunked else f"Content-Length: {BODY}".encode()
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode()
-    sock.sendall(b"POST /v1/node/step HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                 + head + framing + b"\r\n\r\n")  # fmt: skip
-    sent, deadline = 0, time.monotonic() + timeout_s
-    chunk = b" " * CHUNK
-    frame = f"{CHUNK:x}\r\n".encode() + chunk + b"\r\n" if chunked else chunk
-    try:
-        while sent < BODY and time.monotonic() < deadline:  # at most BODY / CHUNK sends
-            if select.select([sock], [], [], 0)[0]:
-                break
-            if not select.select([], [sock], [], 1.0)[1]:
-                continue  # the agent reads no more: wait for its answer
-            sock.sendall(frame)
-            sent += CHUNK
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the agent answered and closed: its answer may still be there to read
-    answer = b""
-    try:
-        while b"\r\n\r\n" not in answer and time.monotonic() < deadline:
-            if select.select([sock], [], [], 1.0)[0]:
-                data = sock.recv(65536)
-                if not data:
-                    break
-                answer += data
-    except ConnectionResetError:
-        pass
-    finally:
-        sock.close()
-    return answer, sent
+def stream_until_answered(agent: Agent, *, chunked: bool) -> tuple[bytes, int]:
+    """POST ``BODY`` bytes of JSON to ``/v1/node/step`` with a token, stopping once an answer arrives:
+    ``(the answer's head, body bytes sent)``."""
+    head = "Content-Type: application/json\r\n" + "".join(f"{k}: {v}\r\n" for k, v in auth(agent).items())
+    return post_stream(agent.endpoint, head, BODY, chunked=chunked, head_only=True, timeout_s=60.0)
 
 
 @pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
 def test_an_oversized_body_is_refused_while_it_streams(agent: Agent, chunked: bool) -> None:
     before = memory_kib(agent.pid)
-    answer, sent = stream_until_answered(agent.endpoint, chunked=chunked, headers=auth(agent))
+    answer, sent = stream_until_answered(agent, chunked=chunked)
     after = memory_kib(agent.pid)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert sent < BODY // 2, f"the whole body went out ({sent} bytes) before the answer"

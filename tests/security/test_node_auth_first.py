@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import select
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -27,13 +25,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from rockroll.api.server.body_limit import BodyLimit as ApiBodyLimit
+from rockroll.api.server.raw_http import post_stream
 from rockroll.sandbox.node.client import BatchStepper, DataPlaneError
 from rockroll.sandbox.node.tokens import SessionTokens
 from tests.cluster.standalone_agent import Agent, standalone_agent
 
 MIB = 1024 * 1024
 BODY = 30 * MIB
-CHUNK = 64 * 1024
 RIGHT = "<answer>Right</answer>"
 
 
@@ -48,40 +46,6 @@ def agent() -> Iterator[Agent]:
 def vm_rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-
-
-def post_stream(
-    endpoint: str, head: str, total: int, *, chunked: bool, path: str = "/v1/node/step", timeout_s: float = 20.0
-) -> tuple[bytes, int]:
-    """POST a body of ``total`` bytes (made a chunk at a time) and stop sending once an answer arrives or the
-    agent closes: ``(what it answered until it closed, or until the deadline; body bytes sent)``."""
-    url = urlsplit(endpoint)
-    sock = socket.create_connection((url.hostname, url.port), timeout=timeout_s)
-    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {total}"
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}{framing}\r\n\r\n".encode())
-    frame = f"{CHUNK:x}\r\n".encode() + b" " * CHUNK + b"\r\n" if chunked else b" " * CHUNK
-    sent, deadline = 0, time.monotonic() + timeout_s
-    try:
-        while sent < total and time.monotonic() < deadline:  # at most total / CHUNK sends
-            if select.select([sock], [], [], 0)[0]:
-                break  # answered (or closed) while the body was still going out
-            if select.select([], [sock], [], 0.5)[1]:
-                sock.sendall(frame)
-                sent += CHUNK
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the agent answered and closed: its answer is still there to read
-    answer = b""
-    try:
-        while time.monotonic() < deadline and select.select([sock], [], [], deadline - time.monotonic())[0]:
-            data = sock.recv(65536)
-            if not data:
-                break  # closed by the agent
-            answer += data
-    except ConnectionResetError:
-        pass
-    finally:
-        sock.close()
-    return answer, sent
 
 
 def test_unauthenticated_bodies_are_refused_unread(agent: Agent) -> None:

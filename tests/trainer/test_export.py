@@ -146,6 +146,7 @@ def test_export_run_from_checkpoints(trained, tiny_model_dir: Path, tmp_path: Pa
     assert final == run / "export" / "final"
     meta = json.loads((final / EXPORT_MARKER).read_text())
     assert meta["step"] == 7 and meta["weight_version"] == 2 and meta["export"] == "final"
+    assert meta["tool_call_parser"] == "hermes"  # the run's rollout.episode.tool_call_parser (serve-model's default)
     _assert_same_policy(final, model, tok, prompts)
     step3 = export_run(run, 3)
     assert step3 == run / "export" / "step-3" and json.loads((step3 / EXPORT_MARKER).read_text())["step"] == 3
@@ -160,6 +161,18 @@ def test_export_run_from_checkpoints(trained, tiny_model_dir: Path, tmp_path: Pa
     assert (copied / "model.safetensors").read_bytes() == (
         run / "export" / "warmstart" / "model.safetensors"
     ).read_bytes()
+
+
+def test_export_records_the_runs_tool_call_parser(tmp_path: Path) -> None:
+    from rockroll.agentrl.serving.tool_calls import recorded_parser
+    from rockroll.trainer.run.export import _tool_call_parser
+
+    cfg = load_config(None, ["name=exp", "rollout.episode.tool_call_parser=mistral"])
+    save_config(cfg, tmp_path / "config.yaml")
+    assert _tool_call_parser(tmp_path) == "mistral"
+    assert _tool_call_parser(tmp_path / "no-config") == "hermes"
+    (tmp_path / EXPORT_MARKER).write_text(json.dumps({"tool_call_parser": _tool_call_parser(tmp_path)}))
+    assert recorded_parser(tmp_path) == "mistral"  # what serve-model serves the export with
 
 
 def test_export_cli(trained, tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -20,11 +20,13 @@ from typing import Any
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.engines.choices import answer_tokens
-from rockroll.agentrl.models.chat import PromptBuilder, format_observation
+from rockroll.agentrl.models.chat import format_observation
+from rockroll.agentrl.rollout.builders import make_builder
 from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.agentrl.rollout.scheduler import ratio_slots
 from rockroll.agentrl.tools import ToolCallParser, get_parser
 from rockroll.agentrl.trajectory import TrainSample, Trajectory, Turn
+from rockroll.envs.action_wire import tools_of
 from rockroll.envs.experts import expert_for
 from rockroll.envs.play import is_tool_env
 from rockroll.envs.tools import ToolAction
@@ -108,10 +110,7 @@ def expert_trajectory(
         demonstrator = expert_for(env, expert or None)
         parser = get_parser(episode.tool_call_parser) if is_tool_env(env) else None
         system = env.system_prompt() if episode.system_prompt == "env" else ""
-        builder = PromptBuilder(
-            tokenizer, system, history=episode.history, last_k=episode.history_k,
-            max_context_tokens=episode.max_context_tokens, max_new_tokens=episode.max_tokens_per_turn,
-        )  # fmt: skip
+        builder = make_builder(tokenizer, system, tools_of(env), episode)  # the rollout's own (tools rendered)
         traj = Trajectory(f"demo{seed}", f"demo{seed}", env_id, seed)
         prompt = builder.first_prompt(format_observation(obs, episode.observation_format))
         for turn in range(episode.max_turns):
@@ -121,9 +120,11 @@ def expert_trajectory(
             action = rng.choice(_candidates(env)) if explore and rng.random() < explore else best
             state_key = builder.pending_obs
             response = response_tokens(tokenizer, action, parser)
-            text = builder.add_response(response)
+            builder.add_response(response)
+            text = builder.last_text
             target = response_tokens(tokenizer, best, parser) if label == "expert" and best != action else response
-            obs, reward, terminated, truncated, info = env.step(action if isinstance(action, ToolAction) else text)
+            step = env.step(action if isinstance(action, ToolAction) else text)
+            obs, reward, terminated, truncated, info = step
             traj.turns.append(
                 Turn(prompt, target, [0.0] * len(target), 0, action_text=text, observation=obs,
                      reward=float(reward), state_key=state_key)
@@ -133,7 +134,7 @@ def expert_trajectory(
                 traj.terminated, traj.truncated = bool(terminated), bool(truncated)
                 break
             if turn + 1 < episode.max_turns:
-                prompt = builder.next_prompt(format_observation(obs, episode.observation_format))
+                prompt = builder.after_step(step, episode.observation_format)  # results as tool messages
         traj.final_reward = traj.total_reward
         return traj
     finally:

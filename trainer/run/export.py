@@ -18,7 +18,8 @@ whole or not at all (written beside the target, then renamed).
 the weights after the SFT warm start, which the training pipeline exports itself (to
 ``export/warmstart/``) or saves as a checkpoint named ``warmstart``. Such an export also holds
 :data:`EXPORT_MARKER` (``rockroll_export.json``): where it came from (run, step, weight version, base
-model). :func:`export_weights` does the same for a state dict in memory (``workers.policy_weights()``).
+model) and the tool-call parser the run wrote its calls in (``tool_call_parser``: the run's
+``rollout.episode.tool_call_parser``, the default of ``serve-model --tool-call-parser``). :func:`export_weights` does the same for a state dict in memory (``workers.policy_weights()``).
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ __all__ = [
     "list_checkpoints",
 ]
 
-#: provenance file written into every export (not read by any loader)
+#: provenance file written into every export (``serve-model`` reads its ``tool_call_parser``:
+#: :data:`rockroll.agentrl.serving.tool_calls.EXPORT_FILE`)
 EXPORT_MARKER = "rockroll_export.json"
+#: the tool-call style of a run whose config names none (``rollout.episode.tool_call_parser``'s default)
+DEFAULT_TOOL_CALL_PARSER = "hermes"
 _STEP_DIR = re.compile(r"^step[-_](\d+)$")
 
 
@@ -217,6 +221,16 @@ def _label(step: int | str | None) -> str:
     raise ExportError(f"step must be a checkpoint step (an integer >= 0), 'final' or 'warmstart'; got {step!r}")
 
 
+def _tool_call_parser(run: Path) -> str:
+    """The tool-call style the run trained with (``rollout.episode.tool_call_parser`` of its config.yaml)."""
+    config = run / "config.yaml"
+    data = read_yaml(config) if config.is_file() else {}
+    rollout = data.get("rollout") if isinstance(data.get("rollout"), dict) else {}
+    episode = rollout.get("episode") if isinstance(rollout.get("episode"), dict) else {}
+    parser = episode.get("tool_call_parser")
+    return parser if isinstance(parser, str) and parser else DEFAULT_TOOL_CALL_PARSER
+
+
 def _base_model(run: Path, base_model: str | Path | None) -> Path:
     """The run's base model directory: ``base_model``, else model.path of the run's config.yaml."""
     if base_model is not None:
@@ -316,6 +330,7 @@ def export_run(
         "step": state.get("step"),
         "weight_version": state.get("version"),
         "base_model": str(base.resolve()),
+        "tool_call_parser": _tool_call_parser(run),
     }
     try:
         return export_weights(weights, base, target, metadata=provenance)
