@@ -18,6 +18,7 @@ from rockroll.api.server.errors import ApiError, to_api_error
 from rockroll.api.server.schemas import EnvCreate
 from rockroll.api.server.state import AppState
 from rockroll.client.responses import EnvInfo, EnvList
+from rockroll.envs.tools import check_tools
 
 __all__ = ["router"]
 
@@ -86,12 +87,14 @@ def register_env(body: EnvCreate, state: StateDep, who: Who) -> dict:
 
 
 def validate_in_sandbox(state: AppState, env: CustomEnv, reached: dict[str, str]) -> dict[str, object]:
-    """Make one instance in a sandbox and play ``reset`` + one ``step`` (``reached["stage"]``: the stage it is at:
-    make, reset, step)."""
+    """Make one instance in a sandbox, play ``reset``, check the tools it declares (valid function schemas), and
+    play one ``step`` (``reached["stage"]``: the stage it is at: make, reset, tools, step)."""
     session = state.placement.open_session(env.env_id, {}, custom=env)
     reached["stage"] = "reset"
     try:
         obs, _info = session.reset(seed=0)
+        reached["stage"] = "tools"
+        check_tools(session.tools)  # a tool env's schemas: EnvConfigError naming the field (tools[1].parameters)
         reached["stage"] = "step"
         candidates = session.action_candidates()
         action = f"<answer>{candidates[0]}</answer>" if candidates else "<answer></answer>"

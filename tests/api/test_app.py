@@ -120,6 +120,21 @@ def test_failing_custom_env_is_rejected_with_its_error(dev_client: TestClient) -
     assert dev_client.get("/v1/envs/Broken-v0").status_code == 404
 
 
+def test_a_custom_tool_env_with_an_invalid_schema_is_rejected_naming_the_field(dev_client: TestClient) -> None:
+    src = (
+        b"from rockroll.envs.lookup import LookupEnv\nfrom rockroll.envs.tools import Tool\n"
+        b"class Bad(LookupEnv):\n"
+        b"    tools = (*LookupEnv.tools, Tool('count', 'n', {'type': 'object', 'properties': {'n': {'type': 7}}}))\n"
+    )
+    body = {"id": "BadTools-v0", "kind": "source", "entry_point": "badtools:Bad", "source_name": "badtools.py"}
+    r = dev_client.post("/v1/envs", json={**body, "source_b64": base64.b64encode(src).decode()})
+    assert r.status_code == 400, r.text
+    err = _err(r)
+    assert err["code"] == "env_validation_failed" and err["details"]["stage"] == "tools"
+    assert "tools[3].parameters" in err["message"]
+    assert dev_client.get("/v1/envs/BadTools-v0").status_code == 404
+
+
 def test_eval_job_runs_random_agent_and_persists(dev_client: TestClient) -> None:
     job = dev_client.post("/v1/jobs", json={"kind": "eval", "config": {"env": "FrozenLake-v0", "episodes": 4}}).json()
     assert job["state"] in ("queued", "running")

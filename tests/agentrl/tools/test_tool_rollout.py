@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 
+from bench.tools.expert_engine import ExpertToolEngine
 from rockroll.agentrl.models.char_tokenizer import CharTokenizer
 from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.agentrl.rollout.env_manager import EnvManager, EpisodeSpec
 from rockroll.agentrl.rollout.lockstep import make_env_manager
 from rockroll.agentrl.sources.kinds import LocalSource
 from rockroll.agentrl.trajectory import Trajectory
-
-from .expert_engine import ExpertToolEngine
 
 STYLES = ["hermes", "llama3_json", "mistral"]
 
