@@ -26,7 +26,16 @@ def _one_string(key: str, description: str) -> dict[str, Any]:
 TOOLS = (
     Tool("find", "The id of the record (person, company or city) with this name.", _one_string("name", "e.g. Ann")),
     Tool("get", "The record with this id, as JSON.", _one_string("id", "e.g. p3, c1 or t2")),
-    Tool("answer", "Give your final answer (ends the episode).", _one_string("value", "the answer, e.g. 42")),
+    Tool(
+        "answer",
+        "Give your final answer, the number asked for (ends the episode).",
+        {
+            "type": "object",
+            "properties": {"value": {"type": "integer", "minimum": 0, "maximum": 999, "description": "e.g. 42"}},
+            "required": ["value"],
+            "additionalProperties": False,
+        },
+    ),
 )
 
 
@@ -57,7 +66,7 @@ class LookupEnv(ToolEnv):
     )
     action_format = (
         "Tools: find(name) gives the id of the record with that name; get(id) gives the record; "
-        "answer(value) gives your final answer. One call per turn is enough. "
+        "answer(value) gives your final answer (a number). One call per turn is enough. "
         "A reply without a call is taken as your final answer."
     )
 
@@ -152,7 +161,7 @@ class LookupEnv(ToolEnv):
         return [
             ToolCall("example-find", "find", {"name": self.world.name}),
             ToolCall("example-get", "get", {"id": self.world.chain()[0]}),
-            ToolCall("example-answer", "answer", {"value": "0"}),
+            ToolCall("example-answer", "answer", {"value": 0}),
         ]
 
     def difficulty(self) -> int:

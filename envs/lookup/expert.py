@@ -29,7 +29,7 @@ def next_action(env: LookupEnv) -> ToolAction | None:
     todo = next((rid for rid in chain if rid not in env.fetched), None)
     if todo is not None:
         return ToolAction("", (ToolCall(call_id, "get", {"id": todo}),))
-    return ToolAction("", (ToolCall(call_id, "answer", {"value": world.answer()}),))
+    return ToolAction("", (ToolCall(call_id, "answer", {"value": int(world.answer())}),))
 
 
 def expert(env: object) -> Callable[[], ToolAction | None]:

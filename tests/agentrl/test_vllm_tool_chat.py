@@ -133,3 +133,36 @@ def test_chat_mode_plays_lookup_against_vllms_hermes_parser(taught: Path, tmp_pa
     finally:
         asyncio.run(hf.close())
         stop_server(proc)
+
+
+def test_hf_and_vllm_engines_give_the_same_calls_from_the_same_tokens(taught: Path) -> None:
+    """Training engines: the rollout's own parser reads each turn from the sampled ids, so two engines that sample
+    the same ids (greedy, the same weights) play the same calls, turn for turn."""
+    from rockroll.agentrl.engines import make_engine
+    from rockroll.agentrl.engines.hf import HFEngine
+
+    cfg = EpisodeConfig(max_turns=3, max_tokens_per_turn=40, temperature=0.0, max_invalid_actions=None)
+    played = []
+    for engine in (
+        HFEngine(str(taught), max_batch_size=4, num_threads=1, seed=0),
+        make_engine(
+            "vllm", model_path=taught, python_executable=vllm_python(), dtype="float32", enforce_eager=True,
+            max_model_len=2048, cpu_threads=1,
+        ),
+    ):  # fmt: skip
+        manager = EnvManager(engine, LocalSource(), cfg)
+
+        async def play(m: EnvManager = manager) -> list:
+            return list(await asyncio.gather(*(m.run(EpisodeSpec("Lookup-v0", s, episode_id=f"e{s}")) for s in (1, 2))))
+
+        try:
+            played.append(asyncio.run(play()))
+        finally:
+            manager.shutdown()
+            asyncio.run(engine.close())
+    hf, vllm = played
+    for a, b in zip(hf, vllm, strict=True):
+        assert a.failure is None and b.failure is None and len(a.turns) == 3
+        assert [t.response_ids for t in a.turns] == [t.response_ids for t in b.turns]
+        assert [t.tools for t in a.turns] == [t.tools for t in b.turns] and a.turns[0].tools["tool_calls"] == 1
+        assert [t.observation for t in a.turns] == [t.observation for t in b.turns]

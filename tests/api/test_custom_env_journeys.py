@@ -158,3 +158,23 @@ def test_jobs_train_and_evaluate_a_custom_env(server: ServerProc, nim: str, tiny
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert f"eval/{nim}/success" in out.stdout
+
+
+@pytest.mark.slow
+def test_a_train_job_plays_a_tool_env(server: ServerProc, alice_jobs: Path) -> None:
+    """A train job on Lookup-v0 (a tool env) with a tiny hermes model: calls parsed, results as tool messages, the
+    tool metrics in the run's metrics."""
+    pytest.importorskip("torch")
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
+
+    shape = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 64}
+    cfg = TinyModelConfig(**shape, episodes_per_env=5, env_ids=("Lookup-v0",), chat_template="hermes")
+    readable_by_jobs(build_tiny_model(alice_jobs / "tiny-tools", cfg))
+    out = rockroll(
+        "job", "submit-train", "rollout.env_id=Lookup-v0", "model.path=tiny-tools", "name=toolsjob", *TRAIN,
+        "rollout.episode.max_tokens_per_turn=32", "sft.steps=2", "--follow", timeout=600, **_as(server, "alice"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    rows = [json.loads(line) for line in (alice_jobs / "runs" / "toolsjob" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "rollout/tools/parse_ok_turns" in r]
+    assert len(steps) == 2 and all(0 <= r["rollout/tools/turns_with_call"] <= 1 for r in steps)

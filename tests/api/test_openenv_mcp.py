@@ -112,7 +112,7 @@ def test_mcp_client_solves_a_lookup_episode_like_the_local_env(server: ServerPro
                 assert result.content[0].text == expected[4]["tool_results"][0]["content"]
                 assert (result.meta["rockroll/observation"], result.meta["rockroll/reward"]) == expected[:2]
                 out.append(result)
-            out.append(await session.call_tool("answer", {"value": "1"}))
+            out.append(await session.call_tool("answer", {"value": 1}))
             assert await session.send_ping() is not None
             return out
 

@@ -131,7 +131,7 @@ def test_text_turn_is_the_final_answer() -> None:
 def test_calls_after_the_answer_do_not_run() -> None:
     env = LookupEnv(difficulty=1)
     env.reset(seed=2)
-    _obs, reward, terminated, _tr, info = env.step(_turn(("answer", {"value": "5"}), ("get", {"id": "p1"})))
+    _obs, reward, terminated, _tr, info = env.step(_turn(("answer", {"value": 5}), ("get", {"id": "p1"})))
     assert terminated and reward == 0.0 and info["answer"] == "5"
     assert "not run" in info["tool_results"][1]["content"]
 

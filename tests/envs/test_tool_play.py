@@ -131,7 +131,7 @@ def test_sft_explore_on_a_tool_env_draws_tool_examples() -> None:
     tok, episode = CharTokenizer(), EpisodeConfig(max_turns=10, history="last_k")
     trajs = [expert_trajectory("Lookup-v0", {}, tok, episode, s, explore=0.5, label="expert") for s in range(6)]
     assert all(t.turns for t in trajs)
-    assert any('<tool_call>\n{"name": "answer", "arguments": {"value": "0"}}' in t.turns[-1].action_text for t in trajs)
+    assert any('<tool_call>\n{"name": "answer", "arguments": {"value": 0}}' in t.turns[-1].action_text for t in trajs)
 
 
 def test_cli_play_shows_tool_calls() -> None:
