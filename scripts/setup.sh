@@ -19,6 +19,12 @@ case ",$EXTRAS," in
     .venv/bin/pip install -q "torch==${TORCH_VERSION:-2.13.0}" ;;
 esac
 .venv/bin/pip install -q -e ".[${EXTRAS}]"
+case ",$EXTRAS," in
+  *,train,*)
+    # xgrammar (rollout.episode.restrict_tool_calls) without the triton its wheel requires (1 GB, GPU kernels only);
+    # its other dependencies (torch, transformers, pydantic, numpy) come with the train extra
+    .venv/bin/pip install -q --no-deps "xgrammar==0.2.9" "apache-tvm-ffi==0.1.15.post2" ;;
+esac
 # Run as root, process sandboxes (and job workers) drop to this unprivileged user (rockroll.sandbox.confine)
 if [ "$(id -u)" -eq 0 ] && ! id rockroll-sandbox >/dev/null 2>&1 && command -v useradd >/dev/null 2>&1; then
   useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin rockroll-sandbox

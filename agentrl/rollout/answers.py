@@ -4,17 +4,30 @@ An env that declares its action set (``EnvSpec.action_set``, :mod:`rockroll.envh
 :class:`~rockroll.agentrl.engines.choices.AnswerTrie` of its full answers on every generation request,
 when the setting is on and the engine can honour it (``LLMEngine.supports_allowed``: the hf engine).
 Envs registered elsewhere (a remote source's own ids) and engines that cannot restrict sample freely.
+
+A tool env (one that declares tools) gets instead, with ``rollout.episode.restrict_tool_calls``, a
+:class:`~rockroll.agentrl.engines.tool_grammar.ToolGrammar` of its tools (:func:`restriction`): its calls then
+parse and fit their schemas. That setting with an engine that cannot restrict is an error
+(:func:`check_engine`), not a silent free sampling.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import rockroll.envhub as envhub
 from rockroll.agentrl.engines.choices import AnswerTrie
+from rockroll.agentrl.engines.tool_grammar import ToolGrammar, tool_grammar
+from rockroll.agentrl.rollout.config import EpisodeConfig
+from rockroll.envs.config import ConfigError
+from rockroll.envs.tools import Tool
 
-__all__ = ["answer_trie", "declared_actions", "declared_trie"]
+__all__ = ["Restriction", "answer_trie", "check_engine", "declared_actions", "declared_trie", "restriction"]
+
+#: what a turn may sample (``SamplingParams.allowed``): an env's declared answers, or a tool env's call grammar
+Restriction: TypeAlias = AnswerTrie | ToolGrammar
 
 log = logging.getLogger(__name__)
 
@@ -42,3 +55,23 @@ def answer_trie(engine: Any, env_id: str, *, restrict: bool = True, max_tokens: 
     if trie is not None and max_tokens is not None and trie.max_len > max_tokens:
         log.warning("%s: an answer takes %d tokens but max_tokens_per_turn is %d", env_id, trie.max_len, max_tokens)
     return trie
+
+
+def check_engine(engine: Any, cfg: EpisodeConfig) -> None:
+    """``ConfigError`` naming the engine when ``cfg.restrict_tool_calls`` is on and ``engine`` cannot restrict."""
+    if cfg.restrict_tool_calls and not getattr(engine, "supports_allowed", False):
+        raise ConfigError(
+            "rollout.episode.restrict_tool_calls",
+            f"restrict_tool_calls needs an engine that restricts sampling (hf); {type(engine).__name__} cannot: "
+            "use the hf engine or set restrict_tool_calls to false",
+            value=True,
+        )
+
+
+def restriction(engine: Any, env_id: str, cfg: EpisodeConfig, tools: Sequence[Tool]) -> Restriction | None:
+    """What a turn on ``env_id`` may sample (None: anything): with ``tools`` (a tool env) and
+    ``restrict_tool_calls``, the grammar of its calls; else the trie of its declared answers (:func:`answer_trie`)."""
+    if tools and cfg.restrict_tool_calls:
+        check_engine(engine, cfg)
+        return tool_grammar(engine, tools, max_tokens=cfg.max_tokens_per_turn)
+    return answer_trie(engine, env_id, restrict=cfg.restrict_answers, max_tokens=cfg.max_tokens_per_turn)

@@ -101,6 +101,12 @@ class EpisodeConfig(ConfigModel):
         "those full answers (<answer>X</answer> + end of turn; the trainer's logprobs use the same restricted "
         "distribution) with an engine that can (hf); false: sample freely",
     )
+    restrict_tool_calls: bool = Field(
+        False,
+        description="on a tool env, sample only turns whose tool calls parse, name a declared tool and fit its "
+        "parameters schema (a grammar, rockroll.agentrl.engines.tool_grammar; the trainer's logprobs use the same "
+        "restriction); hf engine and the hermes tool_call_parser only",
+    )
     max_invalid_actions: int | None = Field(
         None,
         ge=1,
@@ -129,6 +135,11 @@ class EpisodeConfig(ConfigModel):
     def _check(self) -> EpisodeConfig:
         if self.lockstep == "auto":  # resolved once: code reads a bool
             self.lockstep = self.history == "last_k" and self.history_k == 0
+        if self.restrict_tool_calls and self.tool_call_parser != "hermes":
+            raise ValueError(
+                f"restrict_tool_calls knows the hermes tool-call style only, not {self.tool_call_parser!r}: set "
+                "tool_call_parser to hermes or restrict_tool_calls to false"
+            )
         if self.max_context_tokens is not None and self.max_context_tokens <= self.max_tokens_per_turn:
             raise ValueError(
                 f"max_context_tokens ({self.max_context_tokens}) must exceed max_tokens_per_turn "

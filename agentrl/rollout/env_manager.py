@@ -49,13 +49,12 @@ from typing import Any, TypeVar
 
 from rockroll.agentrl.engines.base import GenerationRequest, GenerationResult, LLMEngine, SamplingParams
 from rockroll.agentrl.engines.chat_mode import is_chat_engine
-from rockroll.agentrl.engines.choices import AnswerTrie
 from rockroll.agentrl.errors import InfraFailure, boundary
 from rockroll.agentrl.models.chat import ContextExceeded, PromptBuilder, format_observation
 from rockroll.agentrl.models.memo_tokenizer import MemoTokenizer
 from rockroll.agentrl.rewards.adaptive_timeout import AdaptiveTimeouts
 from rockroll.agentrl.rewards.pool import RewardFn, RewardPool
-from rockroll.agentrl.rollout.answers import answer_trie
+from rockroll.agentrl.rollout.answers import Restriction, check_engine, restriction
 from rockroll.agentrl.rollout.builders import chat_result, make_builder, tool_counts
 from rockroll.agentrl.rollout.config import EpisodeConfig
 from rockroll.agentrl.rollout.deadlines import Deadlines
@@ -136,6 +135,7 @@ class EnvManager(EnvHandling):
         self.engine = engine
         self.source = source
         self.config = config or EpisodeConfig()
+        check_engine(engine, self.config)  # restrict_tool_calls with an engine that cannot restrict: an error
         self._own_executor = executor is None
         self.executor = executor or cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="env")
         self.open_executor = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="env-open")
@@ -160,7 +160,7 @@ class EnvManager(EnvHandling):
         self.watch = CallWatch()  # running env calls and their places, for hedging
         self._calls = EnvCalls(source, self.executor)
         self._tokenizer: MemoTokenizer | None = None
-        self._tries: dict[str, AnswerTrie | None] = {}  # env id -> its allowed answers (agentrl/rollout/answers.py)
+        self._tries: dict[str, Restriction | None] = {}  # env id -> what its turns may sample (rollout/answers.py)
         self._env_tool_sets: dict[str, tuple[Tool, ...]] = {}  # env id -> the tools it declares
 
     # ------------------------------------------------------------ rewards
@@ -338,13 +338,12 @@ class EnvManager(EnvHandling):
         )  # fmt: skip
         return GenerationRequest(prompt, params, request_id=f"{ep.episode_id}/{turn_index}")
 
-    def _trie(self, env_id: str) -> AnswerTrie | None:
-        """The answers a turn on ``env_id`` may take (None: any), :func:`rockroll.agentrl.rollout.answers.answer_trie`."""
+    def _trie(self, env_id: str) -> Restriction | None:
+        """What a turn on ``env_id`` may sample (None: any), :func:`rockroll.agentrl.rollout.answers.restriction`
+        (asked after the env's tools: a tool env's calls may be restricted)."""
         if env_id not in self._tries:
-            cfg = self.config
-            self._tries[env_id] = answer_trie(
-                self.engine, env_id, restrict=cfg.restrict_answers, max_tokens=cfg.max_tokens_per_turn
-            )
+            tools = self._env_tool_sets.get(env_id, ())
+            self._tries[env_id] = restriction(self.engine, env_id, self.config, tools)
         return self._tries[env_id]
 
     def _record(

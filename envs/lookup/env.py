@@ -24,14 +24,20 @@ def _one_string(key: str, description: str) -> dict[str, Any]:
 
 
 TOOLS = (
-    Tool("find", "The id of the record (person, company or city) with this name.", _one_string("name", "e.g. Ann")),
-    Tool("get", "The record with this id, as JSON.", _one_string("id", "e.g. p3, c1 or t2")),
+    Tool(
+        "find",
+        "The id of the record (person, company or city) with this name.",
+        _one_string("name", "a name from the question or a record"),
+    ),
+    Tool("get", "The record with this id, as JSON.", _one_string("id", "an id that find or a record gave")),
     Tool(
         "answer",
         "Give your final answer, the number asked for (ends the episode).",
         {
             "type": "object",
-            "properties": {"value": {"type": "integer", "minimum": 0, "maximum": 999, "description": "e.g. 42"}},
+            "properties": {
+                "value": {"type": "integer", "minimum": 0, "maximum": 999, "description": "the number asked for"}
+            },
             "required": ["value"],
             "additionalProperties": False,
         },
@@ -61,7 +67,7 @@ class LookupEnv(ToolEnv):
     instructions = (
         "Answer a question about a small database by looking records up with tools.\n"
         "Tables: people (name, age, employer: a company id), companies (name, staff, city: a city id), "
-        "cities (name, population). Ids look like p3 (people), c1 (companies), t2 (cities).\n"
+        "cities (name, population). An id is a letter and a number: p (people), c (companies), t (cities).\n"
         "Reward: 1 for the right answer, else 0. A bad call costs a penalty."
     )
     action_format = (
