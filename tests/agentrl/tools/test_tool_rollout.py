@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -102,14 +103,14 @@ def test_sandbox_sessions_play_tool_episodes(tmp_path: Any) -> None:
     from rockroll.sandbox.manager import SandboxManager
 
     manager = SandboxManager(
-        backend="process", name="tooltest", state_dir=str(tmp_path / "s"), db_url=f"sqlite:///{tmp_path}/sb.db",
+        backend="process", name=f"tooltest{uuid.uuid4().hex[:8]}", state_dir=str(tmp_path / "s"), db_url=f"sqlite:///{tmp_path}/sb.db",
         max_sandboxes=2, idle_ttl_s=None,
     )  # fmt: skip
     try:
         tok = CharTokenizer()
         cfg = EpisodeConfig(max_turns=6, max_tokens_per_turn=200, step_timeout_s=60)
         trajs = _play(lambda seeds: ExpertToolEngine(tok, seeds), cfg, [0, 1, 2, 3], SandboxSource(manager))
-        assert all(t.success and t.failure is None for t in trajs)
+        assert all(t.success and t.failure is None for t in trajs), [(t.failure, t.last_info) for t in trajs]
         for traj in trajs:
             check_tokens(traj, tok)
     finally:
