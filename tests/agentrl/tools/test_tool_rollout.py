@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import tempfile
 import uuid
 from typing import Any
 
@@ -98,13 +100,14 @@ def test_last_k_history_renders_calls_and_results() -> None:
         assert traj.turns[0].observation.split("] ", 1)[-1] not in last or len(traj.turns) <= 2
 
 
-def test_sandbox_sessions_play_tool_episodes(tmp_path: Any) -> None:
+def test_sandbox_sessions_play_tool_episodes() -> None:
     from rockroll.agentrl.sources.kinds import SandboxSource
     from rockroll.sandbox.manager import SandboxManager
 
+    state = tempfile.mkdtemp(prefix="rr-", dir="/tmp")  # short: a sandbox's Unix socket path holds 107 bytes
     manager = SandboxManager(
-        backend="process", name=f"tooltest{uuid.uuid4().hex[:8]}", state_dir=str(tmp_path / "s"), db_url=f"sqlite:///{tmp_path}/sb.db",
-        max_sandboxes=2, idle_ttl_s=None,
+        backend="process", name=f"tooltest{uuid.uuid4().hex[:8]}", state_dir=f"{state}/s",
+        db_url=f"sqlite:///{state}/sb.db", max_sandboxes=2, idle_ttl_s=None,
     )  # fmt: skip
     try:
         tok = CharTokenizer()
@@ -115,6 +118,7 @@ def test_sandbox_sessions_play_tool_episodes(tmp_path: Any) -> None:
             check_tokens(traj, tok)
     finally:
         manager.close()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def test_text_envs_play_as_before() -> None:
