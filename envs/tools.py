@@ -35,6 +35,7 @@ __all__ = [
     "action_from_wire",
     "check_tools",
     "check_call",
+    "one_string",
     "MAX_CALLS_PER_TURN",
     "MAX_RESULT_CHARS",
 ]
@@ -172,6 +173,16 @@ def action_from_wire(value: object) -> Action:
     if isinstance(value, Mapping):
         return ToolAction.from_dict(value)
     raise ActionTypeError(value)
+
+
+def one_string(key: str, description: str, max_length: int) -> dict[str, Any]:
+    """The parameters of a tool taking one required, non-empty string ``key`` of at most ``max_length`` characters."""
+    return {
+        "type": "object",
+        "properties": {key: {"type": "string", "minLength": 1, "maxLength": max_length, "description": description}},
+        "required": [key],
+        "additionalProperties": False,
+    }
 
 
 def check_tools(tools: Sequence[Tool]) -> None:

@@ -9,27 +9,18 @@ from rockroll.envs.core import StepOutcome, parse_answer
 from rockroll.envs.errors import EnvConfigError
 from rockroll.envs.lookup.world import MAX_HOPS, World, generate_world, record_text
 from rockroll.envs.tool_env import ToolEnv, render_results
-from rockroll.envs.tools import Tool, ToolAction, ToolCall, ToolResult
+from rockroll.envs.tools import Tool, ToolAction, ToolCall, ToolResult, one_string
 
 __all__ = ["LookupEnv", "TOOLS"]
-
-
-def _one_string(key: str, description: str) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {key: {"type": "string", "minLength": 1, "maxLength": 32, "description": description}},
-        "required": [key],
-        "additionalProperties": False,
-    }
 
 
 TOOLS = (
     Tool(
         "find",
         "The id of the record (person, company or city) with this name.",
-        _one_string("name", "a name from the question or a record"),
+        one_string("name", "a name from the question or a record", 32),
     ),
-    Tool("get", "The record with this id, as JSON.", _one_string("id", "an id that find or a record gave")),
+    Tool("get", "The record with this id, as JSON.", one_string("id", "an id that find or a record gave", 32)),
     Tool(
         "answer",
         "Give your final answer, the number asked for (ends the episode).",

@@ -18,7 +18,7 @@ from typing import Any
 
 from rockroll.envs.core import StepOutcome
 from rockroll.envs.tool_env import ToolEnv, render_results
-from rockroll.envs.tools import Tool, ToolAction, ToolCall, ToolResult
+from rockroll.envs.tools import Tool, ToolAction, ToolCall, ToolResult, one_string
 from rockroll.envs.webshop.env import WebShopEnv, goal_query
 from rockroll.envs.webshop.pages import BACK, canonical
 from rockroll.envs.webshop.render import render_page
@@ -26,26 +26,17 @@ from rockroll.envs.webshop.render import render_page
 __all__ = ["WebShopToolEnv", "TOOLS", "UnavailableAction", "to_tool_call"]
 
 
-def _one_string(key: str, description: str) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {key: {"type": "string", "minLength": 1, "maxLength": 200, "description": description}},
-        "required": [key],
-        "additionalProperties": False,
-    }
-
-
 TOOLS = (
     Tool(
         "search",
         "Search the shop (on the search page only); returns the first page of results.",
-        _one_string("query", "what to search for, e.g. sulfate free shampoo"),
+        one_string("query", "what to search for, e.g. sulfate free shampoo", 200),
     ),
     Tool(
         "click",
         "Click an element listed on the current page (a result, an option, 'next >', '< prev', 'back to search', "
         "a section, 'buy now'); returns the new page. 'buy now' buys the item and ends the episode.",
-        _one_string("target", "the element as listed on the page, e.g. next >"),
+        one_string("target", "the element as listed on the page, e.g. next >", 200),
     ),
 )
 
