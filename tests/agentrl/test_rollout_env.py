@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-import time
 import uuid
 from typing import Any
 
@@ -191,20 +190,21 @@ def test_random_engine_plays_through_docker_sandboxes_and_survives_a_killed_cont
 
     manager = make_manager(backend="docker", default_spec=SandboxSpec(image=docker_image, max_sessions=4))
     source = SandboxSource(manager)
-    # 0.3 s per turn: Sokoban episodes (6 turns) are still playing when the container is killed (1 s
-    # after the first session opened), so the kill shows up as retried infra failures; a kill during
-    # env.make is absorbed by the manager (the open goes to another sandbox) and retries nothing
-    engine = RandomEngine(random_engine.tokenizer, latency=Latency("constant", 0.3), seed=1)
+    # 0.5 s per turn: an episode that asked the engine for its first action has reset its env and
+    # plays ~3 s more, so killing the containers holding sessions at that moment fails a step of it,
+    # a retried infra failure (a kill timed by the clock could land during env.make under load, which
+    # the manager absorbs by opening the session elsewhere: nothing to retry)
+    engine = RandomEngine(random_engine.tokenizer, latency=Latency("constant", 0.5), seed=1)
     config = SchedulerConfig(env_ids=["Sokoban-v0", "FrozenLake-v0"], num_env_groups=2, group_size=2,
                            episode=EpisodeConfig(max_turns=6, max_retries=3))  # fmt: skip
     killed: list[str] = []
 
     def kill_one_container() -> None:
-        if manager.wait_until(lambda: any(sb.sessions > 0 for sb in manager.list()), 60):
-            time.sleep(1.0)  # past the first env.make (module imports in a cold sandbox)
-            sb = next(sb for sb in manager.list() if sb.sessions > 0)
-            docker.from_env().containers.get(sb.handle.ref).kill()
-            killed.append(sb.id)
+        if manager.wait_until(lambda: engine.requests > 0, 120):
+            client = docker.from_env()
+            for sb in [sb for sb in manager.list() if sb.sessions > 0]:
+                client.containers.get(sb.handle.ref).kill()
+                killed.append(sb.id)
 
     killer = threading.Thread(target=kill_one_container, daemon=True)
     killer.start()
