@@ -3,8 +3,8 @@
 
 The server ends promptly: SIGTERM (or the close of its ``--lifeline``, the pipe whose write end the
 process backend's manager holds: :mod:`rockroll.sandbox.process`) closes its sessions for at most
-:data:`GRACE_S`, then kills what its agents still run (every running command's process group and
-every process of its agent uids, which would otherwise keep a bwrap pid namespace alive) and exits
+:data:`GRACE_S`, then kills what its agents still run (every running command's process group, its children
+and every process of its agent uids, which would otherwise keep a bwrap pid namespace alive) and exits
 without waiting for busy threads: a data-plane step or a command in flight never holds it up.
 
 A sandbox handed over on its lifeline (``k``) that no manager adopts within ``--adopt-timeout-s``
@@ -33,31 +33,60 @@ from rockroll.sandbox.server.handover import ADOPT_TIMEOUT_S, Handover
 GRACE_S = 2.0
 
 
+def _children_and_agents(uids: range) -> list[int]:
+    """This server's direct children (a command still between fork and its agent uid) and every process
+    of the agent uids, as this server's pid namespace shows them."""
+    me, found = os.getpid(), []
+    for entry in os.scandir("/proc"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            with open(f"{entry.path}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid == me or os.stat(entry.path).st_uid in uids:
+                found.append(int(entry.name))
+    return found
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
 def _kill_agents(max_sessions: int, patience_s: float = 2.0) -> None:
-    """SIGKILL every running command's group and every process of the agent uids, until none is left."""
+    """SIGKILL every running command's group, this server's children and every process of the agent
+    uids, until a pass over ``/proc`` finds none.
+
+    The children count because a command just started runs as the server's uid until ``setpriv``
+    changes it, and is not yet among the running commands: missed, it would outlive the server and
+    hold a bwrap pid namespace open. A process forked during a pass has a parent that pass kills,
+    so the next pass sees it."""
     kill_running()
     first = int(os.environ.get(AGENT_UID_ENV) or 0)
     uids = range(first, first + max_sessions + 1)
     if first <= 0 or os.geteuid() in uids:
-        return
+        uids = range(0)
     deadline = time.monotonic() + patience_s
     while time.monotonic() < deadline:
         found = False
-        for entry in os.scandir("/proc"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                if entry.name.isdigit() and os.stat(entry.path).st_uid in uids:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    found = True
+        _reap()
+        for pid in _children_and_agents(uids):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                found = True
         if not found:
             break
+        _reap()
+        time.sleep(0.002)
 
 
 def _end(code: int, max_sessions: int) -> None:
-    with contextlib.suppress(Exception):
-        _kill_agents(max_sessions)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    with contextlib.suppress(Exception):
+        _kill_agents(max_sessions)
     os._exit(code)
 
 
