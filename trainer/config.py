@@ -70,6 +70,13 @@ class ModelConfig(ConfigModel):
         "one token per whole answer of the tiny envs' listed actions (<answer>Down</answer>): right for fixed "
         "action sets; off for envs whose commands name objects (ALFWorld, WebShop)",
     )
+    tiny_copy_steps: int = f(
+        0,
+        "steps of copy pretraining of the tiny model (when built): random token runs that repeat, the loss on the "
+        "repeat, so that it can copy from its context as any real checkpoint can (a tool env's ids and numbers); "
+        "about 500 form its induction heads (a minute on one CPU thread)",
+        ge=0,
+    )
     dtype: Literal["float32", "bfloat16", "float16"] = f("float32", "training weights' dtype")
     device: Literal["auto", "cpu", "cuda"] = f("auto", "auto: cuda when available, else cpu")
     gradient_checkpointing: bool = f(False, "recompute activations in backward (saves memory on big models)")
@@ -205,6 +212,13 @@ class SFTConfig(ConfigModel):
         "expert (the expert's move in that state while the episode goes on with the action played, DAgger-style: "
         "sft.explore then reaches states the expert's own play rarely visits, each labelled with the expert's "
         "move; every episode is kept); expert needs rollout.episode.history: last_k",
+    )
+    loss_on: Literal["response", "all"] = f(
+        "response",
+        "the tokens the warm start is trained on: response (the assistant's turns only) or all (every token of the "
+        "demonstration: system prompt, tools, observations and tool results too, as in pretraining on whole "
+        "conversations; the repeated tool schemas teach a tiny model to copy from its context, which calling tools "
+        "with ids and numbers from earlier results needs). The RL update always trains the sampled tokens only",
     )
 
 

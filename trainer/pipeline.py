@@ -189,7 +189,7 @@ def _warm_start(run: _Run, model: Any) -> None:
     demos, demo_metrics = _demos(run)
     sft_m = sft_train(
         model, demos, steps=cfg.sft.steps, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size, seed=cfg.seed,
-        pad_id=run.tok.pad_token_id,
+        pad_id=run.tok.pad_token_id, loss_on=cfg.sft.loss_on,
         on_step=lambda i, m: run.emit("sft_step", {"step": i, "total": cfg.sft.steps, "metrics": m}),
     )  # fmt: skip
     run.rollout.update_weights(model.state_dict(), 0)

@@ -95,6 +95,7 @@ class TinyModelConfig:
     answer_tokens: bool = True  # each listed action's whole answer becomes one token (fixed action sets)
     chat_template: str = "chatml"  # "chatml" (role names, 8 tokens around a user turn), "compact" (1 token), "hermes"
     tokenizer: str = "bpe"  # "bpe" (byte-level, vocab_size) or "chars" (one token per corpus character)
+    copy_steps: int = 0  # steps of copy pretraining before saving (:mod:`rockroll.agentrl.models.copy_pretrain`)
 
     def __post_init__(self) -> None:
         self.env_ids = tuple(self.env_ids)
@@ -110,6 +111,8 @@ class TinyModelConfig:
             raise ValueError(f"tokenizer must be one of {list(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.tokenizer == "bpe" and self.vocab_size < 300:
             raise ValueError(f"vocab_size must be >= 300 (256 bytes + specials + merges), got {self.vocab_size}")
+        if self.copy_steps < 0:
+            raise ValueError(f"copy_steps must be >= 0, got {self.copy_steps}")
         if min(self.num_layers, self.intermediate_size, self.max_position_embeddings) < 1:
             raise ValueError("num_layers, intermediate_size and max_position_embeddings must be >= 1")
 
@@ -278,6 +281,10 @@ def save_tiny_model(out: Path, tokenizer: Any, cfg: TinyModelConfig, marker: dic
     )
     torch.manual_seed(cfg.seed)
     model = AutoModelForCausalLM.from_config(model_cfg, dtype=torch.float32)
+    if cfg.copy_steps:
+        from rockroll.agentrl.models.copy_pretrain import copy_pretrain
+
+        copy_pretrain(model, cfg.copy_steps, seed=cfg.seed)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.save_pretrained(out)

@@ -121,6 +121,48 @@ def test_shared_prefixes_give_the_plain_logprobs_and_gradients(tiny_model_dir) -
     assert shared_hidden(model.get_decoder(), ids2, attn, r, c) is None
 
 
+def test_a_common_system_prompt_is_computed_once_for_distinct_prompts(tiny_model_dir) -> None:
+    """Every prompt differs but all start with one system prompt (a tool env's tools block): the common
+    prefix plan runs and gives the plain pass's logprobs and gradients."""
+    import random
+
+    from rockroll.trainer.learner.batch import token_logprobs
+    from rockroll.trainer.learner.shared_prefix import common_plan, plan_sharing, shared_hidden
+
+    model = _model(tiny_model_dir)
+    rng = random.Random(1)
+    system = [rng.randrange(5, 200) for _ in range(40)]
+    rows = [
+        (system + [rng.randrange(5, 200) for _ in range(rng.randint(3, 8))], [rng.randrange(5, 200) for _ in range(3)])
+        for _ in range(6)
+    ]
+    width = max(len(p) + len(r) for p, r in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    need = torch.zeros((len(rows), width))
+    for i, (p, r) in enumerate(rows):
+        ids[i, : len(p) + len(r)] = torch.tensor(p + r)
+        attn[i, : len(p) + len(r)] = 1
+        need[i, len(p) : len(p) + len(r)] = 1
+    lists = [p + r for p, r in rows]
+    firsts = [len(p) - 1 for p, _ in rows]
+    plan = common_plan(lists, firsts)
+    lengths = [len(x) for x in lists]
+    assert plan is not None and plan.starts == [len(system)] * len(rows)
+    assert plan.cost(lengths) < plan_sharing(lists, firsts).cost(lengths)  # type: ignore[union-attr]
+    r, c = need[:, 1:].nonzero(as_tuple=True)
+    assert shared_hidden(model.get_decoder(), ids, attn, r, c) is not None  # the shared path runs
+    got = []
+    for share in (False, True):
+        model.zero_grad()
+        lp, _ = token_logprobs(model, ids, attn, need=need, share_prefix=share)
+        (lp * need).sum().backward()
+        got.append((lp.detach(), [p.grad.clone() for p in model.parameters()]))
+    torch.testing.assert_close(got[1][0], got[0][0], rtol=1e-4, atol=1e-5)
+    for a, b in zip(got[1][1], got[0][1], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-6)
+
+
 @pytest.mark.parametrize("share_prefix", [False, True])
 def test_critic_values_at_needed_tokens_match_the_full_pass(tiny_model_dir, share_prefix) -> None:
     """``token_values(need=...)`` computes the critic only where asked (a shared prefix once) and gives

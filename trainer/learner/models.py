@@ -40,6 +40,7 @@ def ensure_model(cfg: ModelConfig) -> Path:
         answer_tokens=cfg.tiny_answer_tokens,
         chat_template=cfg.tiny_chat_template,
         tokenizer=cfg.tiny_tokenizer,
+        copy_steps=cfg.tiny_copy_steps,
     )
     return build_tiny_model(path, shape)
 

@@ -31,7 +31,13 @@ from rockroll.envs.experts import expert_for
 from rockroll.envs.play import is_tool_env
 from rockroll.envs.tools import ToolAction
 
-__all__ = ["build_demos", "build_mixed_turn_demos", "build_turn_demos", "response_tokens", "sft_train"]
+__all__ = [
+    "build_demos",
+    "build_mixed_turn_demos",
+    "build_turn_demos",
+    "response_tokens",
+    "sft_train",
+]
 
 
 def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
@@ -230,9 +236,13 @@ def sft_train(
     batch_size: int,
     seed: int = 0,
     pad_id: int = 0,
+    loss_on: str = "response",
     on_step: Callable[[int, dict[str, float]], None] | None = None,
 ) -> dict[str, float]:
-    """Train ``model`` for ``steps`` AdamW steps on random minibatches of ``demos``; return final metrics."""
+    """Train ``model`` for ``steps`` AdamW steps on random minibatches of ``demos``; return final metrics.
+
+    ``loss_on``: ``response`` (the rows' response masks) or ``all`` (every real token but the first: the
+    prompt, observations and tool results too; no prefix is then shared between rows)."""
     import torch
 
     from rockroll.trainer.learner.batch import collate, module_device, token_logprobs
@@ -247,8 +257,12 @@ def sft_train(
     for step in range(steps):
         rows = torch.randint(len(demos), (batch_size,), generator=gen).tolist()
         batch = collate([demos[i] for i in rows], pad_id).to(device)
-        lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask)
         mask = batch.response_mask
+        if loss_on == "all":
+            mask = batch.attention_mask.to(mask.dtype)
+            mask[:, 0] = 0  # the first token has nothing to be predicted from
+        # logprobs at the response tokens only, a prefix the rows share (a tool env's system prompt) once
+        lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, need=mask)
         loss = -(lp * mask).sum() / mask.sum().clamp(min=1)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -8,6 +8,10 @@ state is needed), copies the prefix's key/value cache to the rows that share it,
 row's own tail on top. Gradients flow through the cache into the shared prefix, so the loss and
 its gradient equal those of one full forward per row (up to float summation order), at the cost of
 ``distinct prefixes x prefix length + rows x tail length`` tokens instead of ``rows x length``.
+
+Where every row's prompt differs but all start alike (a tool env's system prompt with its tools, the
+same in every episode, before each episode's own question), the batch's common prefix is computed once
+instead (:func:`common_plan`): whichever of the two plans computes fewer tokens runs.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["shared_hidden", "plan_sharing", "SharingPlan", "MIN_SAVING"]
+__all__ = ["shared_hidden", "plan_sharing", "common_plan", "SharingPlan", "MIN_SAVING"]
 
 #: share only when it computes at most this fraction of the plain pass's tokens
 MIN_SAVING = 0.8
@@ -58,6 +62,25 @@ def plan_sharing(ids: list[list[int]], first_needed: list[int | None]) -> Sharin
     return SharingPlan(rows, starts, prefixes, prefix_of)
 
 
+def common_plan(ids: list[list[int]], first_needed: list[int | None]) -> SharingPlan | None:
+    """Every needed row split at the prefix all of them share (at most each row's first needed position):
+    one prefix, computed once. ``None`` when the needed rows share no token."""
+    rows = [i for i, start in enumerate(first_needed) if start is not None]
+    if not rows:
+        return None
+    split = min(first_needed[i] or 0 for i in rows)
+    first = ids[rows[0]]
+    for i in rows[1:]:
+        row, k = ids[i], 0
+        limit = min(split, len(row))
+        while k < limit and row[k] == first[k]:
+            k += 1
+        split = k
+    if split < 1:
+        return None
+    return SharingPlan(rows, [split] * len(rows), [tuple(first[:split])], [0] * len(rows))
+
+
 def shared_hidden(
     decoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor
 ) -> torch.Tensor | None:
@@ -74,7 +97,9 @@ def shared_hidden(
     for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
         first[r] = c if first[r] is None else min(first[r], c)
     ids = input_ids.tolist()
-    plan = plan_sharing([row[: lengths[i]] for i, row in enumerate(ids)], first)
+    trimmed = [row[: lengths[i]] for i, row in enumerate(ids)]
+    plans = [p for p in (plan_sharing(trimmed, first), common_plan(trimmed, first)) if p is not None and p.rows]
+    plan = min(plans, key=lambda p: p.cost(lengths), default=None)
     if plan is None or not plan.rows or plan.cost(lengths) > MIN_SAVING * sum(lengths[r] for r in plan.rows):
         return None
     device = input_ids.device
