@@ -12,6 +12,9 @@ pytest.importorskip("transformers")
 from rockroll.agentrl.models.copy_pretrain import copy_pretrain  # noqa: E402
 from rockroll.agentrl.models.tiny import TinyModelConfig  # noqa: E402
 
+#: induction forms after about 400-500 steps at this size (measured): 700 leaves room
+STEPS = 700
+
 
 def _model(vocab: int) -> object:
     from transformers import AutoModelForCausalLM, Qwen2Config
@@ -36,9 +39,6 @@ def test_a_random_tiny_model_learns_to_copy() -> None:
     # a model that cannot copy scores about ln(280) = 5.6 nats on the repeat; one that copies, near 0
     assert got["copy/first_loss"] > 4.5, got
     assert got["copy/last_loss"] < 1.0, got
-
-
-STEPS = 700
 
 
 def test_copy_steps_is_checked() -> None:

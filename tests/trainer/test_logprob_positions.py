@@ -4,6 +4,7 @@ single-pass update (no separate old-logprob pass) takes the same optimizer step 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
@@ -79,6 +80,19 @@ def test_update_without_old_logprobs_needs_whole_batch_minibatches(tiny_model_di
         trainer.update(batch, step=0)
 
 
+def _right_padded(rows: list[tuple[list[int], list[int]]]) -> tuple[Any, Any, Any]:
+    """``(prompt, response)`` rows as right-padded ids, attention mask and a need mask on the responses."""
+    width = max(len(p) + len(r) for p, r in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    need = torch.zeros((len(rows), width))
+    for i, (p, r) in enumerate(rows):
+        ids[i, : len(p) + len(r)] = torch.tensor(p + r)
+        attn[i, : len(p) + len(r)] = 1
+        need[i, len(p) : len(p) + len(r)] = 1
+    return ids, attn, need
+
+
 def test_shared_prefixes_give_the_plain_logprobs_and_gradients(tiny_model_dir) -> None:
     """Rows that share prompts (several answers each, prompts of several lengths): one pass per
     distinct prefix gives the plain pass's logprobs, entropies and gradients."""
@@ -93,14 +107,7 @@ def test_shared_prefixes_give_the_plain_logprobs_and_gradients(tiny_model_dir) -
     for _ in range(12):
         prompt = [rng.randrange(5, 200) for _ in range(rng.randint(8, 20))]
         rows += [(prompt, [rng.randrange(5, 200) for _ in range(rng.randint(2, 4))]) for _ in range(rng.randint(1, 5))]
-    width = max(len(p) + len(r) for p, r in rows)
-    ids = torch.zeros((len(rows), width), dtype=torch.long)
-    attn = torch.zeros_like(ids)
-    need = torch.zeros((len(rows), width))
-    for i, (p, r) in enumerate(rows):
-        ids[i, : len(p) + len(r)] = torch.tensor(p + r)
-        attn[i, : len(p) + len(r)] = 1
-        need[i, len(p) : len(p) + len(r)] = 1
+    ids, attn, need = _right_padded(rows)
     need[3] = 0  # a row that needs nothing
     got = []
     for share in (False, True):
@@ -136,14 +143,7 @@ def test_a_common_system_prompt_is_computed_once_for_distinct_prompts(tiny_model
         (system + [rng.randrange(5, 200) for _ in range(rng.randint(3, 8))], [rng.randrange(5, 200) for _ in range(3)])
         for _ in range(6)
     ]
-    width = max(len(p) + len(r) for p, r in rows)
-    ids = torch.zeros((len(rows), width), dtype=torch.long)
-    attn = torch.zeros_like(ids)
-    need = torch.zeros((len(rows), width))
-    for i, (p, r) in enumerate(rows):
-        ids[i, : len(p) + len(r)] = torch.tensor(p + r)
-        attn[i, : len(p) + len(r)] = 1
-        need[i, len(p) : len(p) + len(r)] = 1
+    ids, attn, need = _right_padded(rows)
     lists = [p + r for p, r in rows]
     firsts = [len(p) - 1 for p, _ in rows]
     plan = common_plan(lists, firsts)

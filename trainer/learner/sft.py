@@ -31,13 +31,7 @@ from rockroll.envs.experts import expert_for
 from rockroll.envs.play import is_tool_env
 from rockroll.envs.tools import ToolAction
 
-__all__ = [
-    "build_demos",
-    "build_mixed_turn_demos",
-    "build_turn_demos",
-    "response_tokens",
-    "sft_train",
-]
+__all__ = ["build_demos", "build_mixed_turn_demos", "build_turn_demos", "response_tokens", "sft_train"]
 
 
 def build_demos(rollout: Any, seeds: range | list[int]) -> list[Any]:
@@ -261,7 +255,7 @@ def sft_train(
         if loss_on == "all":
             mask = batch.attention_mask.to(mask.dtype)
             mask[:, 0] = 0  # the first token has nothing to be predicted from
-        # logprobs at the response tokens only, a prefix the rows share (a tool env's system prompt) once
+        # logprobs only where the loss is, a prefix the rows share (a tool env's system prompt) computed once
         lp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, need=mask)
         loss = -(lp * mask).sum() / mask.sum().clamp(min=1)
         opt.zero_grad(set_to_none=True)

@@ -100,7 +100,7 @@ def shared_hidden(
     trimmed = [row[: lengths[i]] for i, row in enumerate(ids)]
     plans = [p for p in (plan_sharing(trimmed, first), common_plan(trimmed, first)) if p is not None and p.rows]
     plan = min(plans, key=lambda p: p.cost(lengths), default=None)
-    if plan is None or not plan.rows or plan.cost(lengths) > MIN_SAVING * sum(lengths[r] for r in plan.rows):
+    if plan is None or plan.cost(lengths) > MIN_SAVING * sum(lengths[r] for r in plan.rows):
         return None
     device = input_ids.device
     pad = 0
