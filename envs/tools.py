@@ -175,11 +175,15 @@ def action_from_wire(value: object) -> Action:
     raise ActionTypeError(value)
 
 
-def one_string(key: str, description: str, max_length: int) -> dict[str, Any]:
-    """The parameters of a tool taking one required, non-empty string ``key`` of at most ``max_length`` characters."""
+def one_string(key: str, description: str, max_length: int | None = None, *, pattern: str | None = None) -> dict[str, Any]:
+    """The parameters of a tool taking one required string ``key``: non-empty and at most ``max_length``
+    characters, or matching ``pattern`` (a regex bounding it) instead."""
+    if (max_length is None) == (pattern is None):
+        raise ValueError("one_string takes a max_length or a pattern, one of the two")
+    bound: dict[str, Any] = {"pattern": pattern} if pattern is not None else {"minLength": 1, "maxLength": max_length}
     return {
         "type": "object",
-        "properties": {key: {"type": "string", "minLength": 1, "maxLength": max_length, "description": description}},
+        "properties": {key: {"type": "string", **bound, "description": description}},
         "required": [key],
         "additionalProperties": False,
     }

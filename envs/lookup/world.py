@@ -28,11 +28,12 @@ COMPANIES = ("Acme", "Bolt", "Crux", "Dyna", "Echo", "Flux")
 CITIES = ("Oslo", "Rome", "Lima", "Kyiv", "Riga", "Bern")
 N_PEOPLE, N_COMPANIES, N_CITIES = 6, 3, 3
 MAX_HOPS = 3
-#: hops -> the question's template (``{name}``: the person asked about)
+#: hops -> the question's template (``{name}``: the person asked about, quoted: so that the name is the same
+#: token in the question as in a ``find`` call's JSON string, which the tiny model copies)
 QUESTIONS = {
-    1: "What is the age of {name}?",
-    2: "How many staff work at {name}'s employer?",
-    3: "What is the population of the city where {name}'s employer is based?",
+    1: 'What is the age of "{name}"?',
+    2: 'How many staff work at the employer of "{name}"?',
+    3: 'What is the population of the city where the employer of "{name}" is based?',
 }
 #: hops -> the field each hop follows, then the field that is the answer
 _PATH = {1: ("age",), 2: ("employer", "staff"), 3: ("employer", "city", "population")}

@@ -48,13 +48,13 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
     env = envhub.make("Lookup-v0")
     target = tok.encode(OPENING, add_special_tokens=False)
     rows = []
-    for seed in range(3):
+    for seed in range(6):
         obs, _ = env.reset(seed=seed)
         messages = [{"role": "system", "content": env.system_prompt()}, {"role": "user", "content": obs}]
         rows.append(encode_chat(tok, messages, env.tools))
     torch.manual_seed(0)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(25):
+    for _ in range(60):
         for prompt in rows:
             ids = torch.tensor([prompt + target])
             model(input_ids=ids, labels=torch.tensor([[-100] * len(prompt) + target])).loss.backward()
