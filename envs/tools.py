@@ -175,7 +175,9 @@ def action_from_wire(value: object) -> Action:
     raise ActionTypeError(value)
 
 
-def one_string(key: str, description: str, max_length: int | None = None, *, pattern: str | None = None) -> dict[str, Any]:
+def one_string(
+    key: str, description: str, max_length: int | None = None, *, pattern: str | None = None
+) -> dict[str, Any]:
     """The parameters of a tool taking one required string ``key``: non-empty and at most ``max_length``
     characters, or matching ``pattern`` (a regex bounding it) instead."""
     if (max_length is None) == (pattern is None):

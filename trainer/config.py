@@ -220,6 +220,20 @@ class SFTConfig(ConfigModel):
         "conversations; the repeated tool schemas teach a tiny model to copy from its context, which calling tools "
         "with ids and numbers from earlier results needs). The RL update always trains the sampled tokens only",
     )
+    eval_every: int = f(
+        0,
+        "greedy validation success on rollout.select_episodes' seeds every N warm-start steps (sft/val_success; "
+        "0: none)",
+        ge=0,
+    )
+    stop_success: float | None = f(
+        None,
+        "end the warm start at the first validation whose success reaches this (needs sft.eval_every): a partial "
+        "warm start keeps room and exploration for RL, and fixes where RL starts when how fast imitation takes "
+        "off depends on the seed",
+        ge=0,
+        le=1,
+    )
 
 
 class WorkersConfig(ConfigModel):
@@ -304,6 +318,12 @@ class TrainConfig(ConfigModel):
             raise ValueError(
                 "sft.label: expert labels each turn of multi-turn demos apart from what was played, so it needs "
                 "per-turn rows: rollout.mode: multiturn and rollout.episode.history: last_k"
+            )
+        if self.sft.stop_success is not None and not self.sft.eval_every:
+            raise ValueError("sft.stop_success needs sft.eval_every > 0 (the validations that can stop the warm start)")
+        if self.sft.eval_every and (self.rollout.select_episodes == 0 or self.rollout.mode != "multiturn"):
+            raise ValueError(
+                "sft.eval_every validates on rollout.select_episodes' seeds: set it > 0 (rollout.mode: multiturn)"
             )
         if self.sft.explore and self.rollout.mode != "multiturn":
             raise ValueError(

@@ -30,6 +30,7 @@ from rockroll.trainer.evaluation.background import BackgroundValidation, backgro
 from rockroll.trainer.evaluation.exact import exact_validator
 from rockroll.trainer.evaluation.report import env_references, run_report
 from rockroll.trainer.evaluation.selection import BestCheckpoint, run_notes, select_seeds, selection_summary
+from rockroll.trainer.evaluation.sft_validation import sft_validator
 from rockroll.trainer.learner.learn import cap_hit_share, learn, truncated
 from rockroll.trainer.rollout.base import Rollout
 from rockroll.trainer.rollout.env_check import check_train_envs
@@ -191,6 +192,7 @@ def _warm_start(run: _Run, model: Any) -> None:
         model, demos, steps=cfg.sft.steps, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size, seed=cfg.seed,
         pad_id=run.tok.pad_token_id, loss_on=cfg.sft.loss_on,
         on_step=lambda i, m: run.emit("sft_step", {"step": i, "total": cfg.sft.steps, "metrics": m}),
+        validate=sft_validator(run, model), validate_every=cfg.sft.eval_every,
     )  # fmt: skip
     run.rollout.update_weights(model.state_dict(), 0)
     warm = export_model(model, run.tok, run.run_dir / "export" / "warmstart")

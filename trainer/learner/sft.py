@@ -232,11 +232,15 @@ def sft_train(
     pad_id: int = 0,
     loss_on: str = "response",
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    validate: Callable[[int], bool] | None = None,
+    validate_every: int = 0,
 ) -> dict[str, float]:
     """Train ``model`` for ``steps`` AdamW steps on random minibatches of ``demos``; return final metrics.
 
     ``loss_on``: ``response`` (the rows' response masks) or ``all`` (every real token but the first: the
-    prompt, observations and tool results too; no prefix is then shared between rows)."""
+    prompt, observations and tool results too; no prefix is then shared between rows). ``validate(steps_done)``
+    runs every ``validate_every`` steps with the model in eval mode; it returning True ends the warm start there
+    (``sft/steps``: the steps taken)."""
     import torch
 
     from rockroll.trainer.learner.batch import collate, module_device, token_logprobs
@@ -248,6 +252,7 @@ def sft_train(
     t0 = time.perf_counter()
     tokens = 0
     metrics: dict[str, float] = {}
+    done = 0
     for step in range(steps):
         rows = torch.randint(len(demos), (batch_size,), generator=gen).tolist()
         batch = collate([demos[i] for i in rows], pad_id).to(device)
@@ -264,7 +269,15 @@ def sft_train(
         opt.step()
         tokens += int(batch.attention_mask.sum())
         metrics = {"sft/loss": loss.item(), "sft/tokens_per_s": tokens / max(time.perf_counter() - t0, 1e-9)}
+        done = step + 1
         if on_step is not None:
             on_step(step, metrics)
+        if validate is not None and validate_every and done % validate_every == 0:
+            model.eval()
+            stop = validate(done)
+            model.train()
+            if stop:
+                break
+    metrics["sft/steps"] = float(done)
     metrics["sft/time"] = time.perf_counter() - t0
     return metrics

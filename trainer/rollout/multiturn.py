@@ -24,6 +24,7 @@ from rockroll.agentrl.rollout.config import SchedulerConfig
 from rockroll.agentrl.rollout.env_manager import EpisodeSpec
 from rockroll.agentrl.rollout.lockstep import make_env_manager
 from rockroll.agentrl.rollout.scheduler import RolloutScheduler
+from rockroll.agentrl.tools.metrics import tool_metrics
 from rockroll.agentrl.trajectory import Trajectory
 from rockroll.envs.config import ConfigError
 from rockroll.trainer.rollout.base import Rollout
@@ -322,7 +323,8 @@ class MultiTurnDriver(Rollout):
 
     def evaluate(self, seeds: list[int], prefix: str = "eval") -> dict[str, float]:
         """Greedy success on ``seeds`` per env (``<prefix>/<tag>/success``), split by difficulty
-        (``success_len<k>``); with several envs also their mean, ``<prefix>/success``."""
+        (``success_len<k>``), and a tool env's call rates (``<prefix>/<tag>/tools/<rate>``); with several envs
+        also their mean, ``<prefix>/success``."""
         trajs = self.play(seeds)
         self.last_eval = trajs
         out: dict[str, float] = {}
@@ -337,6 +339,7 @@ class MultiTurnDriver(Rollout):
                     lambda seed, e=e: self.category(seed, e.tag),
                 )
             )
+            out.update({f"{prefix}/{e.tag}/tools/{k}": v for k, v in tool_metrics(mine).items()})  # tool envs'
         if len(self.envs) > 1:
             out[f"{prefix}/success"] = mean_success(out, prefix, self.tags)
         return out

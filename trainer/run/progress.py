@@ -30,7 +30,9 @@ def _first(metrics: dict[str, float], pattern: re.Pattern[str]) -> float | None:
 def eval_line(prefix: str, metrics: dict[str, float], episodes: int) -> str:
     """``eval: success 0.375 on 8 episodes (1.2s)`` (``prefix`` names the evaluation)."""
     succ = _first(metrics, re.compile(rf"^{re.escape(prefix)}/[^/]+/success$"))
-    name = {"eval": "eval", "eval_pre_sft": "eval before warm start"}.get(prefix, prefix)
+    name = {"eval": "eval", "eval_pre_sft": "eval before warm start", "sft_val": "warm-start validation"}.get(
+        prefix, prefix
+    )
     text = f"{name}: success {succ:.3f}" if succ is not None else f"{name}: done"
     return text + f" on {episodes} episodes ({metrics.get('time/eval', 0.0):.1f}s)"
 
