@@ -222,15 +222,15 @@ class SFTConfig(ConfigModel):
     )
     eval_every: int = f(
         0,
-        "greedy validation success on rollout.select_episodes' seeds every N warm-start steps (sft/val_success; "
-        "0: none)",
+        "greedy validation success on rollout.select_episodes' seeds every N warm-start steps (the run summary's "
+        "sft_val; 0: none)",
         ge=0,
     )
     stop_success: float | None = f(
         None,
         "end the warm start at the first validation whose success reaches this (needs sft.eval_every): a partial "
-        "warm start keeps room and exploration for RL, and fixes where RL starts when how fast imitation takes "
-        "off depends on the seed",
+        "warm start keeps room and exploration for RL, and seeds' starting points closer together than a step "
+        "count where how fast imitation takes off depends on the seed",
         ge=0,
         le=1,
     )
