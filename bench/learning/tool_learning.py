@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import rockroll.envhub as envhub
-from rockroll.envs.experts import expert_for
+from rockroll.envs.play import play_episode
 from rockroll.trainer.config_io import config_from_dict, config_to_dict, load_config
 from rockroll.trainer.pipeline import run_training
 from rockroll.trainer.run.metrics import read_metrics
@@ -35,23 +35,14 @@ CONFIG = Path(__file__).resolve().parents[2] / "configs" / "lookup_tools.yaml"
 TAG = "Lookup"
 
 
-def expert_success(env_id: str, env_kwargs: dict[str, Any], seeds: list[int], max_turns: int) -> dict[str, float]:
+def expert_success(env_id: str, env_kwargs: dict[str, Any], seeds: list[int]) -> dict[str, float]:
     """The expert's success on ``seeds`` (``all`` and by difficulty: the links its question follows)."""
     wins: dict[str, list[float]] = {"all": []}
     for seed in seeds:
         env = envhub.make(env_id, **env_kwargs)
-        _, info = env.reset(seed=seed)
-        expert, ok = expert_for(env), False
-        for _ in range(max_turns):
-            action = expert()
-            if action is None:
-                break
-            _, _, terminated, truncated, info = env.step(action)
-            ok = bool(info.get("success", False))
-            if terminated or truncated:
-                break
+        ok = float(play_episode(env, "expert", seed).success)
         for key in ("all", str(env.unwrapped.difficulty())):  # the links its question follows, as the report's
-            wins.setdefault(key, []).append(float(ok))
+            wins.setdefault(key, []).append(ok)
         env.close()
     return {k: statistics.fmean(v) for k, v in wins.items()}
 
@@ -133,7 +124,7 @@ def main() -> None:
     cfg = load_config(CONFIG)
     r = cfg.rollout
     seeds = list(range(r.eval_seed_offset, r.eval_seed_offset + r.eval_episodes))
-    expert = expert_success(r.env_id, dict(r.env_kwargs), seeds, r.episode.max_turns)
+    expert = expert_success(r.env_id, dict(r.env_kwargs), seeds)
     results = []
     for seed in args.seeds:
         results.append(one_seed(seed, args.steps, Path(args.run_dir)))
