@@ -72,6 +72,8 @@ def test_a_run_validates_its_warm_start_and_stops_it(tiny_model_dir: Path, tmp_p
     full = run_training(cfg("full", None))
     assert [v["step"] for v in full["sft_val"]] == [2.0, 4.0, 6.0]
     assert all(0.0 <= v["success"] <= 1.0 for v in full["sft_val"])
+    levels = [k for k in full["sft_val"][0] if k.startswith("FrozenLake/success_len")]  # by difficulty too
+    assert levels and all(0.0 <= v[k] <= 1.0 for v in full["sft_val"] for k in levels)
     stopped = run_training(cfg("stopped", 0.0))  # any success reaches 0: the first validation ends it
     assert [v["step"] for v in stopped["sft_val"]] == [2.0]
     sft_row = next(r for r in read_metrics(tmp_path / "stopped") if r["step"] == -1)

@@ -24,7 +24,8 @@ PREFIX = "sft_val"
 
 def sft_validator(run: Any, model: Any) -> Callable[[int], bool] | None:
     """``validate(steps_done) -> stop`` for :func:`~rockroll.trainer.learner.sft.sft_train`, or None without
-    ``sft.eval_every``; each validation is appended to ``run.summary["sft_val"]`` as ``{step, success}``."""
+    ``sft.eval_every``; each validation is appended to ``run.summary["sft_val"]`` as ``{step, success}``, plus
+    ``<tag>/success_len<k>`` by difficulty where the env has levels."""
     cfg = run.cfg
     if not cfg.sft.eval_every:
         return None
@@ -40,7 +41,9 @@ def sft_validator(run: Any, model: Any) -> Callable[[int], bool] | None:
         metrics["time/eval"] = time.perf_counter() - t0
         run.emit("eval_end", {"prefix": PREFIX, "metrics": metrics})
         success = mean_success(metrics, PREFIX, run.rollout.tags)
-        history.append({"step": float(done), "success": success})
+        entry = {"step": float(done), "success": success}
+        entry.update({k[len(PREFIX) + 1 :]: v for k, v in metrics.items() if "/success_len" in k})
+        history.append(entry)
         return cfg.sft.stop_success is not None and success >= cfg.sft.stop_success
 
     return validate
