@@ -12,6 +12,8 @@ Two layouts:
   the previous turn's prompt + response, i.e. full history); earlier responses stay trainable,
   env and template tokens are masked out.
 * ``"per_turn"``: one sample per turn (prompt, response); needed with truncated history.
+* ``"auto"``: one sample per run of turns that extend each other (an agent program's calls: those that
+  resend the conversation so far merge, a call that starts over begins a new row).
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ class Trajectory:
         }
 
     def to_samples(
-        self, layout: Literal["concat", "per_turn"] = "concat", reward: float | None = None
+        self, layout: Literal["concat", "per_turn", "auto"] = "concat", reward: float | None = None
     ) -> list[TrainSample]:
         """Training rows for this episode, every row carrying ``reward`` (default: final reward)."""
         r = self.final_reward if reward is None else reward
@@ -152,27 +154,45 @@ class Trajectory:
         version = self.oldest_weight_version
         if layout == "per_turn":
             return [self.turn_sample(t, r, version) for t in self.turns]
+        if layout == "auto":
+            return [self.concat_sample(seg, r, min(t.weight_version for t in seg)) for seg in self.segments()]
         if layout != "concat":
-            raise ValueError(f"layout must be 'concat' or 'per_turn', got {layout!r}")
-        ids: list[int] = []
-        mask: list[int] = []
-        lps: list[float] = []
-        allowed: list[tuple[int, ...]] = []
-        for i, t in enumerate(self.turns):
-            if t.prompt_ids[: len(ids)] != ids:
+            raise ValueError(f"layout must be 'concat', 'per_turn' or 'auto', got {layout!r}")
+        for i, t in enumerate(self.turns[1:], 1):
+            if not _extends(self.turns[i - 1], t):
                 raise ValueError(
                     f"turn {i}'s prompt does not extend the conversation so far; use layout='per_turn' "
                     "(history was truncated or re-templated)"
                 )
+        return [self.concat_sample(self.turns, r, version)]
+
+    def segments(self) -> list[list[Turn]]:
+        """The turns in runs that extend each other token for token (each turn's prompt starts with the run's
+        conversation so far): the rows of the ``auto`` layout."""
+        out: list[list[Turn]] = []
+        for t in self.turns:
+            if out and _extends(out[-1][-1], t):
+                out[-1].append(t)
+            else:
+                out.append([t])
+        return out
+
+    def concat_sample(self, turns: list[Turn], reward: float, version: int) -> TrainSample:
+        """One row of ``turns`` (each extending the ones before): every response trained, the rest masked."""
+        ids: list[int] = []
+        mask: list[int] = []
+        lps: list[float] = []
+        allowed: list[tuple[int, ...]] = []
+        for t in turns:
             new_context = t.prompt_ids[len(ids) :]
             ids += new_context + t.response_ids
             mask += [0] * len(new_context) + [1] * len(t.response_ids)
             lps += [0.0] * len(new_context) + list(t.logprobs)
             allowed += [()] * len(new_context) + list(t.allowed or [()] * len(t.response_ids))
-        restricted = any(t.allowed is not None for t in self.turns)
-        return [
-            TrainSample(ids, mask, lps, r, self.group_id, self.episode_id, version, allowed if restricted else None)
-        ]
+        restricted = any(t.allowed is not None for t in turns)
+        return TrainSample(
+            ids, mask, lps, reward, self.group_id, self.episode_id, version, allowed if restricted else None
+        )
 
     def turn_sample(self, t: Turn, reward: float, version: int) -> TrainSample:
         """The ``per_turn`` training row of turn ``t``: its prompt and response, the response's tokens trained."""
@@ -189,3 +209,10 @@ class Trajectory:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _extends(prev: Turn, t: Turn) -> bool:
+    """Whether ``t``'s prompt starts with ``prev``'s prompt and response, token for token (when ``prev`` extended
+    the turns before it, so does ``t``: its prompt holds the whole conversation so far)."""
+    head = prev.prompt_ids + prev.response_ids
+    return t.prompt_ids[: len(head)] == head

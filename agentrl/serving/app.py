@@ -49,7 +49,13 @@ from starlette.requests import Request
 
 from rockroll.agentrl.engines.base import LLMEngine
 from rockroll.agentrl.serving.episode import EpisodeDefaults, load_episode
-from rockroll.agentrl.serving.guard import MAX_BODY_BYTES, ClientGone, ServeGuard, until_disconnected
+from rockroll.agentrl.serving.guard import (
+    EPISODE_STATE,
+    MAX_BODY_BYTES,
+    ClientGone,
+    ServeGuard,
+    until_disconnected,
+)
 from rockroll.agentrl.serving.protocol import (
     SSE_DONE,
     ChatCompletionRequest,
@@ -59,6 +65,7 @@ from rockroll.agentrl.serving.protocol import (
     install_error_handlers,
     sse,
 )
+from rockroll.agentrl.serving.recording import CallRecorder
 from rockroll.agentrl.serving.service import Answer, ModelService
 from rockroll.agentrl.serving.tool_calls import DEFAULT_PARSER, recorded_parser
 
@@ -78,23 +85,26 @@ def create_app(
     api_key: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     tool_call_parser: str = DEFAULT_PARSER,
+    recorder: CallRecorder | None = None,
 ) -> Any:
     """The FastAPI app serving ``engine`` under the model id ``model_name``.
 
     ``max_model_len``: the model's context (prompt + answer; None: unchecked); ``chunk_tokens``:
     tokens per engine request of a chunked choice (see :mod:`rockroll.agentrl.serving.decode`);
     ``episode``: the trained turn's defaults; ``api_key``: the key every route but /health needs;
-    ``tool_call_parser``: the style tool calls are read in (:data:`rockroll.agentrl.tools.TOOL_PARSERS`).
+    ``tool_call_parser``: the style tool calls are read in (:data:`rockroll.agentrl.tools.TOOL_PARSERS`);
+    ``recorder``: agent episodes' keys and calls (:mod:`rockroll.agentrl.serving.recording`): a request with an
+    episode's key is recorded as that episode's.
     """
     from fastapi import FastAPI
     from fastapi.responses import Response
 
     service = ModelService(
-        engine, model_name, default_max_tokens, max_model_len, chunk_tokens, episode, tool_call_parser
+        engine, model_name, default_max_tokens, max_model_len, chunk_tokens, episode, tool_call_parser, recorder
     )
     app = FastAPI(title="rockroll model server", version="1")
     install_error_handlers(app)
-    app.add_middleware(ServeGuard, api_key=api_key, max_body_bytes=max_body_bytes)
+    app.add_middleware(ServeGuard, api_key=api_key, max_body_bytes=max_body_bytes, episodes=recorder)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -113,18 +123,23 @@ def create_app(
     @app.post("/v1/completions")
     async def create_completion(req: CompletionRequest, request: Request) -> Any:
         try:
-            return _respond(await until_disconnected(request, service.completion(req)))
+            return _respond(await until_disconnected(request, service.completion(req, _episode(request))))
         except ClientGone:
             return Response(status_code=499)  # nobody reads it: the client left
 
     @app.post("/v1/chat/completions")
     async def create_chat_completion(req: ChatCompletionRequest, request: Request) -> Any:
         try:
-            return _respond(await until_disconnected(request, service.chat_completion(req)))
+            return _respond(await until_disconnected(request, service.chat_completion(req, _episode(request))))
         except ClientGone:
             return Response(status_code=499)
 
     return app
+
+
+def _episode(request: Request) -> str | None:
+    """The agent episode whose key the request carries (set by the guard), or None."""
+    return request.scope.get("state", {}).get(EPISODE_STATE)
 
 
 def _respond(answer: Answer) -> Any:

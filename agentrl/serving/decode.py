@@ -42,6 +42,8 @@ class Piece:
     finish_reason: str | None = None  # "stop" | "length" | "abort" on the last piece
     stop_reason: int | str | None = None  # the stop token id or stop string that ended it
     generated: int = 0  # tokens the engine generated for this piece (usage), stop-string tails included
+    weight_version: int | None = None  # the oldest policy version behind the choice's tokens so far
+    tokens_exact: bool = True  # False: an engine request behind it re-tokenised text
 
 
 def chunk_seed(seed: int | None, k: int) -> int | None:
@@ -183,6 +185,8 @@ async def generate_choice(
     k = 0
     finish: str | None = None
     stop_reason: int | str | None = None
+    version: int | None = None
+    exact = True
     while finish is None:
         n = remaining if chunk is None else min(chunk, remaining)
         sp = SamplingParams(
@@ -197,6 +201,8 @@ async def generate_choice(
         res = await engine.generate(GenerationRequest(context, sp))
         k += 1
         remaining -= len(res.token_ids)
+        version = res.weight_version if version is None else min(version, res.weight_version)
+        exact = exact and res.tokens_exact
         if top_n and scorer is not None and res.token_ids:
             choice.tops += await scorer(context, list(res.token_ids), top_n)
         choice.add(list(res.token_ids), list(res.logprobs))
@@ -209,6 +215,7 @@ async def generate_choice(
         if finish is not None:
             choice.flush()
         out = choice.release(finish, stop_reason, len(res.token_ids))
+        out.weight_version, out.tokens_exact = version, exact
         finish = out.finish_reason
         if out.token_ids or out.text or finish is not None or out.generated:
             yield out

@@ -11,8 +11,12 @@ body without a length is counted while it is read and refused as soon as it pass
 there: a client that leaves (closes the connection, times out) cancels the work, and with it the
 engine requests (the hf engine drops a request whose caller was cancelled at its next step).
 
-Threat model: the key keeps strangers on the network from spending the model's compute; it is not
-a multi-user scheme (one key, compared in constant time). Use TLS in front of it beyond localhost.
+With episode keys (a :class:`~rockroll.agentrl.serving.recording.CallRecorder`: the model service of agent
+episodes), a request may instead carry an open episode's key: it is served as that episode's (and recorded);
+a key of an episode that ended, or no key, is the same 401. The operator's key, where one is set, still works.
+
+Threat model: the key keeps strangers on the network from spending the model's compute; an episode key
+reaches only its own episode's record and dies with the episode. Use TLS in front of it beyond localhost.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import asyncio
 import hmac
 import json
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["API_KEY_ENV", "MAX_BODY_BYTES", "ServeGuard", "ClientGone", "until_disconnected"]
+__all__ = [
+    "API_KEY_ENV", "MAX_BODY_BYTES", "EPISODE_STATE", "EpisodeKeys", "ServeGuard", "ClientGone", "until_disconnected",
+]  # fmt: skip
 
 API_KEY_ENV = "ROCKROLL_MODEL_API_KEY"
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -34,6 +40,13 @@ POLL_S = 0.2  # how often a waiting handler asks whether its client is still the
 OPEN_PATHS = ("/health",)
 
 T = TypeVar("T")
+EPISODE_STATE = "rockroll_episode"  # where an episode key's request carries its episode id (``scope["state"]``)
+
+
+class EpisodeKeys(Protocol):
+    """What the guard needs of :class:`~rockroll.agentrl.serving.recording.CallRecorder`."""
+
+    def episode_of(self, key: str) -> str | None: ...
 
 
 class ClientGone(Exception):
@@ -47,17 +60,22 @@ def _error(status: int, message: str, code: str, kind: str) -> bytes:
 class ServeGuard:
     """The middleware (see the module docstring). ``api_key`` None or empty: no authentication."""
 
-    def __init__(self, app: ASGIApp, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self, app: ASGIApp, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES,
+        episodes: EpisodeKeys | None = None,
+    ) -> None:  # fmt: skip
         self.app = app
         self.key = (api_key or "").encode()
         self.limit = max_body_bytes
+        self.episodes = episodes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if self.key and scope.get("path") not in OPEN_PATHS and not self._authorized(headers):
+        guarded = bool(self.key) or self.episodes is not None
+        if guarded and scope.get("path") not in OPEN_PATHS and not self._authorized(headers, scope):
             given = b"authorization" in headers
             message = (
                 "Incorrect API key provided."
@@ -85,9 +103,19 @@ class ServeGuard:
 
         await self.app(scope, counted, send)
 
-    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
+    def _authorized(self, headers: dict[bytes, bytes], scope: Scope) -> bool:
+        """The operator's key, or an open episode's (named in ``scope["state"]["rockroll_episode"]``)."""
         scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key)
+        if scheme.lower() != b"bearer":
+            return False
+        token = token.strip()
+        if self.key and hmac.compare_digest(token, self.key):
+            return True
+        episode = self.episodes.episode_of(token.decode(errors="replace")) if self.episodes is not None else None
+        if episode is None:
+            return False
+        scope.setdefault("state", {})[EPISODE_STATE] = episode
+        return True
 
     def _too_large(self) -> str:
         return f"the request body exceeds {self.limit} bytes"

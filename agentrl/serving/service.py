@@ -18,6 +18,8 @@ from rockroll.agentrl.engines.base import EngineError, LLMEngine
 from rockroll.agentrl.serving.decode import Piece, TopScorer, generate_choice, merge_choices
 from rockroll.agentrl.serving.episode import EpisodeDefaults
 from rockroll.agentrl.serving.protocol import ChatCompletionRequest, CompletionRequest, OpenAIError, sse
+from rockroll.agentrl.serving.recording import CallRecorder
+from rockroll.agentrl.serving.service_recording import RecordingService, join_piece
 from rockroll.agentrl.serving.tool_calls import (
     DEFAULT_PARSER,
     ToolPlan,
@@ -61,13 +63,15 @@ def _top_scorer(engine: LLMEngine) -> TopScorer | None:
     return scorer
 
 
-class ModelService:
+class ModelService(RecordingService):
     """Serves ``engine`` under the model id ``model_name`` (see the module docstring).
 
     ``max_model_len``: the model's context (prompt + answer; None: unchecked); ``chunk_tokens``:
     tokens per engine request of a chunked choice (see :mod:`rockroll.agentrl.serving.decode`);
     ``episode``: the trained turn's settings applied by default (:mod:`rockroll.agentrl.serving.episode`);
-    ``tool_call_parser``: the style the model writes tool calls in (:mod:`rockroll.agentrl.serving.tool_calls`).
+    ``tool_call_parser``: the style the model writes tool calls in (:mod:`rockroll.agentrl.serving.tool_calls`);
+    ``recorder``: where the calls of agent episodes are recorded (:mod:`rockroll.agentrl.serving.recording`):
+    a request that names an episode (its key's) is recorded there, choice by choice.
     """
 
     def __init__(
@@ -79,8 +83,10 @@ class ModelService:
         chunk_tokens: int = 8,
         episode: EpisodeDefaults | None = None,
         tool_call_parser: str = DEFAULT_PARSER,
+        recorder: CallRecorder | None = None,
     ) -> None:
         self.engine = engine
+        self.recorder = recorder
         self.episode = episode
         self.parser = get_parser(tool_call_parser)
         self.model_name = model_name
@@ -175,14 +181,7 @@ class ModelService:
         whole = [Piece() for _ in iters]
         try:
             async for i, p in merge_choices(iters):
-                w = whole[i]
-                w.token_ids += p.token_ids
-                w.logprobs += p.logprobs
-                w.token_text += p.token_text
-                w.top = None if p.top is None else (w.top or []) + p.top
-                w.text += p.text
-                w.generated += p.generated
-                w.finish_reason, w.stop_reason = p.finish_reason, p.stop_reason
+                join_piece(whole[i], p)
         except EngineError as e:
             raise OpenAIError(500, f"generation failed: {e}", code="engine_error") from e
         except ValueError as e:
@@ -216,12 +215,15 @@ class ModelService:
             "text_offset": offsets,
         }
 
-    async def completion(self, req: CompletionRequest) -> Answer:
+    async def completion(self, req: CompletionRequest, episode: str | None = None) -> Answer:
+        """``/v1/completions``; ``episode``: the agent episode the request's key belongs to (recorded)."""
         self.check_model(req.model)
         prompts, text_prompt = self.prompt_batch(req.prompt)
         default = (self.episode and self.episode.max_tokens) or self.default_max_tokens
         max_tokens = [self.budget(len(ids), req.max_tokens, default) for ids in prompts]
         iters = self.choices_of(req, prompts, max_tokens, text_prompt, req.logprobs or 0)
+        first, started = self.reserve(episode, len(iters)), time.time()
+        per_choice = [prompts[i // req.n] for i in range(len(iters))]
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
         head = {"id": rid, "object": "text_completion", "created": created, "model": self.model_name}
         echo = [self.tok.decode(ids) if req.echo else "" for ids in prompts]
@@ -240,17 +242,17 @@ class ModelService:
             return c
 
         if not req.stream:
-            whole = await self.collect(iters)
+            whole = await self.collect_recorded(iters, episode, first, "completion", per_choice, started)
             out = [choice(i, p, echo[i // req.n] + p.text, len(echo[i // req.n])) for i, p in enumerate(whole)]
             return {**head, "choices": out, "usage": self.usage(prompts, sum(p.generated for p in whole))}
 
         async def events() -> AsyncIterator[str]:
             sent = [len(echo[i // req.n]) for i in range(len(iters))]
-            started = [False] * len(iters)
+            begun = [False] * len(iters)
             generated = 0
-            async for i, p in merge_choices(iters):
-                prefix = "" if started[i] else echo[i // req.n]
-                started[i] = True
+            async for i, p in self.recorded(merge_choices(iters), episode, first, "completion", per_choice, started):
+                prefix = "" if begun[i] else echo[i // req.n]
+                begun[i] = True
                 generated += p.generated
                 yield sse({**head, "choices": [choice(i, p, prefix + p.text, sent[i])]})
                 sent[i] += len(p.text)
@@ -301,13 +303,16 @@ class ModelService:
             return {"role": "assistant", "content": split.content}
         return {"role": "assistant", "content": split.content, "tool_calls": openai_tool_calls(split.calls)}
 
-    async def chat_completion(self, req: ChatCompletionRequest) -> Answer:
+    async def chat_completion(self, req: ChatCompletionRequest, episode: str | None = None) -> Answer:
+        """``/v1/chat/completions``; ``episode``: the agent episode the request's key belongs to (recorded)."""
         self.check_model(req.model)
         ids, plan = self.chat_prompt(req)
         default = self.episode.max_tokens if self.episode is not None else None
         max_tokens = self.budget(len(ids), req.max_completion_tokens or req.max_tokens, default)
         top_n = (req.top_logprobs or 0) if req.logprobs else 0
         iters = self.choices_of(req, [ids], [max_tokens], True, top_n)
+        first, started = self.reserve(episode, len(iters)), time.time()
+        per_choice = [ids] * len(iters)
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         head = {"id": rid, "created": created, "model": self.model_name, "system_fingerprint": None}
         prefix = f"call_{rid[-12:]}"
@@ -320,7 +325,7 @@ class ModelService:
             return c
 
         if not req.stream:
-            whole = await self.collect(iters)
+            whole = await self.collect_recorded(iters, episode, first, "chat", per_choice, started)
             out = []
             for i, p in enumerate(whole):
                 message = self.chat_message(p.text, plan, prefix, i)
@@ -334,10 +339,10 @@ class ModelService:
             chunk_head = {**head, "object": "chat.completion.chunk"}
             streams = [ToolStream(self.parser, prefix=prefix, index=i, plan=plan) for i in range(len(iters))]
             for i in range(len(iters)):
-                first = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
-                yield sse({**chunk_head, "choices": [{**first, "finish_reason": None}]})
+                opening = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
+                yield sse({**chunk_head, "choices": [{**opening, "finish_reason": None}]})
             generated = 0
-            async for i, p in merge_choices(iters):
+            async for i, p in self.recorded(merge_choices(iters), episode, first, "chat", per_choice, started):
                 generated += p.generated
                 text, calls = streams[i].feed(p.text), ()
                 if p.finish_reason:
