@@ -4,8 +4,6 @@ recorded as the engine sampled it, and the recorded calls train on exactly the s
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,38 +11,22 @@ import pytest
 
 pytest.importorskip("torch")
 openai = pytest.importorskip("openai")
-import uvicorn  # noqa: E402
-
 from rockroll.agentrl.serving.recording import CallRecord, CallRecorder, trajectory_of_calls  # noqa: E402
-from rockroll.sandbox.retry import wait_until  # noqa: E402
+from tests.agentrl.model_server import recorded_service  # noqa: E402
 
 MODEL = "tiny"
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, CallRecorder, Any]]:
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, CallRecorder, int]]:
     import torch
 
-    from rockroll.agentrl.engines.hf import HFEngine
-    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model, load_model_and_tokenizer
-    from rockroll.agentrl.serving.app import create_app
+    from rockroll.agentrl.models.tiny import TinyModelConfig, build_tiny_model
 
     torch.set_num_threads(1)
     path = build_tiny_model(tmp_path_factory.mktemp("rec") / "model", TinyModelConfig(episodes_per_env=3))
-    model, tok = load_model_and_tokenizer(path)
-    engine = HFEngine(model=model, tokenizer=tok, max_batch_size=8, seed=0, num_threads=1)
-    recorder = CallRecorder(max_calls=8)
-    app = create_app(engine, MODEL, default_max_tokens=8, max_model_len=2048, recorder=recorder)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    assert wait_until(lambda: server.started, 60), "uvicorn did not start"
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1", recorder, tok
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with recorded_service(path) as served:
+        yield served
 
 
 def _client(url: str, key: str) -> Any:
@@ -60,7 +42,7 @@ def _sampled(choice: Any) -> tuple[list[int], list[float]]:
     return ids, list(choice.logprobs.token_logprobs)
 
 
-def test_calls_are_recorded_as_sampled_and_train_on_the_sampled_tokens(service: tuple[str, CallRecorder, Any]) -> None:
+def test_calls_are_recorded_as_sampled_and_train_on_the_sampled_tokens(service: tuple[str, CallRecorder, int]) -> None:
     url, recorder, _tok = service
     key = recorder.open("ep-a")
     client = _client(url, key)
@@ -109,7 +91,7 @@ def test_calls_are_recorded_as_sampled_and_train_on_the_sampled_tokens(service: 
     assert all(r.reward == 1.0 for r in rows)
 
 
-def test_a_key_reaches_its_own_episode_only_and_dies_with_it(service: tuple[str, CallRecorder, Any]) -> None:
+def test_a_key_reaches_its_own_episode_only_and_dies_with_it(service: tuple[str, CallRecorder, int]) -> None:
     url, recorder, _tok = service
     a, b = recorder.open("ep-b1"), recorder.open("ep-b2")
     _client(url, a).completions.create(model=MODEL, prompt=[5, 6], max_tokens=2)
@@ -125,7 +107,7 @@ def test_a_key_reaches_its_own_episode_only_and_dies_with_it(service: tuple[str,
     assert recorder.open_episodes == 0
 
 
-def test_calls_past_the_episode_cap_are_refused(service: tuple[str, CallRecorder, Any]) -> None:
+def test_calls_past_the_episode_cap_are_refused(service: tuple[str, CallRecorder, int]) -> None:
     url, recorder, _tok = service
     key = recorder.open("ep-c", max_calls=2)
     client = _client(url, key)
