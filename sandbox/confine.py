@@ -46,6 +46,8 @@ __all__ = [
     "SERVER_CAPS",
     "SANDBOX_USER",
     "SANDBOX_DIR",
+    "LINK_DIR",
+    "LINK_SUBDIR",
     "sandbox_user",
     "agent_pids",
     "agent_uid_base",
@@ -63,6 +65,10 @@ __all__ = [
 SANDBOX_USER = "rockroll-sandbox"
 #: where a confined sandbox sees its own directory (socket ``s.sock``, workspace ``ws``)
 SANDBOX_DIR = "/run/rockroll"
+#: where a sandbox sees its model link's folder (:mod:`rockroll.sandbox.model_link`): the ``link`` folder of its
+#: own directory, bound apart so that agent uids reach it (0755) while the server's folder stays 0700
+LINK_DIR = "/run/rockroll-link"
+LINK_SUBDIR = "link"
 #: the first agent uid of a confined sandbox (its ``exec`` calls; session ``n`` gets base + n): a
 #: range no host user has, shared by every sandbox (each sees only its own files and processes)
 AGENT_UID_BASE = 1_800_000_000
@@ -283,7 +289,8 @@ def confined_argv(
         bwrap += (["--perms", "1777"] if hidden == "/tmp" else []) + ["--tmpfs", hidden]
     bwrap += _mount_back(readable)
     bwrap += ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
-    bwrap += ["--bind", sandbox_dir, SANDBOX_DIR, "--chdir", "/", "--"]
+    bwrap += ["--bind", sandbox_dir, SANDBOX_DIR]
+    bwrap += ["--ro-bind", os.path.join(sandbox_dir, LINK_SUBDIR), LINK_DIR, "--chdir", "/", "--"]
     keep = "".join(f",+{c}" for c in SERVER_CAPS) if server_caps else ""
     drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", f"--inh-caps=-all{keep}"]
     drop += [f"--ambient-caps=-all{keep}"] if keep else []

@@ -61,8 +61,9 @@ from pydantic import Field
 
 from rockroll.sandbox.backends import BackendConfig
 from rockroll.sandbox.base import DEFAULT_IMAGE, SandboxBackend, SandboxHandle, SandboxSpec
-from rockroll.sandbox.confine import agent_pids, agent_uid_base, private_dir
+from rockroll.sandbox.confine import LINK_DIR, LINK_SUBDIR, agent_pids, agent_uid_base, private_dir
 from rockroll.sandbox.errors import BackendUnavailable, ImageNotFound, SandboxStartError
+from rockroll.sandbox.model_link import make_link_dir
 from rockroll.sandbox.process import DEFAULT_STATE_DIR, ProcessBackend, ProcessConfig
 
 __all__ = [
@@ -188,6 +189,7 @@ class DockerBackend(SandboxBackend):
             os.chmod(d, 0o700)
         else:  # the server may create its socket, agents cannot list or replace it; state_dir keeps others out
             os.chmod(d, 0o1733)
+        make_link_dir(d)
         return d
 
     # ----------------------------------------------------------- lifecycle
@@ -237,7 +239,10 @@ class DockerBackend(SandboxBackend):
                     SERVER_DIR: f"size={spec.workspace_mb}m,mode=0711,uid=0,gid=0,{tmpfs_opts}",
                     "/tmp": f"size=64m,mode=1777,uid=0,gid=0,{tmpfs_opts}",
                 },
-                volumes={str(d): {"bind": CONTAINER_SOCKET_DIR, "mode": "rw"}},
+                volumes={
+                    str(d): {"bind": CONTAINER_SOCKET_DIR, "mode": "rw"},
+                    str(d / LINK_SUBDIR): {"bind": LINK_DIR, "mode": "ro"},  # the model link's socket only
+                },
                 working_dir="/workspace",
             )
             container.start()

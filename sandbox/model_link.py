@@ -5,6 +5,8 @@ namespace, or Docker's ``none``). The link has two ends, joined by a Unix socket
 
 * :class:`HostRelay`, on the host: listens on the socket and relays each connection to the model service's
   TCP address (loopback). It is the only thing the socket reaches: the agent cannot name another address.
+  It lies in the sandbox's ``link`` folder (:func:`make_link_dir`), which the sandbox sees read-only at
+  :data:`~rockroll.sandbox.confine.LINK_DIR` (:func:`link_socket` gives both paths).
 * the forwarder, in the sandbox (``python -m rockroll.sandbox.model_link --socket PATH -- CMD ...``): listens
   on the sandbox's own loopback (a free port), relays each connection to the socket, and runs ``CMD`` with
   ``OPENAI_BASE_URL`` pointing at that port (``OPENAI_API_KEY`` comes from the caller: the episode's key).
@@ -27,14 +29,38 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["HostRelay", "MAX_CONNECTIONS", "IDLE_S", "main"]
+from rockroll.sandbox.confine import LINK_DIR, LINK_SUBDIR
+
+if TYPE_CHECKING:
+    from rockroll.sandbox.base import SandboxHandle
+
+__all__ = ["HostRelay", "MAX_CONNECTIONS", "IDLE_S", "SOCKET_NAME", "make_link_dir", "link_socket", "main"]
 
 MAX_CONNECTIONS = 64
 IDLE_S = 600.0
 CHUNK = 65536
 
+SOCKET_NAME = "model.sock"
+
 Opener = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
+def make_link_dir(sandbox_dir: Path) -> Path:
+    """The ``link`` folder of a sandbox's host directory (0755: the sandbox's agent uids may reach its socket;
+    bound read-only at :data:`~rockroll.sandbox.confine.LINK_DIR`, so they cannot replace it)."""
+    d = Path(sandbox_dir) / LINK_SUBDIR
+    d.mkdir(exist_ok=True)
+    os.chmod(d, 0o755)
+    return d
+
+
+def link_socket(handle: SandboxHandle) -> tuple[Path, str]:
+    """Where the host's relay of sandbox ``handle`` listens, and the path the sandbox knows that socket by."""
+    host_dir = Path(handle.extra.get("dir") or os.path.dirname(handle.socket_path))
+    inside = LINK_DIR if handle.backend == "docker" or handle.extra.get("isolation") == "bwrap" else None
+    return host_dir / LINK_SUBDIR / SOCKET_NAME, f"{inside or host_dir / LINK_SUBDIR}/{SOCKET_NAME}"
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -78,6 +78,7 @@ from rockroll.sandbox.confine import (
 from rockroll.sandbox.confinement import check, inherited_minimum
 from rockroll.sandbox.errors import SandboxStartError
 from rockroll.sandbox.isolation import detect_isolation, wrapper
+from rockroll.sandbox.model_link import make_link_dir
 from rockroll.sandbox.retry import Backoff
 from rockroll.sandbox.seccomp_filter import status
 from rockroll.sandbox.server.handover import ADOPT_TIMEOUT_S
@@ -160,6 +161,7 @@ class ProcessBackend(SandboxBackend):
         private_dir(self.state_dir)  # 0700, ours, not a symlink: other local users reach no socket
         shutil.rmtree(d, ignore_errors=True)
         (d / "ws").mkdir(parents=True, mode=0o700)
+        make_link_dir(d)
         os.chmod(d, 0o700)
         sock = str(d / "s.sock")
         if len(os.fsencode(sock)) > MAX_SOCKET_PATH:

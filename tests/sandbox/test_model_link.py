@@ -6,6 +6,7 @@ engine, real sockets; each call lands in the episode its key names."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("openai")
 
-from rockroll.sandbox.model_link import HostRelay  # noqa: E402
+from rockroll.sandbox.model_link import HostRelay, link_socket  # noqa: E402
 from tests.agentrl.model_server import recorded_service  # noqa: E402
 from tests.sandbox.conftest import confinement_problem, skip_or_fail  # noqa: E402
 
@@ -82,31 +83,65 @@ def test_the_link_passes_the_commands_status_and_says_when_no_relay_is_up(tmp_pa
     assert out.returncode == 2 and "no socket at" in out.stderr
 
 
-def test_a_confined_sandbox_reaches_the_service_only_through_the_link(service: tuple[str, Any, int]) -> None:
-    from rockroll.sandbox.base import SandboxSpec
-    from rockroll.sandbox.confine import SANDBOX_DIR, SANDBOX_USER
-    from rockroll.sandbox.process import ProcessBackend
+#: the agent inside a sandbox (an image may lack the ``openai`` package): the same calls with the standard library
+STDLIB_AGENT = r"""
+import json, os, socket, sys, urllib.request
+for text in ("hello", "again"):
+    body = {"model": "tiny", "messages": [{"role": "user", "content": text}], "max_tokens": 4}
+    req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", json.dumps(body).encode(),
+        {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"})
+    print("answer:", json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["finish_reason"])
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5).close()
+    print("direct: reached")
+except OSError as e:
+    print("direct: refused", type(e).__name__)
+"""
 
-    problem = confinement_problem()
+
+def _sandbox(kind: str, state: Path) -> tuple[Any, str]:
+    """A backend of ``kind`` and its sandboxes' interpreter."""
+    from rockroll.sandbox.confine import SANDBOX_USER
+
+    if kind == "process":
+        from rockroll.sandbox.process import ProcessBackend
+
+        problem = confinement_problem()
+        if problem:
+            skip_or_fail(problem)
+        backend = ProcessBackend(state_dir=str(state / "sb"), user=SANDBOX_USER)
+        return backend, backend.python
+    from rockroll.sandbox.docker_backend import DockerBackend
+    from tests.sandbox.conftest import docker_problem
+
+    problem = docker_problem()
     if problem:
         skip_or_fail(problem)
+    return DockerBackend(state_dir=str(state / "sb")), "python3"  # the image's server runs so
+
+
+@pytest.mark.parametrize("kind", ["process", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_sandbox_reaches_the_service_only_through_the_link(kind: str, service: tuple[str, Any, int]) -> None:
+    from rockroll.sandbox.base import SandboxSpec
+
     _url, recorder, port = service
     state = Path(tempfile.mkdtemp(prefix="rr-ml-"))  # short: socket paths must fit in 107 bytes
-    backend = ProcessBackend(state_dir=str(state / "sb"), user=SANDBOX_USER)
-    handle = backend.start("ml0", SandboxSpec(name="link"), labels={"rockroll.manager": f"ml{uuid.uuid4().hex[:6]}"})
+    backend, python = _sandbox(kind, state)
+    labels = {"rockroll.manager": f"ml{uuid.uuid4().hex[:6]}"}
+    handle = backend.start("ml0", SandboxSpec(name="link"), labels=labels)
     try:
-        backend.wait_ready(handle, 60)
-        host_dir = Path(handle.socket_path).parent
-        key = recorder.open("ep-sandbox")
-        with HostRelay(host_dir / "m.sock", ("127.0.0.1", port)):
+        backend.wait_ready(handle, 120)
+        key = recorder.open(f"ep-{kind}")
+        host_sock, inner_sock = link_socket(handle)
+        with HostRelay(host_sock, ("127.0.0.1", port)):
+            argv = [python, "-m", "rockroll.sandbox.model_link", "--socket", inner_sock, "--"]
             res = backend.exec(
-                handle, [backend.python, "-m", "rockroll.sandbox.model_link", "--socket", f"{SANDBOX_DIR}/m.sock", "--",
-                         backend.python, "-c", AGENT, str(port)],
-                env={"OPENAI_API_KEY": key}, timeout_s=120,
-            )  # fmt: skip
+                handle, [*argv, python, "-c", STDLIB_AGENT, str(port)], env={"OPENAI_API_KEY": key}, timeout_s=120
+            )
         assert res.exit_code == 0, (res.stdout, res.stderr)
         assert res.stdout.count("answer:") == 2, res.stdout
-        assert "direct: refused" in res.stdout  # its own net namespace: the service's port is not there
-        assert len(recorder.close("ep-sandbox").calls) == 2
+        assert "direct: refused" in res.stdout  # no network of its own: the service's port is not there
+        assert len(recorder.close(f"ep-{kind}").calls) == 2
     finally:
         backend.stop(handle)
+        shutil.rmtree(state, ignore_errors=True)
